@@ -1,0 +1,126 @@
+"""Result records of a crawl: one PageResult a fetched page, CrawlStats, CrawlResult."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from crawler.extract import Link
+
+
+@dataclass(slots=True)
+class PageResult:
+    """What happened to one URL taken from the frontier.
+
+    ``error`` is None on success, else a short kind (``"timeout"``, ``"connect"``,
+    ``"http_503"``, ``"redirect_loop"``, ``"too_large"`` ...) and ``error_detail`` the message.
+    """
+
+    url: str
+    depth: int
+    referrer: str | None = None
+    final_url: str | None = None
+    status: int | None = None
+    content_type: str | None = None
+    bytes: int = 0
+    elapsed_ms: float = 0.0
+    links: list[Link] = field(default_factory=list)
+    redirects: list[str] = field(default_factory=list)
+    truncated: bool = False
+    error: str | None = None
+    error_detail: str | None = None
+    retries: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "url": self.url,
+            "final_url": self.final_url,
+            "status": self.status,
+            "depth": self.depth,
+            "referrer": self.referrer,
+            "content_type": self.content_type,
+            "bytes": self.bytes,
+            "elapsed_ms": round(self.elapsed_ms, 1),
+            "links": [link.url for link in self.links if link.url is not None],
+            "redirects": list(self.redirects),
+            "truncated": self.truncated,
+            "error": self.error,
+            "error_detail": self.error_detail,
+            "retries": self.retries,
+        }
+
+
+@dataclass(slots=True)
+class CrawlStats:
+    """Counters of a crawl; complete even when the crawl was cancelled."""
+
+    pages: int = 0
+    pages_ok: int = 0
+    bytes: int = 0
+    links_found: int = 0
+    links_new: int = 0
+    retries: int = 0
+    redirects: int = 0
+    robots_disallowed: int = 0
+    out_of_scope: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    status: Counter[int] = field(default_factory=Counter)
+    started: float = 0.0
+    duration: float = 0.0
+    cancelled: bool = False
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.duration if self.duration > 0 else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pages": self.pages,
+            "pages_ok": self.pages_ok,
+            "bytes": self.bytes,
+            "links_found": self.links_found,
+            "links_new": self.links_new,
+            "retries": self.retries,
+            "redirects": self.redirects,
+            "robots_disallowed": self.robots_disallowed,
+            "out_of_scope": self.out_of_scope,
+            "errors": dict(self.errors),
+            "status": {str(k): v for k, v in sorted(self.status.items())},
+            "duration": round(self.duration, 3),
+            "pages_per_second": round(self.pages_per_second, 2),
+            "cancelled": self.cancelled,
+        }
+
+
+@dataclass(slots=True)
+class CrawlResult:
+    """What ``crawl()`` returns: discovered links in discovery order, pages, stats."""
+
+    links: list[str]
+    pages: list[PageResult]
+    stats: CrawlStats
+
+
+class Sink(Protocol):
+    """Where a crawl's results go as they happen (the CLI's output formats, or a user's own).
+
+    The engine calls ``link`` once for each newly discovered URL, as soon as it is found
+    (``kind`` is ``"internal"`` for in-scope URLs; with ``all_links`` also ``"external"`` for
+    out-of-scope http(s) URLs and ``"other"`` for non-HTTP schemes, each reported once),
+    ``page`` once a page is done, and ``close`` once at the end, even after cancellation.
+    """
+
+    def link(self, url: str, referrer: str, kind: str) -> None: ...
+
+    def page(self, page: PageResult) -> None: ...
+
+    def close(self) -> None: ...
