@@ -80,5 +80,12 @@ class CrawlConfig:
 
     extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
+    def validated(self) -> CrawlConfig:
+        """Return a normalised copy (lists to tuples, ...) or raise ConfigError naming the key.
+
+        Placeholder: the config issue fills in every check.
+        """
+        return self
+
     def replace(self, **changes: object) -> CrawlConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
