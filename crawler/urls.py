@@ -1,0 +1,239 @@
+"""URL canonicalisation for the seen set, and the scope rules of a crawl.
+
+Two entry points per URL, because almost every URL the engine sees comes from the extractor,
+which already returns WHATWG-serialised absolute URLs (scheme and host lower-case, default port
+dropped, dot segments resolved, non-ASCII percent-encoded, fragment dropped):
+
+* :meth:`UrlPolicy.canonical` parses anything (seeds, ``Location`` headers, sitemap entries) with
+  the WHATWG parser (ada) and then applies the cheap steps below;
+* :meth:`UrlPolicy.canonical_resolved` assumes WHATWG-serialised input and only applies the cheap
+  steps: drop the fragment, normalise percent-escapes (upper-case hex, unreserved characters
+  decoded), drop a bare trailing ``?``, and optionally sort the query / drop parameters.
+
+Both return the same string for the same URL, and ``canonical(canonical(u)) == canonical(u)``
+(a hypothesis test checks it). Scope is checked only for URLs that are new to the seen set, so it
+may be a little slower than canonicalisation.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from ada_url import URL, join_url
+from publicsuffixlist import PublicSuffixList
+
+__all__ = [
+    "UrlPolicy",
+    "host_of",
+    "join",
+    "origin_of",
+    "registrable_domain",
+]
+
+_HTTP_PREFIXES = ("http://", "https://")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+# RFC 3986 unreserved characters: decoding their escapes never changes a URL's meaning.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_ESCAPE_MAP = {f"{b:02x}": (chr(b) if b in _UNRESERVED else f"%{b:02X}") for b in range(256)}
+
+
+def _fix_escape(m: re.Match[str]) -> str:
+    return _ESCAPE_MAP[m.group(1).lower()]
+
+
+_PSL: PublicSuffixList | None = None
+
+
+@lru_cache(maxsize=4096)
+def registrable_domain(host: str) -> str:
+    """The registrable domain ("eTLD+1") of ``host`` from the bundled Public Suffix List.
+
+    IP addresses, single labels (``localhost``) and bare public suffixes are their own domain.
+    No network access: publicsuffixlist ships its snapshot.
+    """
+    global _PSL
+    host = host.rstrip(".").lower()
+    if not host or host.startswith("[") or _is_ip(host):
+        return host
+    if _PSL is None:
+        _PSL = PublicSuffixList()
+    return _PSL.privatesuffix(host) or host
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def host_of(url: str) -> str:
+    """Host name (no userinfo, no port) of a WHATWG-serialised absolute URL; '' if none."""
+    start = url.find("//")
+    if start < 0:
+        return ""
+    start += 2
+    end = url.find("/", start)
+    netloc = url[start:] if end < 0 else url[start:end]
+    if "@" in netloc:
+        netloc = netloc.rpartition("@")[2]
+    if netloc.endswith("]"):
+        return netloc
+    return netloc.partition(":")[0] if not netloc.startswith("[") else netloc.rpartition(":")[0]
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a WHATWG-serialised absolute URL (userinfo dropped).
+
+    The unit of politeness and robots.txt: robots.txt is per scheme, host and port (RFC 9309).
+    """
+    start = url.find("//")
+    if start < 0:
+        return url
+    end = url.find("/", start + 2)
+    origin = url if end < 0 else url[:end]
+    if "@" in origin:
+        scheme_end = start + 2
+        origin = origin[:scheme_end] + origin[scheme_end:].rpartition("@")[2]
+    return origin
+
+
+def join(base: str, ref: str) -> str | None:
+    """Resolve ``ref`` against ``base`` as a browser would; None if it does not resolve."""
+    try:
+        return join_url(base, ref.strip())
+    except ValueError:
+        return None
+
+
+class UrlPolicy:
+    """Canonicalisation and scope for one crawl, compiled once from the config.
+
+    Args:
+        seeds: the crawl's seed URLs; scope is relative to their hosts.
+        scope: ``"host"`` (same host name as a seed, any port and scheme), ``"domain"`` (same
+            registrable domain) or ``"subdomains"`` (a seed host or any name below it).
+        include: regexes; when any are given, a URL must match one (``re.search``).
+        exclude: regexes; a URL matching any is out of scope.
+        sort_query: sort query parameters (stable, by the whole ``name=value``).
+        drop_params: glob patterns (``utm_*``) of query parameter names to drop.
+        max_url_length: canonical URLs longer than this are refused (0 = no limit).
+    """
+
+    __slots__ = (
+        "_domains",
+        "_drop",
+        "_exclude",
+        "_hosts",
+        "_include",
+        "_query_work",
+        "_scope",
+        "_sort",
+        "max_url_length",
+    )
+
+    def __init__(
+        self,
+        seeds: Iterable[str] = (),
+        *,
+        scope: str = "host",
+        include: Iterable[str] = (),
+        exclude: Iterable[str] = (),
+        sort_query: bool = False,
+        drop_params: Iterable[str] = (),
+        max_url_length: int = 0,
+    ) -> None:
+        self._scope = scope
+        self._sort = sort_query
+        patterns = [p for p in drop_params if p]
+        self._drop = (
+            re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+            if patterns
+            else None
+        )
+        self._query_work = self._sort or self._drop is not None
+        self._include = [re.compile(p) for p in include]
+        self._exclude = [re.compile(p) for p in exclude]
+        self.max_url_length = max_url_length
+        self._hosts: set[str] = set()
+        self._domains: set[str] = set()
+        for seed in seeds:
+            self.add_seed_host(seed)
+
+    def add_seed_host(self, url: str) -> None:
+        """Widen the scope by the host of ``url`` (used for the seeds)."""
+        canon = self.canonical(url)
+        if canon is None:
+            return
+        host = host_of(canon)
+        self._hosts.add(host)
+        self._domains.add(registrable_domain(host))
+
+    # -- canonicalisation --
+
+    def canonical(self, url: str) -> str | None:
+        """Canonical form of any absolute URL, or None if it is not http(s) or does not parse."""
+        try:
+            parsed = URL(url.strip())
+        except ValueError:
+            return None
+        if parsed.protocol not in ("http:", "https:"):
+            return None
+        parsed.hash = ""
+        return self.canonical_resolved(parsed.href)
+
+    def canonical_resolved(self, url: str) -> str | None:
+        """Canonical form of a WHATWG-serialised absolute URL (the extractor's output).
+
+        None for other schemes. The hot path: a few string operations per URL.
+        """
+        if not url.startswith(_HTTP_PREFIXES):
+            return None
+        if "#" in url:
+            url = url[: url.index("#")]
+        if "%" in url:
+            url = _ESCAPE.sub(_fix_escape, url)
+        if "?" in url:
+            if url[-1] == "?":
+                url = url[:-1]
+            elif self._query_work:
+                url = self._fix_query(url)
+        return url
+
+    def _fix_query(self, url: str) -> str:
+        path, _, query = url.partition("?")
+        params = query.split("&")
+        drop = self._drop
+        if drop is not None:
+            params = [p for p in params if p and not drop.match(p.partition("=")[0])]
+        else:
+            params = [p for p in params if p]
+        if self._sort:
+            params.sort()
+        return f"{path}?{'&'.join(params)}" if params else path
+
+    def too_long(self, url: str) -> bool:
+        return 0 < self.max_url_length < len(url)
+
+    # -- scope --
+
+    def in_scope(self, url: str) -> bool:
+        """Whether a canonical URL is inside the crawl's scope (host rule, then regexes)."""
+        host = host_of(url)
+        scope = self._scope
+        if scope == "host":
+            ok = host in self._hosts
+        elif scope == "domain":
+            ok = host in self._hosts or registrable_domain(host) in self._domains
+        else:
+            ok = host in self._hosts or any(host.endswith("." + h) for h in self._hosts)
+        if not ok:
+            return False
+        if self._include and not any(r.search(url) for r in self._include):
+            return False
+        return not any(r.search(url) for r in self._exclude)

@@ -1,0 +1,130 @@
+"""MemoryFrontier (breadth-first, per-origin round-robin, politeness) and MemorySeenSet."""
+
+from __future__ import annotations
+
+import random
+
+from crawler.frontier import MemoryFrontier, MemorySeenSet, Request
+
+
+def req(url: str, depth: int = 0, origin: str | None = None) -> Request:
+    return Request(url, depth, None, origin or url.split("/", 3)[0] + "//" + url.split("/", 3)[2])
+
+
+def drain(f: MemoryFrontier, now: float = 0.0) -> list[str]:
+    out = []
+    while (r := f.pop(now)) is not None:
+        out.append(r.url)
+        f.release(r.origin, now)
+    return out
+
+
+def test_breadth_first_within_a_host() -> None:
+    f = MemoryFrontier(per_host=100)
+    f.push(req("http://a/d2", 2))
+    f.push(req("http://a/d1", 1))
+    f.push(req("http://a/d0", 0))
+    f.push(req("http://a/d1b", 1))
+    assert len(f) == 4
+    assert drain(f) == ["http://a/d0", "http://a/d1", "http://a/d1b", "http://a/d2"]
+    assert len(f) == 0
+
+
+def test_hosts_served_round_robin() -> None:
+    f = MemoryFrontier(per_host=100)
+    for i in range(3):
+        f.push(req(f"http://a/{i}"))
+    for i in range(3):
+        f.push(req(f"http://b/{i}"))
+    f.push(req("http://c/0"))
+    assert drain(f) == [
+        "http://a/0",
+        "http://b/0",
+        "http://c/0",
+        "http://a/1",
+        "http://b/1",
+        "http://a/2",
+        "http://b/2",
+    ]
+
+
+def test_per_host_limit_does_not_block_other_hosts() -> None:
+    f = MemoryFrontier(per_host=2)
+    for i in range(5):
+        f.push(req(f"http://slow/{i}"))
+    f.push(req("http://fast/0"))
+    f.push(req("http://fast/1"))
+    got = [f.pop(0.0) for _ in range(5)]
+    urls = [r.url for r in got if r is not None]
+    # slow host gets 2 in flight, fast host 2: then nothing until a release
+    assert sorted(urls) == ["http://fast/0", "http://fast/1", "http://slow/0", "http://slow/1"]
+    assert got[4] is None
+    assert f.active("http://slow") == 2
+    f.release("http://slow", 0.0)
+    nxt = f.pop(0.0)
+    assert nxt is not None and nxt.url == "http://slow/2"
+
+
+def test_delay_between_requests_to_a_host() -> None:
+    f = MemoryFrontier(per_host=4, delay=0.0)
+    f.set_delay("http://a", 2.0)
+    for i in range(3):
+        f.push(req(f"http://a/{i}"))
+    f.push(req("http://b/0"))
+    first = f.pop(10.0)
+    assert first is not None and first.url == "http://a/0"
+    second = f.pop(10.0)
+    assert second is not None and second.url == "http://b/0"
+    assert f.pop(10.5) is None  # a is waiting for its delay, b is empty
+    assert f.wait_time(10.5) == 1.5
+    third = f.pop(12.0)
+    assert third is not None and third.url == "http://a/1"
+    assert f.pop(13.9) is None
+    fourth = f.pop(14.0)
+    assert fourth is not None and fourth.url == "http://a/2"
+
+
+def test_release_reschedules_host_with_work() -> None:
+    f = MemoryFrontier(per_host=1)
+    f.push(req("http://a/0"))
+    f.push(req("http://a/1"))
+    r0 = f.pop(0.0)
+    assert r0 is not None and f.pop(0.0) is None
+    f.release("http://a", 0.0)
+    r1 = f.pop(0.0)
+    assert r1 is not None and r1.url == "http://a/1"
+
+
+def test_random_workload_hands_out_everything_once() -> None:
+    rng = random.Random(7)
+    f = MemoryFrontier(per_host=3)
+    pushed = set()
+    for i in range(2000):
+        url = f"http://h{rng.randrange(20)}/{i}"
+        pushed.add(url)
+        f.push(req(url, rng.randrange(5)))
+    got: list[str] = []
+    inflight: list[Request] = []
+    while len(f) or inflight:
+        r = f.pop(0.0)
+        if r is not None:
+            got.append(r.url)
+            inflight.append(r)
+            assert f.active(r.origin) <= 3
+        if r is None or rng.random() < 0.5:
+            if inflight:
+                done = inflight.pop(rng.randrange(len(inflight)))
+                f.release(done.origin, 0.0)
+    assert sorted(got) == sorted(pushed)
+
+
+def test_seen_set_add_contains_and_growth() -> None:
+    s = MemorySeenSet(capacity=4)
+    urls = [f"http://example.com/page/{i}" for i in range(50_000)]
+    assert all(s.add(u) for u in urls)
+    assert len(s) == 50_000
+    assert not any(s.add(u) for u in urls)
+    assert all(u in s for u in urls)
+    assert "http://example.com/other" not in s
+    assert 3 not in s
+    assert s.nbytes <= 8 * 4 * 50_000  # at most 4 slots of 8 bytes per URL
