@@ -2,13 +2,26 @@
 
 Defaults live here and only here; the CLI, the TOML loader and the library all build a
 CrawlConfig, so a setting means the same thing whichever way in a user takes.
+
+A TOML file holds the same keys as the dataclass fields, either at the top level or inside a
+table named after their group (``[limits]``, ``[http]`` ...: the groups of ``crawler crawl
+--help``, see ``GROUPS``). Every error names the source (file or flag), the key and the reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from crawler._version import __version__
 
@@ -16,14 +29,24 @@ Scope = Literal["host", "domain", "subdomains"]
 OutputFormat = Literal["urls", "jsonl", "csv"]
 LinkSet = Literal["links", "resources"]
 
-DEFAULT_USER_AGENT = f"crawler/{__version__} (+https://pypi.org/project/crawler/; link discovery bot)"
+DEFAULT_USER_AGENT = (
+    f"crawler/{__version__} (+https://pypi.org/project/crawler/; link discovery bot)"
+)
 
 
 class ConfigError(ValueError):
     """A setting is unknown, of the wrong type, or out of range.
 
-    The message names the source (file or flag), the key and the reason.
+    The message names the source (file or flag), the key and the reason; the parts are also
+    kept as attributes so that the CLI can name a flag instead of a key.
     """
+
+    def __init__(self, reason: str, *, key: str | None = None, source: str | None = None) -> None:
+        self.reason = reason
+        self.key = key
+        self.source = source
+        parts = [p for p in (source, key) if p]
+        super().__init__(": ".join([*parts, reason]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +103,283 @@ class CrawlConfig:
 
     extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
-    def validated(self) -> CrawlConfig:
-        """Return a normalised copy (lists to tuples, ...) or raise ConfigError naming the key.
+    def validated(self, *, source: str | None = None) -> CrawlConfig:
+        """Return a normalised copy (lists to tuples, ints to floats) or raise ConfigError.
 
-        Placeholder: the config issue fills in every check.
+        Args:
+            source: named in error messages (a file name, "command line" ...).
+
+        Raises:
+            ConfigError: naming the first bad key and why it is bad.
         """
-        return self
+        changes: dict[str, Any] = {}
+        for name in KEYS:
+            value = getattr(self, name)
+            new = _check(name, value, source)
+            if new is not value:
+                changes[name] = new
+        if not isinstance(self.extra, dict):
+            raise ConfigError("must be a table", key="extra", source=source)
+        return dataclasses.replace(self, **changes) if changes else self
 
     def replace(self, **changes: object) -> CrawlConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+# Groups of keys, in the order of `crawler crawl --help` and config.example.toml. A TOML file
+# may put a key at the top level or in the table of its group.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "crawl": ("seeds",),
+    "limits": (
+        "max_pages",
+        "max_depth",
+        "max_pages_per_host",
+        "max_url_length",
+        "max_body_bytes",
+        "max_redirects",
+    ),
+    "concurrency": ("concurrency", "per_host", "delay"),
+    "scope": ("scope", "include", "exclude", "sort_query", "drop_params"),
+    "robots": ("ignore_robots", "sitemaps", "respect_nofollow"),
+    "http": (
+        "user_agent",
+        "timeout",
+        "connect_timeout",
+        "read_timeout",
+        "retries",
+        "backoff",
+        "max_retry_after",
+    ),
+    "extraction": ("link_set",),
+    "output": ("format", "output", "all_links", "quiet"),
+    "backend": ("frontier",),
+}
+
+#: Every user-facing key (every field but ``extra``), in GROUPS order.
+KEYS: tuple[str, ...] = tuple(k for keys in GROUPS.values() for k in keys)
+_GROUP_OF = {k: g for g, keys in GROUPS.items() for k in keys}
+
+# Keys whose value must be >= 1 (the rest of the numbers must be >= 0: 0 means "no limit"/none).
+_POSITIVE = frozenset({"concurrency", "per_host", "max_url_length"})
+
+_HINTS: dict[str, Any] = typing.get_type_hints(CrawlConfig)
+
+
+def _type_name(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"
+
+
+def _check(name: str, value: Any, source: str | None) -> Any:
+    """Check one key's value against its annotation and range; return it normalised."""
+
+    def fail(reason: str) -> ConfigError:
+        return ConfigError(reason, key=name, source=source)
+
+    hint = _HINTS[name]
+    origin = typing.get_origin(hint)
+    got = f"got {_type_name(value)} ({value!r})"
+
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices or not isinstance(value, str):
+            raise fail(f"must be one of {', '.join(map(repr, choices))}; {got}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise fail(f"must be true or false; {got}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(f"must be an integer; {got}")
+        low = 1 if name in _POSITIVE else 0
+        if value < low:
+            raise fail(f"must be >= {low}; got {value}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise fail(f"must be a number; {got}")
+        if math.isnan(value) or math.isinf(value) or value < 0:
+            raise fail(f"must be a finite number >= 0; got {value}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise fail(f"must be a string; {got}")
+        if name == "user_agent" and (not value.strip() or "\r" in value or "\n" in value):
+            raise fail("must be a non-empty single line")
+        return value
+    if origin in (typing.Union, types.UnionType):  # str | None: output
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise fail(f"must be a file name (a non-empty string); {got}")
+        return value
+    if origin is tuple:
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise fail(f"must be a list of strings; {got}")
+        items = tuple(value)
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                raise fail(f"item {i} must be a string; got {_type_name(item)} ({item!r})")
+            _check_item(name, i, item, fail)
+        return items if (type(value) is not tuple) else value
+    raise AssertionError(f"no check for {name}: {hint!r}")  # pragma: no cover
+
+
+def _check_item(name: str, i: int, item: str, fail: Any) -> None:
+    if name in ("include", "exclude"):
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise fail(f"item {i} is not a valid regular expression ({item!r}: {exc})") from None
+    elif name == "seeds":
+        reason = seed_problem(item)
+        if reason:
+            raise fail(reason)
+    elif name == "drop_params" and not item:
+        raise fail(f"item {i} must be a non-empty parameter name")
+
+
+def seed_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a seed (not an absolute http(s) URL with a host), or None.
+
+    The reason starts with the quoted URL: "'example.org' is not an http(s) URL ...".
+    """
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+    except ValueError as exc:
+        return f"{url!r} is not a valid URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        hint = f" (did you mean 'https://{url}'?)" if not parts.scheme or "." in url[:8] else ""
+        return f"{url!r} is not an http(s) URL{hint}"
+    if not host:
+        return f"{url!r} has no host"
+    return None
+
+
+def _flatten(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Flatten top-level keys and group tables; reject unknown or misplaced keys."""
+    flat: dict[str, Any] = {}
+
+    def unknown(key: str, where: str) -> ConfigError:
+        close = difflib.get_close_matches(key, [*KEYS, *GROUPS], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return ConfigError(f"unknown key{hint}", key=where, source=source)
+
+    def put(key: str, value: Any, where: str) -> None:
+        if key in flat:
+            raise ConfigError(
+                "given twice (top level and in its group table)", key=where, source=source
+            )
+        flat[key] = value
+
+    for key, value in data.items():
+        if key in GROUPS and isinstance(value, dict):
+            for sub, subvalue in value.items():
+                where = f"{key}.{sub}"
+                if sub not in _GROUP_OF:
+                    raise unknown(sub, where)
+                if _GROUP_OF[sub] != key:
+                    raise ConfigError(
+                        f"belongs in [{_GROUP_OF[sub]}], not [{key}]", key=where, source=source
+                    )
+                put(sub, subvalue, where)
+        elif key in _GROUP_OF:
+            put(key, value, key)
+        else:
+            raise unknown(key, key)
+    return flat
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML config file into a flat ``{key: value}`` mapping; values not yet checked.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, or holds an unknown key.
+    """
+    source = str(path)
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read config file: {exc.strerror or exc}", source=source
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", source=source) from None
+    return _flatten(data, source)
+
+
+def from_mapping(values: Mapping[str, Any], *, source: str | None = None) -> CrawlConfig:
+    """Build a validated CrawlConfig from ``{key: value}`` (unknown keys are an error)."""
+    for key in values:
+        if key not in _GROUP_OF:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown key{hint}", key=key, source=source)
+    return CrawlConfig(**values).validated(source=source)
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    overrides_source: str = "command line",
+) -> CrawlConfig:
+    """The file's settings (if any), then ``overrides`` on top; both validated.
+
+    The file is validated on its own first so that an error names the file; then the
+    overrides, so that an error from them names ``overrides_source``.
+    """
+    config = CrawlConfig()
+    if path is not None:
+        config = from_mapping(load_toml(path), source=str(path))
+    if overrides:
+        for key in overrides:
+            if key not in _GROUP_OF:
+                raise ConfigError("unknown key", key=key, source=overrides_source)
+        config = config.replace(**overrides).validated(source=overrides_source)
+    return config
+
+
+def defaults() -> dict[str, Any]:
+    """Every key with its default value, in GROUPS order (for --help and the example file)."""
+    base = CrawlConfig()
+    return {k: getattr(base, k) for k in KEYS}
+
+
+def as_toml_value(value: object) -> str:
+    """A default rendered as TOML (strings quoted, tuples as arrays, None as a comment)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(as_toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+__all__ = [
+    "DEFAULT_USER_AGENT",
+    "GROUPS",
+    "KEYS",
+    "ConfigError",
+    "CrawlConfig",
+    "defaults",
+    "from_mapping",
+    "load_config",
+    "load_toml",
+    "seed_problem",
+]

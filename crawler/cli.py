@@ -1,0 +1,469 @@
+"""Command line: ``crawler crawl URL ...`` and ``crawler extract FILE --base URL``.
+
+Thin by design: argparse -> CrawlConfig (file, then flags on top) -> engine, plus the things
+only a command line has: exit codes, signals, a closed stdout pipe, progress on stderr.
+
+Exit codes: 0 done; 1 the crawl finished with errors only (no page fetched successfully) or
+the output could not be written; 2 usage or config error; 130 SIGINT; 143 SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import platform
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from crawler._version import __version__
+from crawler.config import GROUPS, ConfigError, CrawlConfig, defaults, load_config, seed_problem
+from crawler.output import FORMATS, OutputSink, open_sink, silence_stream
+from crawler.progress import Progress, Snapshot
+
+if TYPE_CHECKING:
+    from crawler.engine import Crawler
+
+EXIT_OK = 0
+EXIT_ERRORS = 1
+EXIT_USAGE = 2
+EXIT_SIGINT = 128 + signal.SIGINT  # 130
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+
+PROG = "crawler"
+_T = TypeVar("_T")
+
+# key -> (flags, argparse kwargs, help). Every CrawlConfig key has one; "(default: X)" is
+# appended from CrawlConfig so that --help cannot drift from the real defaults.
+_BOOL = argparse.BooleanOptionalAction
+_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
+    "max_pages": (
+        ("--max-pages",),
+        {"type": int, "metavar": "N"},
+        "stop after N pages; 0 = no limit",
+    ),
+    "max_depth": (
+        ("--max-depth",),
+        {"type": int, "metavar": "D"},
+        "follow links up to D hops from a seed",
+    ),
+    "max_pages_per_host": (
+        ("--max-pages-per-host",),
+        {"type": int, "metavar": "N"},
+        "at most N pages from one host; 0 = no limit",
+    ),
+    "max_url_length": (("--max-url-length",), {"type": int, "metavar": "N"}, "skip longer URLs"),
+    "max_body_bytes": (
+        ("--max-body-bytes",),
+        {"type": int, "metavar": "N"},
+        "stop reading a body after N bytes (links so far are kept); 0 = no limit",
+    ),
+    "max_redirects": (("--max-redirects",), {"type": int, "metavar": "N"}, "redirect hops a URL"),
+    "concurrency": (("--concurrency", "-c"), {"type": int, "metavar": "N"}, "requests in flight"),
+    "per_host": (("--per-host",), {"type": int, "metavar": "N"}, "requests in flight to one host"),
+    "delay": (
+        ("--delay",),
+        {"type": float, "metavar": "S"},
+        "seconds between requests to one host (robots.txt crawl-delay raises it)",
+    ),
+    "scope": (
+        ("--scope",),
+        {"choices": ("host", "domain", "subdomains")},
+        "follow links on the seed's host, its registrable domain, or the host and its subdomains",
+    ),
+    "include": (
+        ("--include",),
+        {"action": "append", "metavar": "RE"},
+        "only follow URLs matching this regex (repeatable)",
+    ),
+    "exclude": (
+        ("--exclude",),
+        {"action": "append", "metavar": "RE"},
+        "never follow URLs matching this regex (repeatable)",
+    ),
+    "sort_query": (
+        ("--sort-query",),
+        {"action": _BOOL},
+        "sort query parameters when deduplicating",
+    ),
+    "drop_params": (
+        ("--drop-param",),
+        {"action": "append", "metavar": "NAME"},
+        "remove this query parameter when deduplicating, e.g. utm_source (repeatable)",
+    ),
+    "ignore_robots": (("--ignore-robots",), {"action": _BOOL}, "do not obey robots.txt"),
+    "sitemaps": (("--sitemaps",), {"action": _BOOL}, "also seed from robots.txt sitemaps"),
+    "respect_nofollow": (
+        ("--respect-nofollow",),
+        {"action": _BOOL},
+        'do not follow rel="nofollow" links and pages with meta robots nofollow',
+    ),
+    "user_agent": (("--user-agent",), {"metavar": "UA"}, "User-Agent header"),
+    "timeout": (("--timeout",), {"type": float, "metavar": "S"}, "total seconds a request"),
+    "connect_timeout": (
+        ("--connect-timeout",),
+        {"type": float, "metavar": "S"},
+        "seconds to connect",
+    ),
+    "read_timeout": (
+        ("--read-timeout",),
+        {"type": float, "metavar": "S"},
+        "seconds without data before giving up",
+    ),
+    "retries": (
+        ("--retries",),
+        {"type": int, "metavar": "N"},
+        "retries for connection errors, 429 and 5xx",
+    ),
+    "backoff": (
+        ("--backoff",),
+        {"type": float, "metavar": "S"},
+        "first retry delay, doubled each retry",
+    ),
+    "max_retry_after": (
+        ("--max-retry-after",),
+        {"type": float, "metavar": "S"},
+        "longest Retry-After honoured",
+    ),
+    "link_set": (
+        ("--link-set",),
+        {"choices": ("links", "resources")},
+        "which links to extract: navigational links, or also resources (img, script, ...)",
+    ),
+    "format": (("--format", "-f"), {"choices": FORMATS}, "output format"),
+    "output": (("--output", "-o"), {"metavar": "FILE"}, "write results to FILE"),
+    "all_links": (
+        ("--all-links",),
+        {"action": _BOOL},
+        "urls format: also list out-of-scope and non-HTTP links, tab-marked external/other",
+    ),
+    "quiet": (("--quiet", "-q"), {"action": "store_true"}, "no progress and no summary on stderr"),
+    "frontier": (("--frontier",), {"choices": ("memory",)}, "frontier backend"),
+}
+_FLAG_OF = {key: flags[0] for key, (flags, _, _) in _OPTIONS.items()} | {"seeds": "URL"}
+
+
+def _show_default(key: str, value: object) -> str:
+    if value is None:
+        text = "stdout" if key == "output" else "none"
+    elif isinstance(value, bool):
+        text = "on" if value else "off"
+    elif isinstance(value, tuple):
+        text = " ".join(value) or "none"
+    else:
+        text = str(value)
+    return text.replace("%", "%%")
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=34)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="An asynchronous, streaming link-extraction web crawler.",
+        formatter_class=_Formatter,
+        epilog="exit codes: 0 done, 1 finished with errors only, 2 usage or config error,"
+        " 130 SIGINT, 143 SIGTERM",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    crawl = sub.add_parser(
+        "crawl",
+        help="crawl from seed URLs, print the links found",
+        description="Crawl from the seed URLs; results on stdout (or --output), progress and "
+        "the summary on stderr. Every option has a key of the same name (with _) in the "
+        "--config file; flags override the file.",
+        formatter_class=_Formatter,
+        epilog="exit codes: 0 done, 1 finished with errors only (e.g. the seed failed),"
+        " 2 usage or config error, 130 SIGINT, 143 SIGTERM",
+    )
+    crawl.add_argument(
+        "seeds", nargs="*", metavar="URL", help="seed URLs (http or https); or `seeds` in --config"
+    )
+    crawl.add_argument(
+        "--config", metavar="FILE", help="TOML config file (see config.example.toml)"
+    )
+    defs = defaults()
+    for group, keys in GROUPS.items():
+        options = [k for k in keys if k in _OPTIONS]
+        if not options:
+            continue
+        arg_group = crawl.add_argument_group(group)
+        for key in options:
+            flags, kwargs, text = _OPTIONS[key]
+            arg_group.add_argument(
+                *flags,
+                dest=key,
+                default=argparse.SUPPRESS,
+                help=f"{text} (default: {_show_default(key, defs[key])})",
+                **kwargs,
+            )
+            if key == "link_set":
+                arg_group.add_argument(
+                    "--resources",
+                    dest="link_set",
+                    action="store_const",
+                    const="resources",
+                    default=argparse.SUPPRESS,
+                    help="same as --link-set resources",
+                )
+
+    ex = sub.add_parser(
+        "extract",
+        help="print the links of one HTML document",
+        description="Extract the links of one HTML document (a file, or - for stdin), "
+        "resolved against --base.",
+        formatter_class=_Formatter,
+    )
+    ex.add_argument("file", metavar="FILE|-", help="HTML file, or - for stdin")
+    ex.add_argument("--base", required=True, metavar="URL", help="the document's URL")
+    ex.add_argument(
+        "--resources",
+        action="store_true",
+        help="also resources: img, script, link, ... (default: off)",
+    )
+    ex.add_argument("--encoding", metavar="ENC", help="transport charset (default: sniffed)")
+    ex.add_argument(
+        "--format",
+        "-f",
+        choices=FORMATS,
+        default="urls",
+        help="urls: each URL once; jsonl: one record a link; csv: one row a link (default: urls)",
+    )
+    ex.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")
+    return parser
+
+
+def _err(message: str) -> None:
+    try:
+        sys.stderr.write(f"{PROG}: error: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def config_from_args(args: argparse.Namespace) -> CrawlConfig:
+    """The config file (if any), then the flags given, validated.
+
+    Raises:
+        ConfigError: the message names the file and key, or the flag, and the reason.
+    """
+    overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in _FLAG_OF}
+    if not overrides.get("seeds"):
+        overrides.pop("seeds", None)
+    try:
+        return load_config(args.config, overrides)
+    except ConfigError as exc:
+        if exc.source == "command line" and exc.key == "seeds":
+            raise ConfigError(f"URL {exc.reason}") from None
+        if exc.source == "command line" and exc.key in _FLAG_OF:
+            raise ConfigError(exc.reason, key=_FLAG_OF[exc.key]) from None
+        raise
+
+
+def _version_text() -> str:
+    try:
+        impl = str(importlib.import_module("crawler.extract").IMPLEMENTATION)
+    except (ImportError, AttributeError) as exc:  # pragma: no cover - broken install
+        impl = f"unavailable ({exc})"
+    loop = "uvloop" if _uvloop() is not None else "asyncio"
+    return (
+        f"{PROG} {__version__} (extractor: {impl}; event loop: {loop};"
+        f" Python {platform.python_version()})"
+    )
+
+
+def _uvloop() -> ModuleType | None:
+    try:
+        return importlib.import_module("uvloop")
+    except ImportError:
+        return None
+
+
+def _run(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run on uvloop when it is installed, else the default asyncio loop."""
+    uv = _uvloop()
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = uv.new_event_loop if uv else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro)
+
+
+@dataclass
+class _RunState:
+    signal: signal.Signals | None = None
+    crawler: Crawler | None = None
+
+
+async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> tuple[int, Any]:
+    engine = importlib.import_module("crawler.engine")
+    loop = asyncio.get_running_loop()
+    state = _RunState()
+    main_task = asyncio.current_task()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if state.signal is None:
+            state.signal = sig
+            if state.crawler is not None:
+                state.crawler.stop()
+            elif main_task is not None:
+                main_task.cancel()
+        elif main_task is not None:
+            main_task.cancel()  # a second Ctrl-C: stop waiting for a clean stop
+
+    def on_output_failure() -> None:
+        if state.crawler is not None:
+            state.crawler.stop()
+
+    sink.on_failure = on_output_failure
+    handled = (signal.SIGINT, signal.SIGTERM)
+    for sig in handled:
+        loop.add_signal_handler(sig, on_signal, sig)
+    stats: Any = None
+    try:
+        async with engine.Crawler(config, sink=sink) as crawler:
+            state.crawler = crawler
+
+            def snapshot() -> Snapshot:
+                s = crawler.stats
+                return Snapshot(s.pages, crawler.in_flight, crawler.queued, s.error_count)
+
+            ticker = asyncio.ensure_future(progress.run(snapshot))
+            try:
+                if not sink.failed and state.signal is None:
+                    await crawler.run()
+            finally:
+                ticker.cancel()
+                await asyncio.gather(ticker, return_exceptions=True)
+                stats = crawler.stats
+        stats = crawler.stats  # complete once the context has exited
+    except asyncio.CancelledError:
+        if state.signal is None:
+            raise
+        if state.crawler is not None:
+            stats = state.crawler.stats
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        sink.close()
+    return _exit_code(state, sink, stats, progress), stats
+
+
+def _exit_code(state: _RunState, sink: OutputSink, stats: Any, progress: Progress) -> int:
+    if sink.broken_pipe:
+        return EXIT_OK  # the reader took what it wanted (`| head`): quiet, like `rg | head`
+    if stats is not None:
+        progress.summary(stats, stopped_by=state.signal.name if state.signal else None)
+    if sink.error is not None:
+        _err(f"cannot write output: {sink.error.strerror or sink.error}")
+        return EXIT_ERRORS
+    if state.signal is not None:
+        return EXIT_SIGINT if state.signal == signal.SIGINT else EXIT_SIGTERM
+    if stats is None or stats.pages_ok == 0:
+        return EXIT_ERRORS
+    return EXIT_OK
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    if not config.seeds:
+        _err("no seed URL: give one or more URLs, or `seeds` in the --config file")
+        return EXIT_USAGE
+    try:
+        sink = open_sink(config.format, config.output)
+    except OSError as exc:
+        _err(f"cannot open output file {config.output!r}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    progress = Progress(sys.stderr, quiet=config.quiet)
+    code, _ = _run(_crawl(config, sink, progress))
+    return code
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    problem = seed_problem(args.base)
+    if problem:
+        _err(f"--base: {problem}")
+        return EXIT_USAGE
+    extract = importlib.import_module("crawler.extract")
+    results = importlib.import_module("crawler.results")
+    try:
+        infile: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
+    except OSError as exc:
+        _err(f"cannot read {args.file!r}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    try:
+        # jsonl here is one record a link (url, raw, tag, attr, nofollow), not a page
+        sink = open_sink("jsonl-links" if args.format == "jsonl" else args.format, args.output)
+    except OSError as exc:
+        infile.close()
+        _err(f"cannot open output file {args.output!r}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    ex = extract.LinkExtractor(
+        args.base, args.encoding, link_set="resources" if args.resources else "links"
+    )
+    seen: set[str] = set()
+    page = results.PageResult(url=args.base, depth=0)
+
+    def emit(links: list[Any]) -> None:
+        if args.format == "urls":
+            for link in links:
+                if link.url not in seen:
+                    seen.add(link.url)
+                    sink.link(link.url, args.base, "internal")
+        elif args.format == "jsonl":
+            sink.links(links)  # type: ignore[attr-defined]
+        else:
+            page.links = links
+            sink.page(page)
+
+    try:
+        with infile:
+            while not sink.failed:
+                chunk = infile.read(65536)
+                if not chunk:
+                    break
+                emit(ex.feed(chunk))
+        if not sink.failed:
+            emit(ex.close())
+    except OSError as exc:
+        _err(f"cannot read {args.file!r}: {exc.strerror or exc}")
+        return EXIT_ERRORS
+    finally:
+        sink.close()
+    if sink.error is not None:
+        _err(f"cannot write output: {sink.error.strerror or sink.error}")
+        return EXIT_ERRORS
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``crawler`` console script and ``python -m crawler``."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.version:
+            print(_version_text())
+            return EXIT_OK
+        if args.command == "crawl":
+            return cmd_crawl(args)
+        if args.command == "extract":
+            return cmd_extract(args)
+        parser.print_usage(sys.stderr)
+        _err("a command is required: crawl or extract (see --help)")
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C before the event loop's handler was installed
+        return EXIT_SIGINT
+    except BrokenPipeError:  # e.g. `crawler --help | head -1`
+        silence_stream(sys.stdout)
+        return EXIT_OK
