@@ -1,0 +1,280 @@
+"""HTTP for the crawl: one aiohttp session, one request at a time, bodies streamed.
+
+:class:`Fetcher` makes exactly one HTTP exchange per :meth:`Fetcher.fetch` (plus retries):
+redirects are *not* followed here (``allow_redirects=False``), because the engine checks every
+hop against scope, robots and the seen set. The body is never held whole: after the headers the
+caller's ``on_headers`` hook looks at the response and returns a chunk consumer (or None to
+leave the body unread), and each decompressed chunk goes to it as it arrives.
+
+Failures become a short error kind (see the common contract): ``dns``, ``connect``,
+``timeout``, ``disconnected``, ``protocol``, ``decode``, ``http_<status>``, ``too_large``.
+Connection errors, timeouts, resets, 429 and 5xx are retried with exponential backoff and
+jitter, honouring ``Retry-After`` up to ``max_retry_after``, at most ``retries`` times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+
+from crawler.config import CrawlConfig
+
+__all__ = ["HTML_TYPES", "Fetcher", "Response", "classify_error", "parse_retry_after"]
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
+# Seconds the connection pool keeps an idle keep-alive connection.
+KEEPALIVE_TIMEOUT = 30.0
+# Seconds a resolved host name stays cached.
+DNS_CACHE_TTL = 300
+# Kinds worth another try: the next attempt may well succeed.
+RETRY_KINDS = frozenset({"connect", "timeout", "disconnected"})
+
+Consumer = Callable[[bytes], object]
+
+
+@dataclass(slots=True)
+class Response:
+    """What one fetch produced (after retries). ``error`` is None on success."""
+
+    url: str
+    status: int | None = None
+    content_type: str | None = None  # media type, lower-case, no parameters
+    charset: str | None = None
+    location: str | None = None
+    retry_after: str | None = None
+    bytes: int = 0
+    truncated: bool = False
+    error: str | None = None
+    error_detail: str | None = None
+    retries: int = 0
+    elapsed_ms: float = 0.0
+
+    @property
+    def is_html(self) -> bool:
+        return self.content_type in HTML_TYPES
+
+
+class _RetryStatus(Exception):
+    def __init__(self, wait: float | None) -> None:
+        self.wait = wait
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` value (delta-seconds or HTTP-date); None if unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def classify_error(exc: BaseException) -> tuple[str, str]:
+    """(kind, human message) for an exception raised while fetching."""
+    try:
+        detail = f"{type(exc).__name__}: {exc}".strip()
+    except Exception:  # a half-built exception's __str__ may itself fail
+        detail = type(exc).__name__
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "dns", detail
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if isinstance(exc.os_error, socket.gaierror):
+            return "dns", detail
+        return "connect", detail
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError, TimeoutError)):
+        return "timeout", detail or "timeout"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "disconnected", detail
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        text = str(exc).lower()
+        cause = exc.__cause__
+        if (
+            "decode" in text
+            or "decompress" in text
+            or (cause is not None and "decompress" in str(cause).lower())
+        ):
+            return "decode", detail
+        # A reset (RST) mid-body is a disconnect; a clean close before Content-Length or the
+        # last chunk is a framing fault ("protocol").
+        if "reset" in text or isinstance(
+            cause, (ConnectionResetError, aiohttp.ClientConnectionResetError)
+        ):
+            return "disconnected", detail
+        return "protocol", detail
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return "protocol", detail
+    if isinstance(exc, (aiohttp.ClientOSError, ConnectionError, OSError)):
+        return "disconnected", detail
+    if isinstance(exc, aiohttp.ClientConnectionError):
+        return "connect", detail
+    if isinstance(exc, (aiohttp.InvalidURL, ValueError, UnicodeError, aiohttp.ClientError)):
+        return "protocol", detail
+    return "protocol", detail
+
+
+def make_session(config: CrawlConfig) -> aiohttp.ClientSession:
+    """The crawl's session: pooled keep-alive connections, global and per-host limits."""
+    connector = aiohttp.TCPConnector(
+        limit=max(1, config.concurrency),
+        limit_per_host=max(1, config.per_host),
+        ttl_dns_cache=DNS_CACHE_TTL,
+        keepalive_timeout=KEEPALIVE_TIMEOUT,
+    )
+    timeout = aiohttp.ClientTimeout(
+        total=config.timeout or None,
+        sock_connect=config.connect_timeout or None,
+        sock_read=config.read_timeout or None,
+    )
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        headers={"User-Agent": config.user_agent, "Accept": ACCEPT},
+        cookie_jar=aiohttp.DummyCookieJar(),
+        auto_decompress=True,
+        trust_env=False,
+        raise_for_status=False,
+    )
+
+
+class Fetcher:
+    """Streaming GETs with retries over one shared session.
+
+    Args:
+        config: timeouts, retries, backoff, body cap and the limits of the pool.
+        session: an existing session to use (not closed by :meth:`close`); made if None.
+    """
+
+    def __init__(self, config: CrawlConfig, session: aiohttp.ClientSession | None = None) -> None:
+        self.config = config
+        self._own = session is None
+        self._session = session
+        self._rng = random.Random()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = make_session(self.config)
+        return self._session
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and self._own:
+            await session.close()
+
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with full jitter in [0.5, 1.5) of the nominal wait."""
+        base = self.config.backoff * (2.0**attempt)
+        return base * (0.5 + self._rng.random())
+
+    async def fetch(
+        self,
+        url: str,
+        on_headers: Callable[[Response], Consumer | None] | None = None,
+        *,
+        max_bytes: int | None = None,
+        retries: int | None = None,
+    ) -> Response:
+        """GET ``url`` once (redirects not followed), with retries; never raises for HTTP faults.
+
+        ``on_headers(response)`` is called when a final response's headers are in (a response
+        that will not be retried); it returns a consumer for the body chunks, or None to leave
+        the body unread. It may be called again for a later attempt if the body fails midway
+        and the fetch is retried. ``max_bytes`` caps the decompressed body (default: the
+        config's ``max_body_bytes``; 0 = no cap): reading stops there, the response is marked
+        ``truncated`` with error ``too_large``.
+        """
+        cfg = self.config
+        cap = cfg.max_body_bytes if max_bytes is None else max_bytes
+        tries = cfg.retries if retries is None else retries
+        session = self.session
+        start = time.monotonic()
+        attempt = 0
+        while True:
+            res = Response(url, retries=attempt)
+            wait: float | None = None
+            try:
+                await self._exchange(session, res, on_headers, cap, attempt < tries)
+            except _RetryStatus as retry:
+                wait = retry.wait
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # every fault of the wire becomes a kind
+                kind, detail = classify_error(exc)
+                res.error, res.error_detail = kind, detail
+                if kind not in RETRY_KINDS or attempt >= tries:
+                    break
+            else:
+                break
+            if wait is None:
+                wait = self.backoff(attempt)
+            await asyncio.sleep(wait)
+            attempt += 1
+        res.elapsed_ms = (time.monotonic() - start) * 1000.0
+        return res
+
+    async def _exchange(
+        self,
+        session: aiohttp.ClientSession,
+        res: Response,
+        on_headers: Callable[[Response], Consumer | None] | None,
+        cap: int,
+        may_retry: bool,
+    ) -> None:
+        async with session.get(res.url, allow_redirects=False) as r:
+            status = r.status
+            res.status = status
+            headers = r.headers
+            ctype = headers.get("Content-Type")
+            if ctype is not None:
+                res.content_type = r.content_type
+                res.charset = r.charset
+            res.location = headers.get("Location")
+            if status == 429 or status >= 500:
+                res.retry_after = headers.get("Retry-After")
+                if may_retry:
+                    wait = parse_retry_after(res.retry_after)
+                    if wait is not None:
+                        wait = min(wait, self.config.max_retry_after)
+                    raise _RetryStatus(wait)
+            if status >= 400:
+                res.error = f"http_{status}"
+                res.error_detail = f"HTTP {status} {r.reason or ''}".strip()
+            consumer = on_headers(res) if on_headers is not None else None
+            if consumer is None:
+                return
+            read = 0
+            async for chunk in r.content.iter_any():
+                n = len(chunk)
+                if cap and read + n > cap:
+                    chunk = chunk[: cap - read]
+                    read = cap
+                    if chunk:
+                        consumer(chunk)
+                    res.truncated = True
+                    res.error = "too_large"
+                    res.error_detail = f"body over {cap} bytes (decompressed); read stopped"
+                    break
+                read += n
+                res.bytes = read
+                consumer(chunk)
+            res.bytes = read
+
+    @staticmethod
+    def describe(res: Response) -> dict[str, Any]:
+        """A dict view of a Response (for logs and tests)."""
+        return {k: getattr(res, k) for k in Response.__slots__}

@@ -1,0 +1,211 @@
+"""robots.txt per origin (RFC 9309), fetched once and shared, and sitemap <loc> extraction.
+
+The rules come from Protego (longest match, ``*`` and ``$``, user-agent groups). What the RFC
+says about fetching, and what this module does:
+
+* 2xx: parse the first 500 KiB (the RFC's minimum; the rest is ignored);
+* redirects: followed up to 5 hops (across hosts too), then "unavailable";
+* 4xx (except 429): "unavailable", everything is allowed;
+* 5xx, 429, timeouts, resets: "unreachable", everything is disallowed (after the fetcher's
+  bounded retries);
+* the host cannot be reached at all (``dns``, ``connect``): nothing is fetched from it either,
+  but its pages get a PageResult with that error kind, so a dead host shows up in the summary
+  as what it is, not as "robots disallowed".
+
+Each origin's robots.txt is fetched by the first request that needs it; concurrent requests for
+the same origin await the same future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+
+from protego import Protego
+
+from crawler.fetch import Fetcher, Response
+from crawler.urls import join
+
+__all__ = ["MAX_ROBOTS_BYTES", "RobotsCache", "RobotsRules", "SitemapParser"]
+
+MAX_ROBOTS_BYTES = 500 * 1024
+MAX_ROBOTS_REDIRECTS = 5
+UNREACHABLE_KINDS = frozenset({"dns", "connect"})
+
+
+class RobotsRules:
+    """The robots.txt verdict for one origin."""
+
+    __slots__ = ("_parser", "_user_agent", "allow_all", "crawl_delay", "error", "sitemaps", "why")
+
+    def __init__(
+        self,
+        *,
+        parser: Protego | None = None,
+        allow_all: bool = False,
+        user_agent: str = "",
+        why: str = "",
+        error: str | None = None,
+    ) -> None:
+        self._parser = parser
+        self._user_agent = user_agent
+        self.allow_all = allow_all
+        self.why = why
+        self.error = error  # a fetch error kind when the host itself is unreachable
+        self.crawl_delay: float | None = None
+        self.sitemaps: list[str] = []
+        if parser is not None:
+            try:
+                delay = parser.crawl_delay(user_agent)
+                self.crawl_delay = float(delay) if delay is not None else None
+                self.sitemaps = [s for s in parser.sitemaps if isinstance(s, str)]
+            except Exception:  # a garbage file must not break the crawl
+                self.crawl_delay = None
+
+    @classmethod
+    def parse(cls, text: str, user_agent: str) -> RobotsRules:
+        try:
+            parser = Protego.parse(text)
+        except Exception:
+            return cls(allow_all=True, why="unparseable robots.txt")
+        return cls(parser=parser, user_agent=user_agent, why="robots.txt")
+
+    def allowed(self, url: str) -> bool:
+        if self._parser is None:
+            return self.allow_all
+        try:
+            return bool(self._parser.can_fetch(url, self._user_agent))
+        except Exception:
+            return True
+
+
+class _LoaderGone(Exception):
+    """The task fetching an origin's robots.txt was cancelled before it finished."""
+
+
+class RobotsCache:
+    """robots.txt rules per origin, each fetched once.
+
+    Args:
+        fetcher: the crawl's Fetcher (same session, timeouts and retries as pages).
+        user_agent: matched against the file's User-agent groups.
+    """
+
+    def __init__(self, fetcher: Fetcher, user_agent: str) -> None:
+        self._fetcher = fetcher
+        self._user_agent = user_agent
+        self._rules: dict[str, RobotsRules] = {}
+        self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
+        self.fetched = 0
+
+    def cached(self, origin: str) -> RobotsRules | None:
+        return self._rules.get(origin)
+
+    async def get(self, origin: str) -> RobotsRules:
+        while True:
+            rules = self._rules.get(origin)
+            if rules is not None:
+                return rules
+            pending = self._pending.get(origin)
+            if pending is None:
+                break
+            try:
+                return await asyncio.shield(pending)
+            except _LoaderGone:
+                continue  # the task fetching it was cancelled: try ourselves
+        future: asyncio.Future[RobotsRules] = asyncio.get_running_loop().create_future()
+        self._pending[origin] = future
+        try:
+            rules = await self._load(origin)
+        except BaseException:
+            del self._pending[origin]
+            future.set_exception(_LoaderGone())
+            future.exception()  # mark it retrieved: there may be no waiter
+            raise
+        self._rules[origin] = rules
+        del self._pending[origin]
+        future.set_result(rules)
+        return rules
+
+    async def _load(self, origin: str) -> RobotsRules:
+        url = origin + "/robots.txt"
+        self.fetched += 1
+        chunks: list[bytes] = []
+
+        def on_headers(r: Response) -> Callable[[bytes], object] | None:
+            chunks.clear()  # a retried attempt starts over
+            return chunks.append if r.status is not None and 200 <= r.status < 300 else None
+
+        for _hop in range(MAX_ROBOTS_REDIRECTS + 1):
+            res = await self._fetcher.fetch(url, on_headers, max_bytes=MAX_ROBOTS_BYTES)
+            status = res.status
+            if status is not None and 300 <= status < 400 and res.error is None:
+                target = join(url, res.location) if res.location else None
+                if target is None or not target.startswith(("http://", "https://")):
+                    return RobotsRules(allow_all=True, why=f"robots.txt bad redirect ({status})")
+                url = target
+                continue
+            if status is not None and 200 <= status < 300 and res.error in (None, "too_large"):
+                text = b"".join(chunks).decode("utf-8", "replace")
+                return RobotsRules.parse(text, self._user_agent)
+            if status is not None and 400 <= status < 500 and status != 429:
+                return RobotsRules(allow_all=True, why=f"robots.txt unavailable ({status})")
+            if status is None and res.error in UNREACHABLE_KINDS:
+                return RobotsRules(
+                    allow_all=False,
+                    why=f"host unreachable: {res.error_detail}",
+                    error=res.error,
+                )
+            return RobotsRules(
+                allow_all=False,
+                why=f"robots.txt unreachable ({res.error or status}): disallow all",
+            )
+        return RobotsRules(allow_all=True, why="robots.txt: too many redirects")
+
+
+_LOC = re.compile(rb"<(?:[A-Za-z0-9_]+:)?loc\s*>\s*([^<\s]+)\s*</", re.IGNORECASE)
+_LOC_OPEN = re.compile(rb"<(?:[A-Za-z0-9_]+:)?loc\s*>", re.IGNORECASE)
+_MAX_SITEMAP_TAIL = 64 * 1024
+
+
+class SitemapParser:
+    """Streaming ``<loc>`` extraction from a sitemap or sitemap index (XML), bytes in, URLs out.
+
+    Only the tail after the last complete ``<loc>`` is kept between chunks (capped), so memory
+    stays bounded whatever the size of the sitemap.
+    """
+
+    def __init__(self) -> None:
+        self._tail = b""
+
+    def feed(self, data: bytes) -> list[str]:
+        buf = self._tail + data
+        out: list[str] = []
+        end = 0
+        for m in _LOC.finditer(buf):
+            out.append(_unescape(m.group(1)))
+            end = m.end()
+        rest = buf[end:]
+        # Keep an opened <loc> whose value is still arriving, or else a tag still arriving.
+        starts = [m.start() for m in _LOC_OPEN.finditer(rest)]
+        cut = starts[-1] if starts else rest.rfind(b"<")
+        self._tail = rest[cut:][-_MAX_SITEMAP_TAIL:] if cut >= 0 else b""
+        return out
+
+    def close(self) -> list[str]:
+        self._tail = b""
+        return []
+
+
+def _unescape(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    if "&" in text:
+        text = (
+            text.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", '"')
+            .replace("&apos;", "'")
+            .replace("&amp;", "&")
+        )
+    return text

@@ -1,0 +1,200 @@
+"""RobotsCache against a real server: RFC 9309 status handling, caching, size cap; sitemaps."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import Counter
+
+import pytest
+from aiohttp import web
+
+from crawler.config import CrawlConfig
+from crawler.fetch import Fetcher
+from crawler.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules, SitemapParser
+
+UA = "crawler/1.0 (+https://example.org/bot)"
+
+
+async def make(serve, routes):  # type: ignore[no-untyped-def]
+    hits: Counter[str] = Counter()
+
+    @web.middleware
+    async def count(request: web.Request, handler):  # type: ignore[no-untyped-def]
+        hits[request.path] += 1
+        return await handler(request)
+
+    app = web.Application(middlewares=[count])
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    server = await serve(app)
+    origin = str(server.make_url("")).rstrip("/")
+    fetcher = Fetcher(CrawlConfig(retries=1, backoff=0.001, user_agent=UA))
+    return origin, hits, fetcher, RobotsCache(fetcher, UA)
+
+
+def text(body: str, status: int = 200):  # type: ignore[no-untyped-def]
+    async def h(request: web.Request) -> web.Response:
+        return web.Response(text=body, status=status)
+
+    return h
+
+
+ROBOTS = """\
+User-agent: otherbot
+Disallow: /
+
+User-agent: crawler
+Disallow: /private
+Allow: /private/open$
+Disallow: /*.pdf$
+Crawl-delay: 1.5
+
+Sitemap: http://example.org/sitemap.xml
+"""
+
+
+async def test_rules_parsed_and_cached(serve) -> None:  # type: ignore[no-untyped-def]
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": text(ROBOTS)})
+    try:
+        rules = await cache.get(origin)
+        assert await cache.get(origin) is rules
+        assert rules.allowed(origin + "/public")
+        assert not rules.allowed(origin + "/private/x")
+        assert rules.allowed(origin + "/private/open")
+        assert not rules.allowed(origin + "/doc.pdf")
+        assert rules.allowed(origin + "/doc.pdf?x=1")
+        assert rules.crawl_delay == 1.5
+        assert rules.sitemaps == ["http://example.org/sitemap.xml"]
+        assert hits["/robots.txt"] == 1
+    finally:
+        await fetcher.close()
+
+
+async def test_concurrent_requests_share_one_fetch(serve) -> None:  # type: ignore[no-untyped-def]
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.2)
+        return web.Response(text="User-agent: *\nDisallow: /x\n")
+
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": slow})
+    try:
+        results = await asyncio.gather(*(cache.get(origin) for _ in range(20)))
+        assert all(r is results[0] for r in results)
+        assert hits["/robots.txt"] == 1
+    finally:
+        await fetcher.close()
+
+
+async def test_cancelled_loader_lets_waiter_retry(serve) -> None:  # type: ignore[no-untyped-def]
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.3)
+        return web.Response(text="User-agent: *\nDisallow: /x\n")
+
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": slow})
+    try:
+        first = asyncio.ensure_future(cache.get(origin))
+        await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(cache.get(origin))
+        await asyncio.sleep(0.05)
+        first.cancel()
+        rules = await asyncio.wait_for(second, 5)
+        assert not rules.allowed(origin + "/x")
+        assert first.cancelled()
+    finally:
+        await fetcher.close()
+
+
+@pytest.mark.parametrize(("status", "allowed"), [(404, True), (403, True), (410, True)])
+async def test_4xx_allows_all(serve, status: int, allowed: bool) -> None:  # type: ignore[no-untyped-def]
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": text("Disallow: /", status)})
+    try:
+        rules = await cache.get(origin)
+        assert rules.allowed(origin + "/anything") is allowed
+        assert hits["/robots.txt"] == 1
+    finally:
+        await fetcher.close()
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+async def test_5xx_disallows_all_after_bounded_retry(serve, status: int) -> None:  # type: ignore[no-untyped-def]
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": text("", status)})
+    try:
+        rules = await cache.get(origin)
+        assert not rules.allowed(origin + "/")
+        assert rules.error is None  # a robots verdict, not an unreachable host
+        assert hits["/robots.txt"] == 2  # one try + config.retries=1
+    finally:
+        await fetcher.close()
+
+
+async def test_redirects_followed_up_to_five(serve) -> None:  # type: ignore[no-untyped-def]
+    def hop(n: int):  # type: ignore[no-untyped-def]
+        async def h(request: web.Request) -> web.Response:
+            return web.Response(status=301, headers={"Location": f"/r{n}"})
+
+        return h
+
+    routes = {"/robots.txt": hop(1), **{f"/r{i}": hop(i + 1) for i in range(1, 4)}}
+    routes["/r4"] = text("User-agent: *\nDisallow: /secret\n")
+    origin, hits, fetcher, cache = await make(serve, routes)
+    try:
+        rules = await cache.get(origin)
+        assert not rules.allowed(origin + "/secret") and rules.allowed(origin + "/ok")
+    finally:
+        await fetcher.close()
+    # a chain of more than 5 hops: treated as unavailable (allow all)
+    routes = {"/robots.txt": hop(1), **{f"/r{i}": hop(i + 1) for i in range(1, 10)}}
+    origin, hits, fetcher, cache = await make(serve, routes)
+    try:
+        rules = await cache.get(origin)
+        assert rules.allowed(origin + "/secret")
+        assert sum(hits.values()) == 6
+    finally:
+        await fetcher.close()
+
+
+async def test_enormous_file_parsed_up_to_cap(serve) -> None:  # type: ignore[no-untyped-def]
+    body = "User-agent: *\nDisallow: /early\n" + "# filler\n" * (MAX_ROBOTS_BYTES // 9 + 10)
+    body += "Disallow: /late\n"
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": text(body)})
+    try:
+        rules = await cache.get(origin)
+        assert not rules.allowed(origin + "/early")
+        assert rules.allowed(origin + "/late")
+    finally:
+        await fetcher.close()
+
+
+def test_garbage_never_raises() -> None:
+    for junk in ["\x00\xff<html>", "Disallow", "User-agent:\nDisallow: [[[", "Crawl-delay: soon\n"]:
+        rules = RobotsRules.parse(junk, UA)
+        rules.allowed("http://h/x")
+        assert rules.crawl_delay is None or rules.crawl_delay >= 0
+
+
+async def test_unreachable_host_reports_its_kind() -> None:
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fetcher = Fetcher(CrawlConfig(retries=0))
+    try:
+        rules = await RobotsCache(fetcher, UA).get(f"http://127.0.0.1:{port}")
+    finally:
+        await fetcher.close()
+    assert rules.error == "connect" and not rules.allowed(f"http://127.0.0.1:{port}/")
+
+
+def test_sitemap_parser_any_chunking() -> None:
+    doc = (
+        b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        b"<url><loc>http://e.com/a</loc></url><url><loc> http://e.com/b?x=1&amp;y=2 </loc></url>"
+        b"<sm:url><sm:loc>http://e.com/c</sm:loc></sm:url></urlset>"
+    )
+    want = ["http://e.com/a", "http://e.com/b?x=1&y=2", "http://e.com/c"]
+    for size in (1, 3, 7, len(doc)):
+        p = SitemapParser()
+        got: list[str] = []
+        for i in range(0, len(doc), size):
+            got += p.feed(doc[i : i + size])
+        got += p.close()
+        assert got == want, size
