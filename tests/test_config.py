@@ -1,0 +1,218 @@
+"""CrawlConfig validation and TOML loading: every bad value names the source, the key, the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from crawler.config import (
+    GROUPS,
+    KEYS,
+    ConfigError,
+    CrawlConfig,
+    defaults,
+    from_mapping,
+    load_config,
+    load_toml,
+    seed_problem,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "config.example.toml"
+
+
+def write(tmp_path: Path, text: str, name: str = "crawl.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- the defaults and the example file --
+
+
+def test_keys_are_every_field_but_extra() -> None:
+    fields = [f.name for f in dataclasses.fields(CrawlConfig) if f.name != "extra"]
+    assert sorted(KEYS) == sorted(fields)
+    assert len(KEYS) == len(set(KEYS)), "a key is in two groups"
+
+
+def test_defaults_validate_unchanged() -> None:
+    config = CrawlConfig()
+    assert config.validated() == config
+    assert defaults()["concurrency"] == 32
+
+
+def test_example_file_documents_every_key_with_its_default() -> None:
+    values = load_toml(EXAMPLE)
+    base = CrawlConfig()
+    # `output` has no value to show (stdout), so the example keeps it as a comment.
+    assert set(values) == set(KEYS) - {"output"}
+    for key, value in values.items():
+        expected = getattr(base, key)
+        got = tuple(value) if isinstance(value, list) else value
+        assert got == expected, f"config.example.toml: {key} = {value!r}, default is {expected!r}"
+    assert from_mapping(values, source=str(EXAMPLE)) == base
+
+
+def test_example_file_groups_as_the_cli_and_comments_each_key() -> None:
+    text = EXAMPLE.read_text(encoding="utf-8")
+    tables = re.findall(r"^\[(\w+)\]$", text, flags=re.M)
+    assert tables == list(GROUPS)
+    for key in KEYS:
+        line = re.search(rf"^#? ?{key} = .*$", text, flags=re.M)
+        assert line, f"{key} missing from config.example.toml"
+        assert "#" in line.group(0).split("=", 1)[1], f"{key} has no comment"
+    data = tomllib.loads(text)
+    for group, keys in GROUPS.items():
+        assert set(data[group]) <= set(keys)
+
+
+# -- loading --
+
+
+def test_flat_and_grouped_keys(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'max_pages = 5\nseeds = ["https://example.org/"]\n'
+        '[http]\nretries = 0\ntimeout = 3\n[scope]\ninclude = ["/docs/"]\n',
+    )
+    config = from_mapping(load_toml(path), source=str(path))
+    assert config.max_pages == 5
+    assert config.retries == 0
+    assert config.timeout == 3.0 and isinstance(config.timeout, float)
+    assert config.include == ("/docs/",)
+    assert config.seeds == ("https://example.org/",)
+
+
+def test_scope_and_output_are_both_a_group_and_a_key(tmp_path: Path) -> None:
+    path = write(tmp_path, 'scope = "domain"\noutput = "out.txt"\n')
+    assert load_toml(path) == {"scope": "domain", "output": "out.txt"}
+    path = write(tmp_path, '[scope]\nscope = "subdomains"\n[output]\noutput = "x.csv"\n')
+    assert load_toml(path) == {"scope": "subdomains", "output": "x.csv"}
+
+
+def test_overrides_beat_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "max_pages = 500\nconcurrency = 4\n[output]\nformat = 'csv'\n")
+    config = load_config(path, {"max_pages": 50, "format": "jsonl"})
+    assert (config.max_pages, config.concurrency, config.format) == (50, 4, "jsonl")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("max_page = 5\n", "max_page", "unknown key (did you mean 'max_pages'?)"),
+        ("[limits]\nfoo = 1\n", "limits.foo", "unknown key"),
+        ("[http]\nmax_pages = 1\n", "http.max_pages", "belongs in [limits], not [http]"),
+        ("max_pages = 1\n[limits]\nmax_pages = 2\n", "limits.max_pages", "given twice"),
+        ("[nope]\nx = 1\n", "nope", "unknown key"),
+        ("max_pages = '10'\n", "max_pages", "must be an integer; got a string ('10')"),
+        ("max_pages = true\n", "max_pages", "must be an integer; got a boolean"),
+        ("max_pages = 1.5\n", "max_pages", "must be an integer; got a number"),
+        ("max_pages = -1\n", "max_pages", "must be >= 0; got -1"),
+        ("concurrency = -4\n", "concurrency", "must be >= 1; got -4"),
+        ("concurrency = 0\n", "concurrency", "must be >= 1; got 0"),
+        ("per_host = 0\n", "per_host", "must be >= 1"),
+        ("delay = -0.5\n", "delay", "must be a finite number >= 0; got -0.5"),
+        ("timeout = nan\n", "timeout", "must be a finite number >= 0; got nan"),
+        ("timeout = inf\n", "timeout", "must be a finite number >= 0; got inf"),
+        ("delay = 'fast'\n", "delay", "must be a number; got a string"),
+        ("ignore_robots = 'yes'\n", "ignore_robots", "must be true or false; got a string"),
+        ("scope = 'planet'\n", "scope", "must be one of 'host', 'domain', 'subdomains'"),
+        ("format = 'xml'\n", "format", "must be one of 'urls', 'jsonl', 'csv'"),
+        ("include = '/docs/'\n", "include", "must be a list of strings; got a string"),
+        ("include = ['ok', '(']\n", "include", "item 1 is not a valid regular expression ('('"),
+        ("exclude = ['[a-']\n", "exclude", "not a valid regular expression"),
+        ("drop_params = ['']\n", "drop_params", "item 0 must be a non-empty parameter name"),
+        ("seeds = [1]\n", "seeds", "item 0 must be a string; got an integer"),
+        ("seeds = ['ftp://x.org/']\n", "seeds", "'ftp://x.org/' is not an http(s) URL"),
+        (
+            "seeds = ['example.org']\n",
+            "seeds",
+            "'example.org' is not an http(s) URL (did you mean 'https://example.org'?)",
+        ),
+        ("seeds = ['http:///path']\n", "seeds", "'http:///path' has no host"),
+        ("seeds = ['http://[::1/']\n", "seeds", "is not a valid URL"),
+        ("user_agent = ''\n", "user_agent", "must be a non-empty single line"),
+        ('user_agent = "a\\r\\nX-Evil: 1"\n', "user_agent", "must be a non-empty single line"),
+        ("output = ''\n", "output", "must be a file name"),
+        ("output = 3\n", "output", "must be a file name"),
+        ("frontier = 'sqlite'\n", "frontier", "must be one of 'memory'"),
+    ],
+)
+def test_bad_file_names_file_key_and_reason(
+    tmp_path: Path, text: str, key: str, reason: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    err = info.value
+    assert err.source == str(path)
+    assert err.key == key
+    assert reason in err.reason
+    assert str(err).startswith(f"{path}: {key}: ")
+
+
+def test_invalid_toml_names_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "max_pages = 5\nconcurrency = = 3\n")
+    with pytest.raises(ConfigError, match=r"crawl\.toml: invalid TOML: .*line 2"):
+        load_toml(path)
+
+
+def test_missing_file_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.toml: cannot read config file: No such file"):
+        load_toml(tmp_path / "nope.toml")
+
+
+def test_override_errors_name_their_source(tmp_path: Path) -> None:
+    path = write(tmp_path, "max_pages = 5\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {"concurrency": -1})
+    assert (info.value.source, info.value.key) == ("command line", "concurrency")
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(None, {"bogus": 1})
+
+
+def test_validated_normalises_for_library_callers() -> None:
+    config = CrawlConfig(
+        seeds=["https://example.org/"],  # type: ignore[arg-type]
+        include=["a", "b"],  # type: ignore[arg-type]
+        delay=1,
+    ).validated()
+    assert config.seeds == ("https://example.org/",)
+    assert config.include == ("a", "b")
+    assert isinstance(config.delay, float)
+    with pytest.raises(ConfigError, match=r"^max_depth: must be >= 0"):
+        CrawlConfig(max_depth=-1).validated()
+    with pytest.raises(ConfigError, match=r"^lib: concurrency:"):
+        CrawlConfig(concurrency=0).validated(source="lib")
+
+
+def test_from_mapping_rejects_unknown_keys() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^x: concurency: unknown key \(did you mean 'concurrency'"
+    ):
+        from_mapping({"concurency": 3}, source="x")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.org",
+        "https://example.org/a?b#c",
+        "HTTP://EXAMPLE.ORG/",
+        "http://127.0.0.1:8080/",
+    ],
+)
+def test_good_seeds(url: str) -> None:
+    assert seed_problem(url) is None
+
+
+def test_zero_means_no_limit_and_is_accepted() -> None:
+    config = CrawlConfig(max_pages=0, max_body_bytes=0, timeout=0, retries=0).validated()
+    assert config.max_pages == 0 and config.timeout == 0.0
+    assert not math.isnan(config.delay)
