@@ -1,4 +1,4 @@
-"""CrawlConfig validation and TOML loading: every bad value names the source, the key, the reason."""
+"""CrawlConfig validation and TOML loading: errors name the source, the key and the reason."""
 
 from __future__ import annotations
 
