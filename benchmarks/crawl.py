@@ -1,0 +1,509 @@
+#!/usr/bin/env python3
+"""Crawl benchmark: this crawler vs Scrapy vs ``wget --recursive --spider`` on one nginx site.
+
+    python benchmarks/crawl.py                 # 20,000 pages (about 0.9 GB under /tmp/crawlbench)
+    python benchmarks/crawl.py --quick         # the 2,000-page version
+    python benchmarks/crawl.py --quick --profile   # + cProfile of our crawler, top functions
+
+What it does, in one run:
+1. builds (or reuses) a static site of N pages of 30-60 KB with ~100 same-host links each
+   (benchmarks/crawl/sitegen.py; corpus pages from ../shared/corpus/pages as filler);
+2. serves it with nginx on 127.0.0.1 (apt-get installs nginx/wget when missing; pip installs
+   scrapy): one worker pinned to core 0, keep-alive, access_log off, a free port;
+3. runs each crawler as a subprocess pinned to core 1 (one core each), one after another,
+   with a time limit; pages are counted on the server (nginx stub_status ``requests``
+   before/after, minus the status request itself), CPU seconds (user+sys) and peak RSS
+   come from os.wait4 on the child;
+4. prints a table with ratios vs Scrapy and vs wget, and the bar of issue 4:
+   ours >= 10x Scrapy pages/s, >= wget pages/s, peak RSS <= half of Scrapy's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE / "crawl"))
+
+import sitegen  # noqa: E402
+
+CRAWLERS = ("ours", "scrapy", "wget")
+
+
+# ----------------------------------------------------------------- tools
+
+
+def _apt_install(pkg: str, binary: str) -> str:
+    found = shutil.which(binary) or (
+        f"/usr/sbin/{binary}" if Path(f"/usr/sbin/{binary}").exists() else None
+    )
+    if found:
+        return found
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q", pkg]
+    log(f"installing {pkg}: {' '.join(cmd)}")
+    if subprocess.run(cmd, env=env, check=False).returncode != 0:
+        log("apt-get install failed; running apt-get update once and retrying")
+        subprocess.run(
+            ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-q"], env=env, check=True
+        )
+        subprocess.run(cmd, env=env, check=True)
+    found = shutil.which(binary) or f"/usr/sbin/{binary}"
+    if not Path(found).exists():
+        raise SystemExit(f"{binary} not found after installing {pkg}")
+    return found
+
+
+def _ensure_scrapy() -> None:
+    probe = [sys.executable, "-c", "import scrapy"]
+    if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+        return
+    log("installing scrapy with pip")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "scrapy"], check=True)
+
+
+def log(msg: str) -> None:
+    print(f"[crawlbench] {msg}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------- nginx
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pin(cores: set[int]):  # type: ignore[no-untyped-def]
+    usable = os.sched_getaffinity(0)
+    want = cores & usable or usable
+
+    def pre() -> None:
+        os.setsid()
+        os.sched_setaffinity(0, want)
+
+    return pre
+
+
+class Nginx:
+    """A foreground nginx with our own config in a temp dir, stopped on exit."""
+
+    def __init__(self, binary: str, site: Path, core: int) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="crawlbench-nginx-"))
+        self.port = _free_port()
+        conf = (HERE / "crawl" / "nginx.conf.tmpl").read_text()
+        for key, val in {"TMP": str(self.tmp), "PORT": str(self.port), "ROOT": str(site)}.items():
+            conf = conf.replace(f"@@{key}@@", val)
+        (self.tmp / "nginx.conf").write_text(conf)
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "-p",
+                str(self.tmp),
+                "-c",
+                str(self.tmp / "nginx.conf"),
+                "-e",
+                str(self.tmp / "error.log"),
+            ],
+            preexec_fn=_pin({core}),
+        )
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.requests()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"nginx did not start; see {self.tmp}/error.log") from None
+                time.sleep(0.05)
+
+    def requests(self) -> int:
+        """nginx's total request counter (this status request included)."""
+        with urllib.request.urlopen(self.base + "/__nginx_status", timeout=5) as r:
+            text = r.read().decode()
+        # "Active connections: 1\nserver accepts handled requests\n 5 5 9\nReading: ..."
+        return int(text.splitlines()[2].split()[2])
+
+    def log_size(self) -> int:
+        path = self.tmp / "pages.log"
+        return path.stat().st_size if path.exists() else 0
+
+    def log_since(self, offset: int) -> list[str]:
+        """Access-log lines written after ``offset``, once nginx's 1 s log buffer has flushed."""
+        time.sleep(1.2)
+        size = -1
+        while size != self.log_size():  # until the flushes stop
+            size = self.log_size()
+            time.sleep(1.2)
+        with open(self.tmp / "pages.log", "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace").splitlines()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGQUIT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# ----------------------------------------------------------------- runs
+
+
+@dataclass
+class Run:
+    name: str
+    cmd: list[str]
+    pages: int = 0  # distinct URIs served 200 to a GET in this run (from nginx's log)
+    gets: int = 0  # GET requests (a page fetched twice counts twice)
+    requests: int = 0  # every request (stub_status), HEADs and errors included
+    non_200: int = 0
+    wall: float = 0.0
+    cpu: float = 0.0
+    rss_mb: float = 0.0
+    exit: int | None = None
+    timed_out: bool = False
+    load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    child: dict[str, object] = field(default_factory=dict)
+    profile: str | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.pages / self.wall if self.wall > 0 else 0.0
+
+
+def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> Run:
+    """Run one crawler to its end (or the limit), pinned to ``core``; measure it."""
+    run.load = os.getloadavg()
+    before = nginx.requests()
+    log_at = nginx.log_size()
+    out_path = workdir / f"{run.name}.out"
+    err_path = workdir / f"{run.name}.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            run.cmd, stdout=out, stderr=err, cwd=workdir, preexec_fn=_pin({core})
+        )
+        deadline = t0 + limit + 15  # the crawler's own limit first, then ours
+        ru = None
+        status = 0
+        signalled = 0
+        while ru is None:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                ru = usage
+                break
+            now = time.perf_counter()
+            if now > deadline and signalled < 2:
+                run.timed_out = True
+                os.killpg(proc.pid, signal.SIGTERM if signalled == 0 else signal.SIGKILL)
+                signalled += 1
+                deadline = now + 5
+            time.sleep(0.02)
+        run.wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    after = nginx.requests()
+    run.requests = after - before - 1  # minus this status request
+    lines = [ln.split(" ", 2) for ln in nginx.log_since(log_at)]
+    gets = [p for p in lines if len(p) == 3 and p[0] == "GET"]
+    run.gets = len(gets)
+    run.pages = len({p[2] for p in gets if p[1] == "200"})
+    run.non_200 = sum(1 for p in lines if len(p) == 3 and p[1] != "200")
+    run.exit = proc.returncode
+    run.cpu = ru.ru_utime + ru.ru_stime
+    run.rss_mb = ru.ru_maxrss / 1024  # KiB on Linux
+    text = out_path.read_text(errors="replace").strip().splitlines()
+    if text:
+        try:
+            run.child = json.loads(text[-1])
+        except ValueError:
+            pass
+    if run.child.get("finish_reason") == "closespider_timeout" or run.child.get("cancelled"):
+        run.timed_out = True
+    if run.exit not in (0, None) and run.name != "wget":  # wget exits 8 on any 404 etc.
+        log(
+            f"{run.name} exited {run.exit}; stderr tail:\n"
+            + err_path.read_text(errors="replace")[-2000:]
+        )
+    return run
+
+
+def commands(
+    names: list[str], url: str, conc: int, limit: float, wget: str, workdir: Path
+) -> list[Run]:
+    py = sys.executable
+    runs = []
+    for name in names:
+        if name == "ours":
+            cmd = [
+                py,
+                str(HERE / "crawl" / "run_ours.py"),
+                url,
+                "--concurrency",
+                str(conc),
+                "--time-limit",
+                str(limit),
+            ]
+        elif name == "ours-cli":
+            cmd = [
+                py,
+                "-m",
+                "crawler",
+                "crawl",
+                url,
+                "--ignore-robots",
+                "--concurrency",
+                str(conc),
+                "--per-host",
+                str(conc),
+                "--max-depth",
+                "1000",
+                "--output",
+                os.devnull,
+                "--quiet",
+            ]
+        elif name == "scrapy":
+            cmd = [
+                py,
+                str(HERE / "crawl" / "scrapy_spider.py"),
+                url,
+                "--concurrency",
+                str(conc),
+                "--time-limit",
+                str(limit),
+            ]
+        elif name == "wget":
+            cmd = [
+                wget,
+                "--recursive",
+                "--spider",
+                "--level=inf",
+                "--no-verbose",
+                "-e",
+                "robots=off",
+                "--directory-prefix",
+                str(workdir / "wget"),
+                "--output-file",
+                str(workdir / "wget.log"),
+                url,
+            ]
+        else:
+            raise SystemExit(f"unknown crawler {name!r}; choose from {CRAWLERS + ('ours-cli',)}")
+        runs.append(Run(name, cmd))
+    return runs
+
+
+# ----------------------------------------------------------------- report
+
+
+def table(runs: list[Run], n: int) -> str:
+    by = {r.name: r for r in runs}
+    scrapy, wget = by.get("scrapy"), by.get("wget")
+    cols = [
+        ("crawler", 10), ("pages", 7), ("GETs", 7), ("reqs", 7), ("wall s", 8), ("pages/s", 9),
+        ("CPU s", 8), ("peak RSS MB", 12), ("x Scrapy p/s", 13), ("x wget p/s", 11),
+        ("RSS/Scrapy", 11), ("note", 0),
+    ]  # fmt: skip
+
+    def row(values: list[str]) -> str:
+        pairs = zip(values, cols, strict=True)
+        cells = [v.ljust(w) if i == 0 else v.rjust(w) for i, (v, (_, w)) in enumerate(pairs)]
+        return " ".join(cells)
+
+    head = row([c for c, _ in cols])
+    lines = [head, "-" * len(head)]
+    for r in runs:
+        xs = f"{r.rate / scrapy.rate:.1f}" if scrapy and scrapy.rate else "-"
+        xw = f"{r.rate / wget.rate:.2f}" if wget and wget.rate else "-"
+        rs = f"{r.rss_mb / scrapy.rss_mb:.2f}" if scrapy and scrapy.rss_mb else "-"
+        notes = []
+        if r.timed_out:
+            notes.append("time-limited")
+        if r.pages != n and not r.timed_out:
+            notes.append(f"expected {n}")
+        if r.non_200:
+            notes.append(f"{r.non_200} non-200")
+        notes.append(f"load {r.load[0]:.2f}")
+        lines.append(
+            row(
+                [
+                    r.name,
+                    str(r.pages),
+                    str(r.gets),
+                    str(r.requests),
+                    f"{r.wall:.2f}",
+                    f"{r.rate:.1f}",
+                    f"{r.cpu:.2f}",
+                    f"{r.rss_mb:.1f}",
+                    xs,
+                    xw,
+                    rs,
+                    " " + ", ".join(notes),
+                ]
+            )  # fmt: skip
+        )
+    ours = by.get("ours") or by.get("ours-cli")
+    if ours and scrapy and wget and scrapy.rate and wget.rate:
+        checks = [
+            (
+                f">= 10x Scrapy pages/s ({ours.rate / scrapy.rate:.1f}x)",
+                ours.rate >= 10 * scrapy.rate,
+            ),
+            (f">= wget pages/s ({ours.rate / wget.rate:.2f}x)", ours.rate >= wget.rate),
+            (
+                f"<= 1/2 Scrapy peak RSS ({ours.rss_mb / scrapy.rss_mb:.2f}x)",
+                ours.rss_mb <= scrapy.rss_mb / 2,
+            ),
+            (f"all {n} pages fetched ({ours.pages})", ours.pages == n),
+        ]
+        lines.append(
+            "bar: " + "; ".join(f"{'PASS' if ok else 'FAIL'} {text}" for text, ok in checks)
+        )
+    return "\n".join(lines)
+
+
+def profile_report(path: str, top: int = 30) -> str:
+    import io  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+
+    buf = io.StringIO()
+    st = pstats.Stats(path, stream=buf)
+    st.strip_dirs().sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--pages", type=int, default=20_000, help="site size (default 20000)")
+    ap.add_argument("--quick", action="store_true", help="the 2,000-page site")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--concurrency", type=int, default=16, help="ours and Scrapy (wget: 1 connection)"
+    )
+    ap.add_argument(
+        "--crawlers", default=",".join(CRAWLERS), help="comma list: ours,ours-cli,scrapy,wget"
+    )
+    ap.add_argument("--time-limit", type=float, default=600, help="seconds per crawler run")
+    ap.add_argument("--scrapy-time-limit", type=float, default=None, help="default: --time-limit")
+    ap.add_argument("--site-dir", default="/tmp/crawlbench", help="where sites are built (reused)")
+    ap.add_argument("--crawler-core", type=int, default=1)
+    ap.add_argument("--nginx-core", type=int, default=0)
+    ap.add_argument(
+        "--profile",
+        nargs="?",
+        const="/tmp/crawlbench/ours.prof",
+        default=None,
+        help="also run ours under cProfile (output file; default %(const)s)",
+    )
+    ap.add_argument("--json", help="write the measurements here")
+    args = ap.parse_args(argv)
+    n = 2000 if args.quick else args.pages
+    names = [c.strip() for c in args.crawlers.split(",") if c.strip()]
+
+    nginx_bin = _apt_install("nginx", "nginx")
+    wget_bin = _apt_install("wget", "wget") if "wget" in names else "wget"
+    if "scrapy" in names:
+        _ensure_scrapy()
+
+    site_root = Path(args.site_dir) / f"site-{n}-s{args.seed}"
+    t0 = time.perf_counter()
+    info = sitegen.build_site(site_root, n, args.seed)
+    log(
+        f"site: {n} pages, {info.total_bytes / 1e6:.0f} MB at {site_root} "
+        f"({time.perf_counter() - t0:.1f}s)"
+    )
+
+    nginx = Nginx(nginx_bin, site_root, args.nginx_core)
+    workdir = Path(tempfile.mkdtemp(prefix="crawlbench-run-"))
+    runs: list[Run] = []
+    try:
+        url = nginx.base + "/"
+        # Warm the page cache so the first crawler does not pay for disk reads.
+        for f in site_root.rglob("*.html"):
+            f.read_bytes()
+        for run in commands(names, url, args.concurrency, args.time_limit, wget_bin, workdir):
+            limit = args.time_limit
+            if run.name == "scrapy" and args.scrapy_time_limit is not None:
+                limit = args.scrapy_time_limit
+                run.cmd[run.cmd.index("--time-limit") + 1] = str(limit)
+            log(f"running {run.name}: {' '.join(run.cmd)}")
+            run_one(run, nginx, args.crawler_core, limit, workdir)
+            log(f"  {run.name}: {run.pages} pages in {run.wall:.1f}s, child says {run.child}")
+            runs.append(run)
+        if args.profile:
+            prof = Path(args.profile)
+            prof.parent.mkdir(parents=True, exist_ok=True)
+            cmd = [
+                sys.executable,
+                "-m",
+                "cProfile",
+                "-o",
+                str(prof),
+                str(HERE / "crawl" / "run_ours.py"),
+                url,
+                "--concurrency",
+                str(args.concurrency),
+                "--time-limit",
+                str(args.time_limit),
+            ]
+            prun = Run("ours+cProfile", cmd, profile=str(prof))
+            log(f"running {prun.name}: {' '.join(cmd)}")
+            run_one(prun, nginx, args.crawler_core, args.time_limit, workdir)
+            runs.append(prun)
+    finally:
+        nginx.stop()
+
+    cpu = os.cpu_count()
+    print(
+        f"\ncrawl benchmark: {n} pages ({info.total_bytes / n / 1000:.1f} KB average), "
+        f"nginx 1 worker on core {args.nginx_core}, each crawler pinned to core "
+        f"{args.crawler_core}, concurrency {args.concurrency} "
+        f"(wget: 1 connection); {cpu} CPUs, load average at start of each run in the note"
+    )
+    print(table([r for r in runs if r.profile is None], n))
+    print(
+        "pages: distinct URLs served 200 to a GET (nginx log); GETs: all GET requests; "
+        "reqs: all requests "
+        "(nginx stub_status; wget --spider sends a HEAD before each GET); pages/s = pages / wall s"
+    )
+    for r in runs:
+        if r.profile:
+            print(
+                f"\n{r.name}: {r.pages} pages in {r.wall:.1f}s "
+                f"({r.rate:.0f} pages/s under the profiler); "
+                f"profile {r.profile}\n"
+            )
+            print(profile_report(r.profile))
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {"pages": n, "runs": [{**asdict(r), "rate": r.rate} for r in runs]}, indent=1
+            )
+        )
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
