@@ -1,0 +1,729 @@
+"""The crawler against a hostile web site (issue 5): one test per fault.
+
+Every test crawls a hub page of ``tests/faultserver.py`` that links to the fault, to three
+ordinary pages and to links that must never be fetched, and checks (``Run.check_site``):
+
+* the crawl ends by itself within the bound the test states (``asyncio.wait_for``);
+* the fault is on the page's ``PageResult`` with its kind, in ``stats.errors`` and in the
+  printed summary; every failed page is counted by kind;
+* the rest of the site is crawled, each page exactly once;
+* nothing outside scope is requested: every request in the server log has the seed's Host
+  and an expected path; ``file:``, ``javascript:``, ``data:`` and ``mailto:`` never become pages;
+* no task is left running, no ResourceWarning (unclosed session/socket) on ``gc.collect()``,
+  no ERROR log record (``Task exception was never retrieved``, ``Unclosed client session``);
+* no DNS lookup leaves the machine: ``socket.getaddrinfo`` and aiohttp's default resolver are
+  replaced by a guard that resolves only IP literals and ``localhost`` and records the rest.
+
+Timeouts, retries and backoff are short so that the whole file runs in about a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import ipaddress
+import logging
+import socket
+import time
+import tracemalloc
+import warnings
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import aiohttp.connector
+import pytest
+from aiohttp.abc import AbstractResolver, ResolveResult
+from crawler.engine import crawl
+
+from crawler.progress import format_summary
+from crawler.results import CrawlResult, PageResult
+
+try:
+    from tests.faultserver import LONG_URL_LEN, FaultServer, garbage_html_body
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from faultserver import LONG_URL_LEN, FaultServer, garbage_html_body  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.timeout(90)
+
+MiB = 1 << 20
+
+# Short everything: a fault must cost seconds, not the defaults' tens of seconds.
+FAST: dict[str, Any] = {
+    "ignore_robots": True,
+    "timeout": 3.0,
+    "connect_timeout": 1.0,
+    "read_timeout": 1.0,
+    "retries": 1,
+    "backoff": 0.01,
+    "max_retry_after": 5.0,
+    "concurrency": 8,
+    "per_host": 4,
+    "all_links": True,
+}
+
+
+# --- DNS guard -------------------------------------------------------------------------------
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+class DnsGuard:
+    """Resolves IP literals and localhost only; every other name fails fast and is recorded.
+
+    Name lookups on this box go to an off-machine DNS server (strace shows a UDP query even
+    for ``.invalid``), so no test may let a name reach the real resolver.
+    """
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._real = socket.getaddrinfo
+
+    def getaddrinfo(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        if name is None or _is_ip(name) or name == "localhost":
+            return self._real(host, port, *args, **kwargs)
+        self.names.append(name)
+        raise socket.gaierror(socket.EAI_NONAME, f"Name or service not known ({name}: blocked)")
+
+    def resolver_class(self) -> type[AbstractResolver]:
+        guard = self
+
+        class GuardResolver(AbstractResolver):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+            async def resolve(
+                self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+            ) -> list[ResolveResult]:
+                if host != "localhost":
+                    guard.names.append(host)
+                    raise socket.gaierror(
+                        socket.EAI_NONAME, f"Name or service not known ({host}: blocked)"
+                    )
+                return [
+                    ResolveResult(
+                        hostname=host,
+                        host="127.0.0.1",
+                        port=port,
+                        family=socket.AF_INET,
+                        proto=0,
+                        flags=socket.AI_NUMERICHOST,
+                    )
+                ]
+
+            async def close(self) -> None:
+                pass
+
+        return GuardResolver
+
+
+@pytest.fixture(autouse=True)
+def dns_guard(monkeypatch: pytest.MonkeyPatch) -> DnsGuard:
+    guard = DnsGuard()
+    monkeypatch.setattr(socket, "getaddrinfo", guard.getaddrinfo)
+    monkeypatch.setattr(aiohttp.connector, "DefaultResolver", guard.resolver_class())
+    return guard
+
+
+# --- harness ---------------------------------------------------------------------------------
+
+
+class Recorder:
+    """A Sink that keeps everything it is told."""
+
+    def __init__(self) -> None:
+        self.links: list[tuple[str, str, str]] = []
+        self.pages: list[PageResult] = []
+        self.closed = 0
+
+    def link(self, url: str, referrer: str, kind: str) -> None:
+        self.links.append((url, referrer, kind))
+
+    def page(self, page: PageResult) -> None:
+        self.pages.append(page)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+@dataclass
+class Run:
+    srv: FaultServer
+    result: CrawlResult
+    sink: Recorder
+    elapsed: float
+    tag: str
+    peak_traced: int = 0
+    extra_paths: set[str] = field(default_factory=set)
+
+    @property
+    def pages(self) -> list[PageResult]:
+        return self.result.pages
+
+    def page(self, path: str) -> PageResult:
+        url = self.srv.url(path)
+        found = [p for p in self.pages if p.url == url]
+        assert len(found) == 1, f"{url}: {len(found)} PageResults; pages: {self.urls()}"
+        return found[0]
+
+    def urls(self) -> list[str]:
+        return [p.url for p in self.pages]
+
+    def fault(self, path: str, kind: str) -> PageResult:
+        """The page of ``path`` failed with ``kind``, and the kind is counted and summarised."""
+        p = self.page(path)
+        assert p.error == kind, f"{path}: error={p.error!r} ({p.error_detail!r}), wanted {kind!r}"
+        assert p.error_detail, f"{path}: no error_detail for {kind}"
+        assert self.result.stats.errors[kind] >= 1, dict(self.result.stats.errors)
+        assert f"{kind} " in format_summary(self.result.stats)
+        assert self.result.stats.to_dict()["errors"] == dict(self.result.stats.errors)
+        return p
+
+    def fetched_ok(self, path: str) -> PageResult:
+        p = self.page(path)
+        assert p.error is None, f"{path}: {p.error} {p.error_detail}"
+        assert p.status == 200
+        assert self.srv.count(path) == 1, f"{path} requested {self.srv.count(path)} times"
+        return p
+
+    def check_site(self, allowed: Iterable[str] = (), prefixes: Iterable[str] = ()) -> None:
+        """The invariants every fault test shares (see the module docstring)."""
+        srv, tag, stats = self.srv, self.tag, self.result.stats
+        ok = [f"/hub/{tag}", f"/ok/{tag}/a", f"/ok/{tag}/b", f"/ok/{tag}/c"]
+        for path in ok:
+            self.fetched_ok(path)
+        # nothing outside scope, nothing unexpected
+        allowed_set = set(ok) | set(allowed) | self.extra_paths | {"/robots.txt"}
+        prefix_t = tuple(prefixes)
+        for req in srv.log:
+            assert req.host == srv.host, f"request to another host: {req}"
+            assert req.method == "GET", req
+            assert req.path in allowed_set or req.path.startswith(prefix_t), f"unexpected {req}"
+        assert "/data-link" not in srv.paths()
+        # non-HTTP links are never pages, never in-scope links
+        for p in self.pages:
+            assert p.url.startswith(("http://", "https://")), p.url
+        for url in self.result.links:
+            assert url.startswith(srv.base + "/"), f"out-of-scope URL in result.links: {url}"
+        other = {u for u, _, kind in self.sink.links if kind == "other"}
+        assert not any(u.startswith("http") for u in other), other
+        # each page once; every failure counted by kind; stats agree with the pages
+        assert len(set(self.urls())) == len(self.pages), "a URL was crawled twice"
+        kinds = Counter(p.error for p in self.pages if p.error is not None)
+        assert kinds == stats.errors, f"pages say {dict(kinds)}, stats say {dict(stats.errors)}"
+        assert stats.pages == len(self.pages)
+        assert stats.pages_ok == sum(1 for p in self.pages if p.error is None)
+        assert self.sink.closed == 1
+        assert len(self.sink.pages) == len(self.pages)
+        assert len(self.result.links) == len(set(self.result.links))
+
+
+class Harness:
+    def __init__(self, caplog: pytest.LogCaptureFixture, guard: DnsGuard) -> None:
+        self.caplog = caplog
+        self.guard = guard
+        self.servers: list[FaultServer] = []
+
+    def server(self, **kwargs: Any) -> FaultServer:
+        srv = FaultServer(**kwargs).start()
+        self.servers.append(srv)
+        return srv
+
+    def close(self) -> None:
+        for srv in self.servers:
+            srv.stop()
+
+    async def crawl(
+        self,
+        srv: FaultServer,
+        tag: str,
+        *,
+        bound: float,
+        seeds: list[str] | None = None,
+        trace_memory: bool = False,
+        **options: Any,
+    ) -> Run:
+        """Crawl ``/hub/<tag>``; fail if it has not ended by itself within ``bound`` seconds."""
+        before = asyncio.all_tasks()
+        sink = Recorder()
+        opts = {**FAST, **options}
+        if trace_memory:
+            tracemalloc.start()
+        t0 = time.monotonic()
+        try:
+            result = await asyncio.wait_for(
+                crawl(seeds or [srv.url(f"/hub/{tag}")], sink=sink, **opts), bound
+            )
+        except TimeoutError:
+            pytest.fail(f"crawl of {tag} did not end by itself within {bound}s")
+        finally:
+            elapsed = time.monotonic() - t0
+            peak = tracemalloc.get_traced_memory()[1] if trace_memory else 0
+            if trace_memory:
+                tracemalloc.stop()
+        await self.assert_clean(before)
+        print(
+            f"{tag}: {elapsed:.2f}s, {len(result.pages)} pages, errors {dict(result.stats.errors)}"
+            + (f", traced peak {peak / MiB:.1f} MiB" if trace_memory else "")
+        )
+        return Run(srv, result, sink, elapsed, tag, peak)
+
+    async def assert_clean(self, before: set[asyncio.Task[Any]]) -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        me = asyncio.current_task()
+        leaked = [t for t in asyncio.all_tasks() - before if t is not me and not t.done()]
+        assert not leaked, f"tasks left running after the crawl: {leaked}"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gc.collect()
+        resource = [w for w in caught if issubclass(w.category, ResourceWarning)]
+        assert not resource, [str(w.message) for w in resource]
+        errors = [r for r in self.caplog.records if r.levelno >= logging.ERROR]
+        assert not errors, [r.getMessage() for r in errors]
+
+
+@pytest.fixture
+def h(caplog: pytest.LogCaptureFixture, dns_guard: DnsGuard) -> Iterator[Harness]:
+    caplog.set_level(logging.WARNING)
+    harness = Harness(caplog, dns_guard)
+    yield harness
+    harness.close()
+    assert not dns_guard.names or dns_guard.names == ["nonexistent.invalid"] * len(
+        dns_guard.names
+    ), f"name lookups attempted: {dns_guard.names}"
+
+
+def retried_between(srv: FaultServer, path: str, retries: int) -> int:
+    """Requests for a connection-level fault: 1 + retries, up to twice that because aiohttp
+    itself resends once after ServerDisconnectedError / ClientOSError on an idempotent GET."""
+    n = srv.count(path)
+    assert 1 + retries <= n <= 2 * (1 + retries), f"{path} requested {n} times, retries={retries}"
+    return n
+
+
+# --- slow ------------------------------------------------------------------------------------
+
+
+async def test_accepts_and_never_answers(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "never", bound=10, read_timeout=1.0, retries=1)
+    run.fault("/slow/never", "timeout")
+    assert srv.count("/slow/never") == 2  # the first try and one retry, no more
+    run.check_site(["/slow/never"])
+
+
+async def test_slow_loris_body_stops_at_total_timeout(h: Harness) -> None:
+    # A byte a second never trips the 1.5 s read timeout: only the 2.5 s total timeout can.
+    srv = h.server(loris_interval=1.0)
+    run = await h.crawl(srv, "loris", bound=10, timeout=2.5, read_timeout=1.5, retries=0)
+    p = run.fault("/slow/loris", "timeout")
+    assert p.elapsed_ms >= 2000, p.elapsed_ms
+    assert srv.sent["/slow/loris"] >= 1  # the trickle really ran
+    run.fetched_ok("/ok/loris/early")  # links read before the timeout are kept
+    run.check_site(["/slow/loris", "/ok/loris/early"])
+
+
+async def test_stall_mid_body_stops_at_read_timeout(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "stall", bound=10, timeout=10, read_timeout=1.0, retries=0)
+    p = run.fault("/slow/stall", "timeout")
+    assert p.elapsed_ms < 5000, p.elapsed_ms
+    run.fetched_ok("/ok/stall/early")
+    run.check_site(["/slow/stall", "/ok/stall/early"])
+
+
+# --- broken ----------------------------------------------------------------------------------
+
+
+async def test_reset_before_headers(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "reset-before-headers", bound=10, retries=1)
+    run.fault("/broken/reset-before-headers", "disconnected")
+    retried_between(srv, "/broken/reset-before-headers", 1)
+    run.check_site(["/broken/reset-before-headers"])
+
+
+async def test_reset_mid_body(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "reset-mid-body", bound=10, retries=0)
+    run.fault("/broken/reset-mid-body", "disconnected")
+    run.fetched_ok("/ok/reset/early")
+    run.check_site(["/broken/reset-mid-body", "/ok/reset/early"])
+
+
+async def test_truncated_chunked_body(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "chunked-truncated", bound=10, retries=0)
+    run.fault("/broken/chunked-truncated", "protocol")
+    run.fetched_ok("/ok/chunked/early")
+    run.check_site(["/broken/chunked-truncated", "/ok/chunked/early"])
+
+
+async def test_content_length_longer_than_body(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "short-body", bound=10, retries=0)
+    run.fault("/broken/short-body", "protocol")
+    run.fetched_ok("/ok/short/early")
+    run.check_site(["/broken/short-body", "/ok/short/early"])
+
+
+async def test_invalid_http(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "invalid-http", bound=10, retries=1)
+    run.fault("/broken/invalid-http", "protocol")
+    assert 1 <= srv.count("/broken/invalid-http") <= 4
+    run.check_site(["/broken/invalid-http"])  # /invalid-link (in the garbage) never fetched
+
+
+async def test_empty_200(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "empty-200", bound=10)
+    p = run.fetched_ok("/broken/empty-200")
+    assert p.bytes == 0 and p.links == [] and not p.truncated
+    run.check_site(["/broken/empty-200"])
+
+
+async def test_dns_failure_for_a_host_in_scope(h: Harness) -> None:
+    # RFC 6761: .invalid never resolves; the guard makes sure the query never leaves the box.
+    srv = h.server()
+    bad = f"http://nonexistent.invalid:{srv.port}/"
+    run = await h.crawl(srv, "dns", bound=10, seeds=[srv.url("/hub/dns"), bad], retries=1)
+    pages = [p for p in run.pages if p.url == bad]
+    assert len(pages) == 1, run.urls()
+    assert pages[0].error == "dns", (pages[0].error, pages[0].error_detail)
+    assert run.result.stats.errors["dns"] == 1
+    assert "dns 1" in format_summary(run.result.stats)
+    assert "nonexistent.invalid" in h.guard.names  # the lookup went through the guard
+    h.guard.names.clear()
+    # the other seed's site is crawled as usual; the stats still agree with the pages
+    for path in ["/hub/dns", "/ok/dns/a", "/ok/dns/b", "/ok/dns/c"]:
+        run.fetched_ok(path)
+    assert Counter(p.error for p in run.pages if p.error) == run.result.stats.errors
+
+
+# --- redirects -------------------------------------------------------------------------------
+
+
+async def test_redirect_loop(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "redirect-loop", bound=10)
+    p = run.fault("/redir/loop/a", "redirect_loop")
+    assert srv.url("/redir/loop/b") in p.redirects or p.final_url == srv.url("/redir/loop/b")
+    assert srv.count("/redir/loop/a") == 1
+    assert srv.count("/redir/loop/b") == 1
+    run.check_site(["/redir/loop/a", "/redir/loop/b"])
+
+
+@pytest.mark.parametrize("max_redirects", [10, 40])
+async def test_thirty_hop_redirect_chain(h: Harness, max_redirects: int) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "redirect-chain", bound=10, max_redirects=max_redirects)
+    chain = [path for path in srv.paths() if path.startswith("/redir/chain/")]
+    assert len(chain) == len(set(chain)), "a hop was requested twice"
+    if max_redirects < 30:
+        p = run.fault("/redir/chain/30", "too_many_redirects")
+        assert len(chain) <= max_redirects + 1, chain
+        assert "/redir/chain/0" not in chain
+    else:
+        p = run.fetched_ok("/redir/chain/30")
+        assert p.final_url == srv.url("/redir/chain/0")
+        assert len(p.redirects) == 30, p.redirects
+        assert len(chain) == 31
+    run.check_site(prefixes=["/redir/chain/"])
+
+
+async def test_redirect_out_of_scope(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "redirect-out", bound=10)
+    run.fault("/redir/out", "redirect_out_of_scope")
+    assert srv.count("/outside/redirected") == 0  # check_site also asserts no Host: localhost
+    run.check_site(["/redir/out"])
+
+
+async def test_redirect_to_file_javascript_data(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "redirect-schemes", bound=10)
+    for path in ["/redir/file", "/redir/js", "/redir/data"]:
+        run.fault(path, "redirect_bad_scheme")
+        assert srv.count(path) == 1
+    assert run.result.stats.errors["redirect_bad_scheme"] == 3
+    run.check_site(["/redir/file", "/redir/js", "/redir/data"])
+
+
+async def test_redirect_to_invalid_url(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "redirect-invalid", bound=10)
+    run.fault("/redir/invalid", "redirect_invalid")
+    run.check_site(["/redir/invalid"])
+
+
+# --- hostile bodies --------------------------------------------------------------------------
+
+
+async def test_gzip_bomb_stops_at_size_cap(h: Harness) -> None:
+    # ~1 MiB on the wire that inflates to 1 GiB; the cap applies to what is inflated.
+    cap = 4 * MiB
+    srv = h.server()
+    run = await h.crawl(srv, "gzip-bomb", bound=20, max_body_bytes=cap, trace_memory=True)
+    p = run.fault("/bomb/gzip", "too_large")
+    assert p.truncated
+    assert cap <= p.bytes <= cap + 4 * MiB, p.bytes
+    run.fetched_ok("/ok/bomb/early")  # the link before the zeros is kept
+    assert run.peak_traced < 64 * MiB, f"traced peak {run.peak_traced / MiB:.1f} MiB"
+    assert run.elapsed < 15
+    run.check_site(["/bomb/gzip", "/ok/bomb/early"])
+
+
+async def test_endless_body_stops_at_size_cap(h: Harness) -> None:
+    cap = 2 * MiB
+    srv = h.server()
+    run = await h.crawl(srv, "endless", bound=15, max_body_bytes=cap, trace_memory=True)
+    p = run.fault("/endless", "too_large")
+    assert p.truncated and cap <= p.bytes <= cap + MiB, p.bytes
+    run.fetched_ok("/ok/endless/early")
+    await asyncio.sleep(0.2)
+    sent = srv.sent["/endless"]
+    await asyncio.sleep(0.3)
+    assert srv.sent["/endless"] == sent, "the server still streams: the connection was not closed"
+    assert sent < 64 * MiB, f"server wrote {sent / MiB:.0f} MiB for a {cap / MiB:.0f} MiB cap"
+    assert run.peak_traced < 64 * MiB, f"traced peak {run.peak_traced / MiB:.1f} MiB"
+    run.check_site(["/endless", "/ok/endless/early"])
+
+
+async def test_hundred_megabyte_page_stops_at_size_cap(h: Harness) -> None:
+    cap = 3 * MiB
+    srv = h.server()
+    run = await h.crawl(srv, "huge", bound=15, max_body_bytes=cap, trace_memory=True)
+    p = run.fault("/huge", "too_large")
+    assert p.truncated and cap <= p.bytes <= cap + MiB, p.bytes
+    run.fetched_ok("/ok/huge/early")
+    await asyncio.sleep(0.3)
+    sent = srv.sent["/huge"]
+    assert sent < 50 * MiB, f"server wrote {sent / MiB:.0f} MiB of 100 for a 3 MiB cap"
+    assert run.peak_traced < 64 * MiB, f"traced peak {run.peak_traced / MiB:.1f} MiB"
+    run.check_site(["/huge", "/ok/huge/early"])
+
+
+async def test_page_with_hundred_thousand_links(h: Harness) -> None:
+    # /many-links is at depth 1; with max_depth=1 its 100,000 links are found, not fetched.
+    srv = h.server()
+    run = await h.crawl(srv, "many-links", bound=60, max_depth=1, trace_memory=True)
+    p = run.fetched_ok("/many-links")
+    urls = [link.url for link in p.links]
+    assert len(urls) == 100_000
+    assert urls[0] == srv.url("/many/0") and urls[-1] == srv.url("/many/99999")
+    assert not any(path.startswith("/many/") for path in srv.paths())
+    assert run.peak_traced < 256 * MiB, f"traced peak {run.peak_traced / MiB:.1f} MiB"
+    run.check_site(["/many-links"])
+
+
+@pytest.mark.parametrize(
+    ("cap", "options"),
+    [
+        ("depth", {"max_depth": 12}),
+        ("url_length", {"max_depth": 0, "max_url_length": 120}),
+        ("per_host", {"max_depth": 0, "max_pages_per_host": 25}),
+    ],
+)
+async def test_spider_trap_ends(h: Harness, cap: str, options: dict[str, Any]) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "trap", bound=30, **options)
+    cal = [path for path in srv.paths() if path.startswith("/cal/")]
+    assert cal, "the trap was not entered"
+    assert len(cal) == len(set(cal))
+    if cap == "depth":
+        # the hub is depth 0, the trap root depth 1; two pages a level (X/ and X/?view=week)
+        deepest = max(path.count("next/") for path in cal)
+        assert deepest == 12 - 1, deepest
+        assert len(cal) <= 2 * 12
+    elif cap == "url_length":
+        assert all(len(srv.url(path)) <= 120 for path in cal), max(cal, key=len)
+        assert max(len(srv.url(path)) for path in cal) > 100  # it went as deep as allowed
+    else:
+        assert len(srv.log) - srv.count("/robots.txt") <= 25
+        assert len(run.pages) <= 25
+    assert run.elapsed < 20
+    run.check_site(prefixes=["/cal/"])  # breadth first: the ordinary pages come before the cap
+
+
+async def test_urls_of_a_hundred_kilobytes(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "long-url", bound=10)
+    run.fetched_ok("/long-url")
+    assert not any(path.startswith("/long/") for path in srv.paths())
+    assert all(len(u) <= 2048 for u in run.result.links)
+    assert run.result.stats.errors["url_too_long"] >= 1  # at least the 3 KB one
+    assert "url_too_long" in format_summary(run.result.stats)
+    for p in run.pages:
+        if p.error == "url_too_long":
+            assert len(p.url) > 2048 and len(p.url) <= LONG_URL_LEN + 100
+    run.fetched_ok("/ok/long-url/after")
+    run.check_site(["/long-url", "/ok/long-url/after"])
+
+
+async def test_invalid_percent_encoding_and_idna_hosts(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "weird-links", bound=10)
+    run.fetched_ok("/weird-links")
+    pct_urls = [u for u in run.result.links if u.startswith(srv.url("/pct/"))]
+    assert len(pct_urls) >= 4, pct_urls
+    # what is recorded is exactly what was requested, once each
+    requested = [path for path in srv.paths() if path.startswith("/pct/")]
+    assert sorted(requested) == sorted(u[len(srv.base) :] for u in pct_urls), (requested, pct_urls)
+    assert len(requested) == len(set(requested))
+    for u in pct_urls:
+        p = run.page(u[len(srv.base) :])
+        assert p.error is None, (u, p.error, p.error_detail)
+        assert " " not in u and all(ord(c) < 128 for c in u), u
+    assert any("%zz" in u for u in pct_urls), pct_urls  # invalid escapes kept, not re-encoded
+    assert any("~" in u or "%7E" in u for u in pct_urls), pct_urls
+    # IDNA hosts: recorded in punycode as external links, never looked up, never fetched
+    external = {u for u, _, kind in run.sink.links if kind == "external"}
+    assert "http://xn--bcher-kva.example/path" in external, sorted(external)
+    assert not any(".example" in name for name in h.guard.names)
+    run.check_site(["/weird-links"], prefixes=["/pct/"])
+
+
+async def test_charset_header_that_lies(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "charset-lies", bound=10)
+    run.fetched_ok("/charset/lies")
+    run.fetched_ok("/charset/unknown")
+    run.fetched_ok("/ok/charset/ascii")
+    run.fetched_ok("/ok/charset/unknown-label")
+    latin = [u for u in run.result.links if u.startswith(srv.url("/ok/charset/caf"))]
+    assert len(latin) == 1, run.result.links  # decoded somehow (U+FFFD as UTF-8), not lost
+    run.check_site(
+        ["/charset/lies", "/charset/unknown", "/ok/charset/ascii", "/ok/charset/unknown-label"],
+        prefixes=["/ok/charset/caf"],
+    )
+
+
+# --- status codes ----------------------------------------------------------------------------
+
+
+async def test_404_410_403_are_final(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "status-4xx", bound=10, retries=2)
+    for code in (404, 410, 403):
+        p = run.fault(f"/status/{code}", f"http_{code}")
+        assert p.status == code
+        assert srv.count(f"/status/{code}") == 1  # 4xx other than 429 is not retried
+    run.check_site(["/status/404", "/status/410", "/status/403"])
+
+
+async def test_429_honours_retry_after(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "status-429", bound=15, retries=2)
+    run.fetched_ok("/ok/429/after")
+    p = run.page("/status/429-then-ok")
+    assert p.error is None and p.status == 200 and p.retries == 1
+    first, second = srv.times("/status/429-then-ok")
+    assert second - first >= 1.9, f"retried after {second - first:.2f}s, Retry-After: 2"
+    assert run.result.stats.retries >= 1
+    run.check_site(["/status/429-then-ok", "/ok/429/after"])
+
+
+async def test_500_and_503_recover_after_two_tries(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "status-recover", bound=15, retries=2)
+    for code in (500, 503):
+        p = run.page(f"/status/{code}-recover")
+        assert p.error is None and p.status == 200 and p.retries == 2, (p.error, p.retries)
+        assert srv.count(f"/status/{code}-recover") == 3
+        run.fetched_ok(f"/ok/recover{code}/after")
+    assert run.result.stats.retries >= 4
+    run.check_site(
+        [
+            "/status/500-recover",
+            "/status/503-recover",
+            "/ok/recover500/after",
+            "/ok/recover503/after",
+        ]
+    )
+
+
+async def test_503_forever_stops_at_retry_count(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "status-503-forever", bound=15, retries=3)
+    p = run.fault("/status/503-forever", "http_503")
+    assert p.status == 503 and p.retries == 3
+    assert srv.count("/status/503-forever") == 4
+    run.check_site(["/status/503-forever"])
+
+
+# --- robots.txt ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "private_fetched", "anything_fetched"),
+    [
+        ("allow", False, True),
+        ("404", True, True),  # RFC 9309 2.3.1.3: unavailable -> crawl anything
+        ("500", False, False),  # RFC 9309 2.3.1.4: unreachable -> complete disallow
+        ("redirect", False, True),  # followed (at least five hops)
+        ("enormous", False, True),  # 8 MiB: the rules at the top still count
+        ("garbage", True, True),  # no rules in it -> allow
+    ],
+)
+async def test_robots_txt_faults(
+    h: Harness, mode: str, private_fetched: bool, anything_fetched: bool
+) -> None:
+    srv = h.server(robots=mode)
+    run = await h.crawl(srv, "robots", bound=20, ignore_robots=False, retries=1)
+    stats = run.result.stats
+    assert 1 <= srv.count("/robots.txt") <= 4
+    if not anything_fetched:
+        assert set(srv.paths()) == {"/robots.txt"}, srv.paths()
+        assert run.pages == []
+        assert stats.robots_disallowed >= 1
+        return
+    for path in ["/hub/robots", "/public/page", "/ok/robots/a", "/ok/robots/b", "/ok/robots/c"]:
+        run.fetched_ok(path)
+    assert srv.count("/robots.txt") == 1  # fetched once and cached
+    if private_fetched:
+        run.fetched_ok("/private/page")
+    else:
+        assert srv.count("/private/page") == 0
+        assert stats.robots_disallowed >= 1
+        assert all("/private/" not in p.url for p in run.pages)
+    if mode == "redirect":
+        assert srv.count("/robots-real.txt") == 1
+    run.check_site(["/public/page", "/private/page", "/robots-real.txt"])
+
+
+# --- content types ---------------------------------------------------------------------------
+
+
+async def test_content_type_mismatches(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "content", bound=10)
+    pdf = run.fetched_ok("/content/fake.html")  # .html, but application/pdf: not parsed
+    assert pdf.content_type is not None and pdf.content_type.startswith("application/pdf")
+    assert pdf.links == []
+    octet = run.fetched_ok("/content/octet")  # HTML served as octet-stream: not parsed
+    assert octet.links == []
+    run.fetched_ok("/content/image-as-html")  # a PNG labelled text/html: parsed, no harm
+    garbage = run.fetched_ok("/content/garbage-html")  # binary garbage labelled HTML
+    assert garbage.bytes == len(garbage_html_body())
+    run.fetched_ok("/ok/garbage/found")  # the one real link inside it is found
+    assert srv.count("/content/from-pdf") == 0 and srv.count("/content/from-octet") == 0
+    run.check_site(
+        [
+            "/content/fake.html",
+            "/content/octet",
+            "/content/image-as-html",
+            "/content/garbage-html",
+            "/ok/garbage/found",
+        ]
+    )

@@ -1,0 +1,198 @@
+"""Load test (issue 5): many pages at high concurrency, 5% failing, memory flat.
+
+The site (``faultserver.LoadPlan``) runs in a subprocess (``python tests/faultserver.py load``)
+so that it gets the other core and the crawler's RSS is measured alone. Each page links to
+its eight tree children and to two pseudo-random pages; 5% of the pages always fail, a third
+each with a reset before the headers, a 500, or a response that never comes (timeout). The
+test computes from the plan which pages are reachable through pages that do not fail, and
+checks against the server's own request counts and the crawler's results that:
+
+* every reachable page that works is fetched exactly once and reported ok once;
+* every reachable failing page is reported once with its kind (``disconnected``, ``http_500``,
+  ``timeout``), requested 1 + retries times (up to twice that for resets: aiohttp resends a
+  GET once itself after a reset), and ``stats.errors`` counts exactly those kinds;
+* no other path is ever requested;
+* memory stays flat: RSS is sampled as pages complete; after the first quarter it may grow
+  only by what the crawl must keep (the seen set and the discovered-link list), bounded
+  per page below.
+
+``pytest -m slow tests/test_load.py -s`` runs the 200,000-page version and prints its figures;
+the default run has a 3,000-page version.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from crawler.engine import Crawler
+
+from crawler.config import CrawlConfig
+
+try:
+    from tests.faultserver import LoadPlan
+except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
+    from faultserver import LoadPlan  # type: ignore[no-redef]
+
+FAULTSERVER = Path(__file__).with_name("faultserver.py")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+KIND = {"reset": "disconnected", "500": "http_500", "timeout": "timeout"}
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+class LoadServer:
+    def __init__(self, plan: LoadPlan, hang: float) -> None:
+        cmd = [sys.executable, str(FAULTSERVER), "load", "--pages", str(plan.n)]
+        cmd += ["--fail", str(plan.fail_rate), "--seed", str(plan.seed), "--hang", str(hang)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.close()
+            raise RuntimeError(f"load server did not start: {line!r}")
+        self.port = int(line)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    async def stats(self) -> dict[str, Any]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{self.port}/__stats") as resp,
+        ):
+            data: dict[str, Any] = await resp.json()
+            return data
+
+
+async def run_load(n: int, *, concurrency: int, retries: int = 1, seed: int = 1) -> dict[str, Any]:
+    plan = LoadPlan(n, 0.05, seed)
+    ok_expected, failed_expected = plan.expected()
+    server = LoadServer(plan, hang=30.0)
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        config = CrawlConfig(
+            seeds=(f"{base}/p/0",),
+            concurrency=concurrency,
+            per_host=concurrency,
+            max_depth=0,
+            timeout=10.0,
+            connect_timeout=5.0,
+            read_timeout=1.0,
+            retries=retries,
+            backoff=0.01,
+            quiet=True,
+        ).validated()
+        ok_seen = bytearray(n)  # times each page was reported ok
+        failures: dict[int, str | None] = {}
+        samples: list[tuple[int, int]] = []  # (pages done, RSS)
+        every = max(1, n // 40)
+        done = 0
+        rss0 = rss()
+        cpu0 = cpu_seconds()
+        t0 = time.monotonic()
+        async with Crawler(config) as crawler:
+            async for page in crawler:
+                i = int(page.url.rsplit("/", 1)[1])
+                if page.error is None:
+                    ok_seen[i] += 1
+                else:
+                    assert i not in failures, f"page {i} reported twice"
+                    failures[i] = page.error
+                done += 1
+                if done % every == 0:
+                    samples.append((done, rss()))
+            stats = crawler.stats
+            links = len(crawler.links)
+        elapsed = time.monotonic() - t0
+        cpu = cpu_seconds() - cpu0
+        counts: list[int] = (await server.stats())["counts"]
+        other: dict[str, int] = (await server.stats())["other"]
+    finally:
+        server.close()
+
+    # every reachable working page fetched exactly once, reported ok exactly once
+    bad_ok = [i for i in ok_expected if ok_seen[i] != 1 or counts[i] != 1]
+    assert not bad_ok, [(i, ok_seen[i], counts[i]) for i in bad_ok[:20]]
+    assert sum(ok_seen) == len(ok_expected)
+    # every reachable failing page reported once with its kind, retried the right number of times
+    want = {i: KIND[plan.fault[i] or ""] for i in failed_expected}
+    assert failures == want, sorted(set(failures.items()) ^ set(want.items()))[:20]
+    for i in failed_expected:
+        lo = 1 + retries
+        hi = 2 * lo if plan.fault[i] == "reset" else lo
+        assert lo <= counts[i] <= hi, (i, plan.fault[i], counts[i])
+    # nothing else requested
+    reached = ok_expected | failed_expected
+    assert all(counts[i] == 0 for i in range(n) if i not in reached)
+    assert set(other) <= {"/robots.txt"}, other
+    assert stats.errors == Counter(want.values()), (dict(stats.errors), Counter(want.values()))
+    assert stats.pages == len(reached)
+    assert stats.pages_ok == len(ok_expected)
+    assert links == len(reached)
+
+    figures = {
+        "pages": stats.pages,
+        "ok": stats.pages_ok,
+        "errors": dict(stats.errors),
+        "requests": sum(counts) + sum(other.values()),
+        "seconds": round(elapsed, 2),
+        "pages_per_s": round(stats.pages / elapsed, 1),
+        "cpu_s": round(cpu, 2),
+        "rss_start_mib": round(rss0 / 2**20, 1),
+        "rss_mib": [round(r / 2**20, 1) for _, r in samples[:: max(1, len(samples) // 8)]],
+        "peak_rss_mib": round(peak_rss() / 2**20, 1),
+    }
+    print(f"\nload {n} pages, concurrency {concurrency}: {figures}")
+    # Flat memory: from a quarter of the way to the end, RSS may grow only by the seen set and
+    # the discovered-link list (well under a kilobyte a page), not by page bodies or results.
+    quarter = [r for d, r in samples if d >= len(reached) // 4]
+    growth = max(quarter) - quarter[0]
+    per_page = growth / max(1, len(reached) - len(reached) // 4)
+    figures["growth_per_page_bytes"] = round(per_page)
+    print(f"RSS growth after the first quarter: {growth / 2**20:.1f} MiB, {per_page:.0f} B/page")
+    # (16 MiB of slack for allocator arenas, which matter only in the small run)
+    assert growth < 1024 * (len(reached) - len(reached) // 4) + 16 * 2**20, (
+        f"memory grows {per_page:.0f} bytes a page"
+    )
+    return figures
+
+
+@pytest.mark.timeout(120)
+async def test_load_small() -> None:
+    figures = await run_load(3_000, concurrency=64)
+    assert figures["seconds"] < 60
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+async def test_load_200k() -> None:
+    figures = await run_load(200_000, concurrency=256)
+    assert figures["pages"] > 190_000
