@@ -1,0 +1,896 @@
+"""The link extractor: a resumable HTML tokenizer that only looks where links can be.
+
+Theory of operation
+===================
+
+`LinkExtractor.feed(chunk)` takes bytes as they arrive and returns the links completed by
+them; `close()` ends the document. Nothing here does I/O (no sockets, no asyncio): bytes in,
+`Link` objects out, so the same object serves a streaming fetcher, a file and a test.
+
+Encoding. The first bytes are held until the encoding is known (see `charset`): a BOM (3
+bytes), else the caller's transport charset, else a ``<meta>`` prescan of the first 1024
+bytes, else windows-1252. Every encoding the standard lists is ASCII-compatible for markup
+except UTF-16 and ISO-2022-JP: for those an incremental decoder turns the bytes into text,
+re-encoded as UTF-8, and that is what is scanned. Everything else is scanned as raw bytes and
+only the attribute values that become links are decoded.
+
+Tokenizing. The HTML standard's tokenizer is followed where it decides what is a tag, an
+attribute and its value, and which text is not markup at all (comments, bogus comments,
+doctype, raw text, RCDATA, script data with its escaped states, plaintext, CDATA in foreign
+content). It is not walked character by character: each state is one compiled regular
+expression or ``bytes.find`` that jumps to where that state ends.
+
+* In the data state, `_BORING` (one regex in C) skips text, comments, bogus comments,
+  doctypes, end tags and every start tag whose name cannot matter, matching each tag in full
+  so that quotes in attribute values are honoured. It stops at a start tag that matters
+  (link tags, ``base``, ``meta``, raw-text switches, ``svg``/``math``) or at a construct that
+  the buffer does not hold completely.
+* A tag that matters is matched whole by `_TAG`; the attributes of interest are taken from it
+  with `_ATTR`. A tag split by the end of the buffer is finished by the streaming tag machine
+  (`_tag_stream`, sub-states ``TS_*``), which keeps only the tag name, the attribute being
+  read and the attributes of interest.
+* Comments, bogus comments, CDATA, raw text and script data are searched for their end with
+  one regex each; when the end is not in the buffer, only the last few bytes (a possible
+  partial end marker) are kept.
+
+Rules this module keeps
+-----------------------
+1. Chunk invariance: any split of the same bytes gives the same links. State lives in
+   instance attributes only; a construct cut by the buffer end is either kept whole (a few
+   bytes at most: ``<``, ``<!-``, ``</``...) or carried by an explicit state.
+2. Linear time whatever the chunking: no state rescans data it has already searched. The
+   unconsumed tail carried between feeds is at most ``len("</script") `` bytes, plus the
+   value of the attribute being read.
+3. Bounded memory: an attribute value longer than ``max_token`` bytes (default 64 KiB) is
+   dropped whole (never cut into a wrong URL) and the tag still ends where the standard says.
+   Only attributes that can produce a link are kept at all.
+4. Never raises on any input: malformed markup is tokenized as the standard says; an
+   unexpected internal error (a bug) stops extraction for that document and returns the
+   links found so far, unless ``_strict`` is set (the tests set it).
+
+Deviations, on purpose
+----------------------
+* ``<base href>``: the first one sets the base for the links that follow it; links before it
+  were already resolved against the document URL (a browser, which has the whole document,
+  resolves every link against that first base).
+* Tree construction is not run. It matters for links in a few places, approximated thus:
+  ``svg``/``math`` subtrees are tracked with a stack of foreign element names (breakout tags,
+  HTML and MathML text integration points); ``noscript`` is parsed as if scripting were off
+  (as html5lib does by default, and what a crawler wants); a link inside ``<select>`` or after
+  ``<frameset>`` (which a browser drops) is still reported.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from . import charset as _charset
+from ._entities import unescape_attr
+from ._link import Link, make_link
+from ._resolve import Resolver
+
+MAX_TOKEN = 64 * 1024
+
+# Main states.
+S_DATA = 0
+S_TAG = 1
+S_COMMENT_START = 2
+S_COMMENT = 3
+S_BOGUS = 4
+S_CDATA = 5
+S_RAWTEXT = 6
+S_SCRIPT = 7
+S_SCRIPT_ESC = 8
+S_SCRIPT_DESC = 9
+S_PLAINTEXT = 10
+S_DEAD = 11
+
+# Streaming tag sub-states.
+TS_NAME = 0
+TS_ATTRS = 1
+TS_ANAME = 2
+TS_AFTER_NAME = 3
+TS_BEFORE_VALUE = 4
+TS_DQ = 5
+TS_SQ = 6
+TS_UNQ = 7
+
+# Encoding decision.
+E_UNDECIDED = 0
+E_BYTES = 1
+E_TRANSCODE = 2
+E_REPLACEMENT = 3
+
+_WS = rb"\t\n\f\r "
+_ATTRS = (
+    rb"(?:[" + _WS + rb"/]*+[^" + _WS + rb"/>][^" + _WS + rb"/=>]*+"
+    rb"(?>[" + _WS + rb"]*+=[" + _WS + rb"]*+(?>\"[^\"]*+\"?+|'[^']*+'?+|[^" + _WS + rb">]*+))?+)*+"
+)
+_TAG = re.compile(rb"<(/?)([A-Za-z][^" + _WS + rb"/>]*+)(" + _ATTRS + rb")[" + _WS + rb"/]*+>")
+_ATTR = re.compile(
+    rb"[" + _WS + rb"/]*+([^" + _WS + rb"/>][^" + _WS + rb"/=>]*+)"
+    rb"(?:[" + _WS + rb"]*+=[" + _WS + rb"]*+(?:\"([^\"]*+)\"|'([^']*+)'|([^" + _WS + rb">]*+)))?+"
+)
+_COMMENT_END = re.compile(rb"--!?>")
+_SKIP_WS = re.compile(rb"[" + _WS + rb"]*+")
+_SKIP_WS_SLASH = re.compile(rb"[" + _WS + rb"/]*+")
+_NAME_CHARS = re.compile(rb"[^" + _WS + rb"/>]*+")
+_ANAME_CHARS = re.compile(rb"[^" + _WS + rb"/=>]*+")
+_UNQ_CHARS = re.compile(rb"[^" + _WS + rb">]*+")
+_SCRIPT_DATA = re.compile(rb"<!--|</(?i:script)[" + _WS + rb"/>]")
+_SCRIPT_ESC = re.compile(rb"-->|</(?i:script)[" + _WS + rb"/>]|<(?i:script)[" + _WS + rb"/>]")
+_SCRIPT_DESC = re.compile(rb"-->|</(?i:script)[" + _WS + rb"/>]")
+
+_RAWTEXT_NAMES = (b"style", b"xmp", b"iframe", b"noembed", b"noframes", b"title", b"textarea")
+_RAWTEXT_END = {n: re.compile(rb"</(?i:" + n + rb")[" + _WS + rb"/>]") for n in _RAWTEXT_NAMES}
+# A foreign (svg/math) subtree ends at these HTML start tags ("breakout").
+_BREAKOUT = frozenset(
+    b"b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i "
+    b"img li listing menu meta nobr ol p pre ruby s small span strong strike sub sup table tt "
+    b"u ul var".split()
+)
+# Inside these foreign elements, tags are tokenized as HTML again.
+_INTEGRATION = frozenset(b"foreignobject desc title mi mo mn ms mtext annotation-xml+html".split())
+
+_COMMON = (
+    rb"[^<]++"
+    rb"|<(?=[^A-Za-z!/?])"
+    rb"|<!--(?>>|->|(?s:.*?)--!?>)"
+    rb"|<\?[^>]*+>"
+)
+
+
+def _boring(names: list[bytes]) -> re.Pattern[bytes]:
+    """The data-state skipper for HTML content: stops only at start tags named in ``names``."""
+    uniq: list[bytes] = sorted(set(names), key=len, reverse=True)
+    alt = b"|".join([re.escape(n) for n in uniq])
+    return re.compile(
+        rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>"
+        rb"|</(?:>|(?![A-Za-z])[^>]*+>|[A-Za-z][^"
+        + _WS
+        + rb"/>]*+"
+        + _ATTRS
+        + rb"["
+        + _WS
+        + rb"/]*+>)"
+        rb"|<(?!(?i:"
+        + alt
+        + rb")["
+        + _WS
+        + rb"/>])[A-Za-z][^"
+        + _WS
+        + rb"/>]*+"
+        + _ATTRS
+        + rb"["
+        + _WS
+        + rb"/]*+>"
+        rb")*+"
+    )
+
+
+# In foreign content every tag matters (the element stack), and CDATA sections exist.
+_BORING_FOREIGN = re.compile(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
+
+LINK_SETS: dict[str, dict[str, tuple[str, ...]]] = {
+    "links": {"a": ("href",), "area": ("href",), "frame": ("src",), "iframe": ("src",)},
+}
+LINK_SETS["resources"] = dict(
+    LINK_SETS["links"],
+    img=("src", "srcset"),
+    script=("src",),
+    link=("href",),
+    source=("src", "srcset"),
+    video=("src", "poster"),
+    audio=("src",),
+    track=("src",),
+    embed=("src",),
+    object=("data",),
+    form=("action",),
+    button=("formaction",),
+    input=("src", "formaction"),
+)
+# Attributes read for reasons other than producing a link.
+_AUX: dict[bytes, tuple[bytes, ...]] = {
+    b"a": (b"rel",),
+    b"area": (b"rel",),
+    b"form": (b"rel",),
+    b"base": (b"href",),
+    b"meta": (b"http-equiv", b"content", b"name"),
+    b"font": (b"color", b"face", b"size"),
+    b"annotation-xml": (b"encoding",),
+}
+_SWITCH_NAMES = [*_RAWTEXT_NAMES, b"script", b"plaintext", b"svg", b"math", b"base", b"meta"]
+
+_ASCII_WS = "\t\n\f\r "
+_WS_SPLIT = re.compile(r"[\t\n\f\r ]+")
+_SRCSET_URL = re.compile(r"[\t\n\f\r ,]*([^\t\n\f\r ]+)")
+_SRCSET_DESC = re.compile(r"(?:[^,(]+|\([^)]*\)?)*,?")
+
+
+def parse_srcset(value: str) -> list[str]:
+    """The URLs of a srcset value, split as the standard's srcset parser splits them.
+
+    Descriptors are skipped (with their parentheses) but not validated: a candidate with an
+    invalid descriptor is still returned (the standard drops it).
+    """
+    urls: list[str] = []
+    pos = 0
+    n = len(value)
+    while pos < n:
+        m = _SRCSET_URL.match(value, pos)
+        if m is None:
+            break
+        url = m.group(1)
+        pos = m.end()
+        if url.endswith(","):
+            url = url.rstrip(",")
+        else:
+            d = _SRCSET_DESC.match(value, pos)
+            if d is not None:
+                pos = d.end()
+        if url:
+            urls.append(url)
+    return urls
+
+
+def refresh_url(content: str) -> str | None:
+    """The URL of a meta refresh ``content``, per the standard's declarative refresh steps.
+
+    Returns None when the value is invalid or names no URL (a refresh of the same page).
+    """
+    n = len(content)
+    pos = 0
+    while pos < n and content[pos] in _ASCII_WS:
+        pos += 1
+    start = pos
+    while pos < n and "0" <= content[pos] <= "9":
+        pos += 1
+    if pos == start and (pos >= n or content[pos] != "."):
+        return None
+    while pos < n and ("0" <= content[pos] <= "9" or content[pos] == "."):
+        pos += 1
+    if pos >= n:
+        return None
+    c = content[pos]
+    if c not in ";," and c not in _ASCII_WS:
+        return None
+    while pos < n and content[pos] in _ASCII_WS:
+        pos += 1
+    if pos < n and content[pos] in ";,":
+        pos += 1
+    while pos < n and content[pos] in _ASCII_WS:
+        pos += 1
+    if pos >= n:
+        return None
+    if content[pos] in "Uu":
+        pos += 1
+        if pos < n and content[pos] in "Rr":
+            pos += 1
+            if pos < n and content[pos] in "Ll":
+                pos += 1
+                while pos < n and content[pos] in _ASCII_WS:
+                    pos += 1
+                if pos < n and content[pos] == "=":
+                    pos += 1
+                    while pos < n and content[pos] in _ASCII_WS:
+                        pos += 1
+    quote = ""
+    if pos < n and content[pos] in "\"'":
+        quote = content[pos]
+        pos += 1
+    url = content[pos:]
+    if quote:
+        q = url.find(quote)
+        if q >= 0:
+            url = url[:q]
+    return url
+
+
+class LinkExtractor:
+    """Streaming link extractor for one HTML document.
+
+    Args:
+        base_url: the document's URL; relative links resolve against it until a ``<base
+            href>`` is seen.
+        encoding: the charset label from the Content-Type header, if any.
+        link_set: ``"links"`` (a/area href, frame/iframe src, meta refresh), ``"resources"``
+            (adds img, script, link, source, video, audio, track, embed, object, form, button,
+            input), or a mapping ``{tag: (attr, ...)}`` of lower-case names.
+        max_token: the longest attribute value kept (bytes); longer values are dropped.
+    """
+
+    _strict = False
+
+    def __init__(
+        self,
+        base_url: str,
+        encoding: str | None = None,
+        *,
+        link_set: str | Mapping[str, Any] = "links",
+        max_token: int = MAX_TOKEN,
+    ) -> None:
+        if isinstance(link_set, str):
+            spec = LINK_SETS.get(link_set)
+            if spec is None:
+                raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
+        else:
+            spec = {str(k): tuple(str(a) for a in v) for k, v in link_set.items()}
+        self._doc_url = base_url
+        self._resolver = Resolver(base_url)
+        self._base_seen = False
+        self.nofollow = False
+        self._max = max_token
+        # Per tag name: attributes producing links (bytes -> str names) and attributes kept.
+        self._links: dict[bytes, list[tuple[bytes, str]]] = {}
+        self._want: dict[bytes, frozenset[bytes]] = {}
+        self._tagstr: dict[bytes, str] = {}
+        names: list[bytes] = list(_SWITCH_NAMES)
+        for tag, attrs in spec.items():
+            t = tag.lower().encode("ascii")
+            self._links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
+            self._tagstr[t] = tag.lower()
+            names.append(t)
+        for t in set(self._links) | set(_AUX):
+            self._want[t] = frozenset(
+                [a for a, _ in self._links.get(t, [])] + list(_AUX.get(t, ()))
+            )
+        names.extend(_AUX)
+        self._boring = _boring(names)
+        # Encoding.
+        self._transport = _charset.lookup(encoding)
+        self.encoding = self._transport or "windows-1252"
+        self._estate = E_UNDECIDED
+        self._pending = b""
+        self._codec = "cp1252"
+        self._errors = "crawler-whatwg"
+        self._decoder: Any = None
+        # Tokenizer.
+        self._buf = b""
+        self._state = S_DATA
+        self._end_re: re.Pattern[bytes] | None = None
+        self._foreign: list[bytes] = []
+        self._closed = False
+        # Streaming tag.
+        self._ts = TS_NAME
+        self._t_end = False
+        self._t_name = b""
+        self._t_attrs: dict[bytes, bytes | None] = {}
+        self._t_slash = False
+        self._a_name: bytes | None = None
+        self._a_val: list[bytes] | None = None
+        self._a_len = 0
+
+    @property
+    def base_url(self) -> str:
+        """The base URL links resolve against now (the first ``<base href>`` once seen)."""
+        return self._resolver.base if self._resolver.valid else self._doc_url
+
+    # Public API ---------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> list[Link]:
+        """Consume the next chunk; return the links it completed, in document order."""
+        out: list[Link] = []
+        if self._closed or self._state == S_DEAD:
+            return out
+        try:
+            self._feed(bytes(data), False, out)
+        except Exception:
+            if self._strict:
+                raise
+            self._state = S_DEAD
+        return out
+
+    def close(self) -> list[Link]:
+        """End of document: return the last links (a tag cut by the end is not a tag)."""
+        out: list[Link] = []
+        if self._closed:
+            return out
+        self._closed = True
+        if self._state == S_DEAD:
+            return out
+        try:
+            self._feed(b"", True, out)
+        except Exception:
+            if self._strict:
+                raise
+        self._state = S_DEAD
+        self._buf = b""
+        return out
+
+    # Encoding -----------------------------------------------------------------------------
+
+    def _feed(self, data: bytes, final: bool, out: list[Link]) -> None:
+        st = self._estate
+        if st == E_BYTES:
+            self._scan(data, final, out)
+            return
+        if st == E_UNDECIDED:
+            data = self._pending + data
+            need = 3 if self._transport is not None else 1024
+            b = _charset.bom(data)
+            if b is None and len(data) < need and not final:
+                self._pending = data
+                return
+            self._pending = b""
+            if b is not None:
+                name, skip = b
+                data = data[skip:]
+            else:
+                name = self._transport or _charset.prescan(data) or "windows-1252"
+            self._decide(name)
+            st = self._estate
+            if st == E_BYTES:
+                self._scan(data, final, out)
+                return
+        if st == E_TRANSCODE:
+            text = self._decoder.decode(data, final)
+            self._scan(text.encode("utf-8", "surrogatepass"), final, out)
+        # E_REPLACEMENT: the whole document decodes to one U+FFFD: no markup, no links.
+
+    def _decide(self, name: str) -> None:
+        self.encoding = name
+        if name == "replacement":
+            self._estate = E_REPLACEMENT
+            return
+        codec, errors = _charset.python_codec(name)
+        try:
+            codecs.lookup(codec)
+        except LookupError:
+            codec, errors = "cp1252", "crawler-whatwg"
+            self.encoding = "windows-1252"
+        if name in _charset.TRANSCODE:
+            self._decoder = codecs.getincrementaldecoder(codec)("replace")
+            self._estate = E_TRANSCODE
+            self._codec, self._errors = "utf-8", "replace"
+        else:
+            self._estate = E_BYTES
+            self._codec, self._errors = codec, errors
+
+    # Values and links ---------------------------------------------------------------------
+
+    def _text(self, v: bytes) -> str:
+        """An attribute value as the DOM holds it: decoded, references and newlines done."""
+        if v.isascii():
+            s = v.decode("ascii")
+        else:
+            s = v.decode(self._codec, self._errors)
+        if "&" in s:
+            s = unescape_attr(s)
+        if "\r" in s:
+            s = s.replace("\r\n", "\n").replace("\r", "\n")
+        if "\x00" in s:
+            s = s.replace("\x00", "\ufffd")
+        return s
+
+    def _emit(self, tag: bytes, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
+        """Links of a start tag in HTML content (or a foreign element with a link attr)."""
+        spec = self._links.get(tag)
+        if spec is not None:
+            nofollow = False
+            rel = attrs.get(b"rel")
+            if rel is not None:
+                nofollow = "nofollow" in _WS_SPLIT.split(self._text(rel).lower())
+            tagstr = self._tagstr[tag]
+            resolve = self._resolver.resolve
+            for a, astr in spec:
+                v = attrs.get(a)
+                if v is None:
+                    continue
+                raw = self._text(v)
+                if a == b"srcset":
+                    for u in parse_srcset(raw):
+                        url = resolve(u)
+                        if url is not None:
+                            out.append(make_link(url, u, tagstr, astr, nofollow))
+                    continue
+                url = resolve(raw)
+                if url is not None:
+                    out.append(make_link(url, raw, tagstr, astr, nofollow))
+        if tag == b"base":
+            if not self._base_seen and attrs.get(b"href") is not None:
+                self._base_seen = True
+                href = attrs[b"href"]
+                assert href is not None
+                url = self._resolver.resolve(self._text(href))
+                if url is not None and not url.startswith(("data:", "javascript:")):
+                    self._resolver = Resolver(url)
+        elif tag == b"meta":
+            self._meta(attrs, out)
+
+    def _meta(self, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
+        content = attrs.get(b"content")
+        if content is None:
+            return
+        equiv = attrs.get(b"http-equiv")
+        if equiv is not None and self._text(equiv).lower() == "refresh":
+            raw = refresh_url(self._text(content))
+            if raw is not None:
+                url = self._resolver.resolve(raw)
+                if url is not None:
+                    out.append(make_link(url, raw, "meta", "content", False))
+        name = attrs.get(b"name")
+        if name is not None and self._text(name).lower() == "robots":
+            for tok in self._text(content).lower().replace(",", " ").split():
+                if tok == "nofollow" or tok == "none":
+                    self.nofollow = True
+
+    # Tags ---------------------------------------------------------------------------------
+
+    def _start(
+        self, name: bytes, attrs: dict[bytes, bytes | None], sc: bool, out: list[Link]
+    ) -> None:
+        """A complete start tag: links, then the tokenizer state the tree builder would set."""
+        foreign = self._foreign
+        if foreign:
+            top = foreign[-1]
+            if name in _BREAKOUT or (
+                name == b"font" and (b"color" in attrs or b"face" in attrs or b"size" in attrs)
+            ):
+                while foreign and foreign[-1] not in _INTEGRATION:
+                    foreign.pop()
+            elif top not in _INTEGRATION or name == b"mglyph" or name == b"malignmark":
+                # A foreign element: no raw-text switching; an SVG <a href> is still a link.
+                if name == b"a" and name in self._links:
+                    self._emit(name, attrs, out)
+                if not sc:
+                    if name == b"annotation-xml":
+                        enc = attrs.get(b"encoding")
+                        if enc is not None and enc.lower() in (
+                            b"text/html",
+                            b"application/xhtml+xml",
+                        ):
+                            name = b"annotation-xml+html"
+                    foreign.append(name)
+                return
+        if name in self._want:
+            self._emit(name, attrs, out)
+        if name == b"script":
+            self._state = S_SCRIPT
+        elif name in _RAWTEXT_END:
+            self._state = S_RAWTEXT
+            self._end_re = _RAWTEXT_END[name]
+        elif name == b"plaintext":
+            self._state = S_PLAINTEXT
+        elif (name == b"svg" or name == b"math") and not sc:
+            foreign.append(name)
+
+    def _end(self, name: bytes) -> None:
+        foreign = self._foreign
+        if not foreign:
+            return
+        if name == b"br" or name == b"p":
+            while foreign and foreign[-1] not in _INTEGRATION:
+                foreign.pop()
+            return
+        for i in range(len(foreign) - 1, -1, -1):
+            if foreign[i] == name or (
+                foreign[i] == b"annotation-xml+html" and name == b"annotation-xml"
+            ):
+                del foreign[i:]
+                return
+
+    def _tag_match(self, buf: bytes, m: re.Match[bytes], out: list[Link]) -> None:
+        """A tag matched whole by `_TAG`."""
+        name = m.group(2).lower()
+        if m.group(1):
+            if self._foreign:
+                self._end(name)
+            return
+        attrs: dict[bytes, bytes | None] = {}
+        s, e = m.span(3)
+        if s < e:
+            want = self._want.get(name)
+            if want is not None:
+                for an, v1, v2, v3 in _ATTR.findall(buf, s, e):
+                    an = an.lower()
+                    if an in want and an not in attrs:
+                        attrs[an] = v1 or v2 or v3
+        end = m.end()
+        sc = end - 2 >= e and buf[end - 2] == 0x2F
+        self._start(name, attrs, sc, out)
+
+    def _tag_stream(self, buf: bytes, pos: int, n: int, out: list[Link]) -> int:
+        """Continue a tag the buffer did not hold whole; return where it stopped."""
+        while pos < n:
+            ts = self._ts
+            if ts == TS_ATTRS:
+                m = _SKIP_WS_SLASH.match(buf, pos)
+                e = m.end()  # type: ignore[union-attr]
+                if e > pos:
+                    self._t_slash = buf[e - 1] == 0x2F
+                    pos = e
+                    if pos >= n:
+                        return pos
+                c = buf[pos]
+                if c == 0x3E:  # '>'
+                    return self._tag_done(pos + 1, out)
+                self._t_slash = False
+                self._begin_attr(buf[pos : pos + 1])
+                self._ts = TS_ANAME
+                pos += 1
+            elif ts == TS_ANAME:
+                m = _ANAME_CHARS.match(buf, pos)
+                e = m.end()  # type: ignore[union-attr]
+                if self._a_name is not None and e > pos:
+                    self._a_name += buf[pos:e]
+                    if len(self._a_name) > 64:
+                        self._a_name = None
+                pos = e
+                if pos >= n:
+                    return pos
+                self._name_done()
+                c = buf[pos]
+                if c == 0x3D:  # '='
+                    self._ts = TS_BEFORE_VALUE
+                    pos += 1
+                elif c == 0x2F or c == 0x3E:
+                    self._end_attr(b"")
+                    self._ts = TS_ATTRS
+                else:
+                    self._ts = TS_AFTER_NAME
+            elif ts == TS_AFTER_NAME:
+                pos = _SKIP_WS.match(buf, pos).end()  # type: ignore[union-attr]
+                if pos >= n:
+                    return pos
+                if buf[pos] == 0x3D:
+                    self._ts = TS_BEFORE_VALUE
+                    pos += 1
+                else:
+                    self._end_attr(b"")
+                    self._ts = TS_ATTRS
+            elif ts == TS_BEFORE_VALUE:
+                pos = _SKIP_WS.match(buf, pos).end()  # type: ignore[union-attr]
+                if pos >= n:
+                    return pos
+                c = buf[pos]
+                if c == 0x22:
+                    self._ts = TS_DQ
+                    pos += 1
+                elif c == 0x27:
+                    self._ts = TS_SQ
+                    pos += 1
+                elif c == 0x3E:
+                    self._end_attr(b"")
+                    self._ts = TS_ATTRS
+                else:
+                    self._ts = TS_UNQ
+            elif ts == TS_DQ or ts == TS_SQ:
+                q = buf.find(b'"' if ts == TS_DQ else b"'", pos)
+                if q < 0:
+                    self._add_val(buf, pos, n)
+                    return n
+                self._add_val(buf, pos, q)
+                self._finish_val()
+                self._ts = TS_ATTRS
+                pos = q + 1
+            elif ts == TS_UNQ:
+                e = _UNQ_CHARS.match(buf, pos).end()  # type: ignore[union-attr]
+                self._add_val(buf, pos, e)
+                pos = e
+                if pos >= n:
+                    return pos
+                self._finish_val()
+                self._ts = TS_ATTRS
+            else:  # TS_NAME
+                e = _NAME_CHARS.match(buf, pos).end()  # type: ignore[union-attr]
+                if e > pos:
+                    if len(self._t_name) <= 64:
+                        self._t_name += buf[pos:e]
+                    pos = e
+                if pos >= n:
+                    return pos
+                self._t_name = self._t_name.lower()
+                self._ts = TS_ATTRS
+                self._t_slash = False
+        return pos
+
+    def _begin_attr(self, first: bytes) -> None:
+        self._a_name = first
+        self._a_val = []
+        self._a_len = 0
+
+    def _name_done(self) -> None:
+        """The attribute name is complete: keep reading it only if it can matter."""
+        name = self._a_name
+        if name is not None:
+            name = name.lower()
+            want = self._want.get(self._t_name)
+            self._a_name = name if (not self._t_end and want is not None and name in want) else None
+
+    def _add_val(self, buf: bytes, s: int, e: int) -> None:
+        if self._a_val is None or self._a_name is None or e <= s:
+            return
+        self._a_len += e - s
+        if self._a_len > self._max:
+            self._a_val = None
+        else:
+            self._a_val.append(buf[s:e])
+
+    def _finish_val(self) -> None:
+        val = self._a_val
+        self._end_attr(None if val is None else b"".join(val))
+
+    def _end_attr(self, value: bytes | None) -> None:
+        name = self._a_name
+        self._a_name = None
+        self._a_val = None
+        if name is None or self._t_end:
+            return
+        attrs = self._t_attrs
+        if name not in attrs:
+            attrs[name] = value
+
+    def _tag_done(self, pos: int, out: list[Link]) -> int:
+        self._state = S_DATA
+        name = self._t_name
+        if self._t_end:
+            if self._foreign:
+                self._end(name)
+        else:
+            attrs = self._t_attrs
+            self._t_attrs = {}
+            self._start(name, attrs, self._t_slash, out)
+        return pos
+
+    def _begin_tag(self, end: bool) -> None:
+        self._state = S_TAG
+        self._ts = TS_NAME
+        self._t_end = end
+        self._t_name = b""
+        self._t_attrs = {}
+        self._t_slash = False
+        self._a_name = None
+        self._a_val = None
+
+    # The scanner --------------------------------------------------------------------------
+
+    def _scan(self, data: bytes, final: bool, out: list[Link]) -> None:
+        buf = self._buf + data if self._buf else data
+        self._buf = b""
+        n = len(buf)
+        pos = 0
+        keep = -1  # where the unconsumed tail starts, if any
+        while pos < n:
+            state = self._state
+            if state == S_DATA:
+                pos = (self._boring if not self._foreign else _BORING_FOREIGN).match(buf, pos).end()  # type: ignore[union-attr]
+                if pos >= n:
+                    break
+                # buf[pos] is '<' starting something that matters or is incomplete.
+                if pos + 1 >= n:
+                    keep = pos
+                    break
+                c = buf[pos + 1]
+                if (0x61 <= c <= 0x7A) or (0x41 <= c <= 0x5A):
+                    m = _TAG.match(buf, pos)
+                    if m is not None:
+                        self._tag_match(buf, m, out)
+                        pos = m.end()
+                    else:
+                        self._begin_tag(False)
+                        pos += 1
+                elif c == 0x2F:  # '/'
+                    if pos + 2 >= n:
+                        keep = pos
+                        break
+                    c = buf[pos + 2]
+                    if (0x61 <= c <= 0x7A) or (0x41 <= c <= 0x5A):
+                        m = _TAG.match(buf, pos)
+                        if m is not None:
+                            self._tag_match(buf, m, out)
+                            pos = m.end()
+                        else:
+                            self._begin_tag(True)
+                            pos += 2
+                    elif c == 0x3E:
+                        pos += 3
+                    else:
+                        self._state = S_BOGUS
+                        pos += 2
+                elif c == 0x21:  # '!'
+                    rest = buf[pos + 2 : pos + 9]
+                    if rest[:2] == b"--":
+                        self._state = S_COMMENT_START
+                        pos += 4
+                    elif self._foreign and rest == b"[CDATA[":
+                        self._state = S_CDATA
+                        pos += 9
+                    elif len(rest) < 7 and (
+                        b"--".startswith(rest) or (self._foreign and b"[CDATA[".startswith(rest))
+                    ):
+                        keep = pos
+                        break
+                    else:
+                        self._state = S_BOGUS
+                        pos += 2
+                elif c == 0x3F:  # '?'
+                    self._state = S_BOGUS
+                    pos += 1
+                else:
+                    pos += 1
+            elif state == S_TAG:
+                pos = self._tag_stream(buf, pos, n, out)
+            elif state == S_COMMENT_START:
+                c = buf[pos]
+                if c == 0x3E:
+                    self._state = S_DATA
+                    pos += 1
+                elif c == 0x2D:
+                    if pos + 1 >= n:
+                        keep = pos
+                        break
+                    if buf[pos + 1] == 0x3E:
+                        self._state = S_DATA
+                        pos += 2
+                    else:
+                        self._state = S_COMMENT
+                else:
+                    self._state = S_COMMENT
+            elif state == S_COMMENT:
+                m = _COMMENT_END.search(buf, pos)
+                if m is None:
+                    keep = max(pos, n - 3)
+                    break
+                self._state = S_DATA
+                pos = m.end()
+            elif state == S_BOGUS:
+                i = buf.find(b">", pos)
+                if i < 0:
+                    pos = n
+                    break
+                self._state = S_DATA
+                pos = i + 1
+            elif state == S_CDATA:
+                i = buf.find(b"]]>", pos)
+                if i < 0:
+                    keep = max(pos, n - 2)
+                    break
+                self._state = S_DATA
+                pos = i + 3
+            elif state == S_RAWTEXT:
+                m = self._end_re.search(buf, pos)  # type: ignore[union-attr]
+                if m is None:
+                    keep = max(pos, n - 10)
+                    break
+                self._state = S_DATA
+                pos = m.start()
+            elif state == S_SCRIPT:
+                m = _SCRIPT_DATA.search(buf, pos)
+                if m is None:
+                    keep = max(pos, n - 8)
+                    break
+                if buf[m.start() + 1] == 0x21:  # '<!--'
+                    self._state = S_SCRIPT_ESC
+                    pos = m.start() + 2
+                else:
+                    self._state = S_DATA
+                    pos = m.start()
+            elif state == S_SCRIPT_ESC:
+                m = _SCRIPT_ESC.search(buf, pos)
+                if m is None:
+                    keep = max(pos, n - 8)
+                    break
+                s = m.start()
+                if buf[s] == 0x2D:  # '-->'
+                    self._state = S_SCRIPT
+                    pos = m.end()
+                elif buf[s + 1] == 0x2F:  # '</script'
+                    self._state = S_DATA
+                    pos = s
+                else:  # '<script' + one of ws / >
+                    self._state = S_SCRIPT_DESC
+                    pos = m.end()
+            elif state == S_SCRIPT_DESC:
+                m = _SCRIPT_DESC.search(buf, pos)
+                if m is None:
+                    keep = max(pos, n - 8)
+                    break
+                self._state = S_SCRIPT if buf[m.start()] == 0x2D else S_SCRIPT_ESC
+                pos = m.end()
+            else:  # S_PLAINTEXT, S_DEAD
+                pos = n
+        if keep >= 0 and not final:
+            self._buf = buf[keep:]
