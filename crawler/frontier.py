@@ -150,7 +150,17 @@ class MemorySeenSet:
 
 
 class _Host:
-    __slots__ = ("active", "delay", "levels", "low", "next_time", "origin", "size", "state")
+    __slots__ = (
+        "active",
+        "delay",
+        "last",
+        "levels",
+        "low",
+        "next_time",
+        "origin",
+        "size",
+        "state",
+    )
 
     def __init__(self, origin: str, delay: float) -> None:
         self.origin = origin
@@ -160,6 +170,7 @@ class _Host:
         self.active = 0
         self.delay = delay
         self.next_time = 0.0
+        self.last: float | None = None  # when its last request was handed out
         self.state = _IDLE
 
 
@@ -229,10 +240,15 @@ class MemoryFrontier:
     def pop(self, now: float) -> Request | None:
         if self._sleeping:
             self._wake(now)
-        if not self._ready:
-            return None
-        host = self._ready.popleft()
-        host.state = _IDLE
+        ready = self._ready
+        while True:
+            if not ready:
+                return None
+            host = ready.popleft()
+            host.state = _IDLE
+            if host.next_time <= now:
+                break
+            self._schedule(host, now)  # its delay grew while it waited in the ring
         levels = host.levels
         low = host.low
         while not levels[low]:
@@ -242,6 +258,7 @@ class MemoryFrontier:
         host.size -= 1
         self._size -= 1
         host.active += 1
+        host.last = now
         if host.delay > 0:
             host.next_time = now + host.delay
         self._schedule(host, now)
@@ -260,6 +277,8 @@ class MemoryFrontier:
     def set_delay(self, origin: str, delay: float) -> None:
         host = self._host(origin)
         host.delay = max(self._delay, delay)
+        if host.last is not None:  # counts from the request already made
+            host.next_time = max(host.next_time, host.last + host.delay)
 
     def wait_time(self, now: float) -> float | None:
         if not self._sleeping:

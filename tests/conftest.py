@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+
+# `from tests.sitegen import Site` works under plain `pytest` too, not only `python -m pytest`.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
 ServeApp = Callable[[web.Application], Awaitable[TestServer]]
 

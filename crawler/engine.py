@@ -1,0 +1,643 @@
+"""The crawl engine: frontier -> fetch -> extract -> canonicalise/scope/dedup -> frontier.
+
+Theory of operation
+-------------------
+One *dispatcher* task pops requests from the frontier (which applies per-origin concurrency,
+delays and round-robin) and starts one *page task* per request, at most ``concurrency`` at
+once. A page task checks robots.txt, fetches the URL hop by hop (each redirect target is
+canonicalised, scope-checked, robots-checked and deduplicated here, not inside aiohttp), and
+feeds every body chunk to the page's LinkExtractor as it arrives; the links of each chunk go
+through canonicalisation, the seen set and scope, and new ones are pushed to the frontier (and
+reported to the sink) before the rest of the body has arrived. Only new URLs pay for the scope
+check: a link already in the seen set costs a canonical check and one hash probe.
+
+The crawl ends when the frontier is empty (or the page budget is spent) and no page task is
+left. Leaving the ``async with`` block, cancelling the task that runs ``run()``, or
+``stop()`` cancels the dispatcher and page tasks, closes the session and completes the stats;
+``Sink.close()`` is called once at the end in every case.
+
+Limits not in CrawlConfig are module constants: MAX_CRAWL_DELAY caps a robots.txt
+Crawl-delay, ITER_QUEUE bounds the pages buffered for ``async for``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from crawler.config import CrawlConfig
+from crawler.extract import Link, LinkExtractor
+from crawler.fetch import Fetcher, Response
+from crawler.frontier import MemoryFrontier, MemorySeenSet, Request
+from crawler.results import CrawlResult, CrawlStats, PageResult, Sink
+from crawler.robots import RobotsCache, RobotsRules, SitemapParser
+from crawler.urls import UrlPolicy, host_of, join, origin_of
+
+__all__ = ["Crawler", "crawl", "crawl_sync"]
+
+log = logging.getLogger("crawler")
+
+#: Longest robots.txt Crawl-delay honoured, in seconds (a hostile value must not stall a crawl).
+MAX_CRAWL_DELAY = 30.0
+#: Pages buffered for ``async for`` before page tasks wait for the consumer.
+ITER_QUEUE = 256
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class Crawler:
+    """A crawl, as an async context manager and an async iterator of PageResult.
+
+    Args:
+        config: the crawl's settings (validated here).
+        sink: receives ``link``/``page`` calls as things happen and ``close`` once at the end.
+        on_page: called with each PageResult when its page is done (may be a coroutine
+            function).
+        keep_results: keep ``pages`` and ``links`` in memory for ``run()``'s CrawlResult.
+            Default: only when no sink is given (a sink is how long crawls stream results out).
+
+    Example::
+
+        async with Crawler(CrawlConfig(seeds=("https://example.org/",))) as crawler:
+            async for page in crawler:
+                print(page.url, page.status, len(page.links))
+    """
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        *,
+        sink: Sink | None = None,
+        on_page: Callable[[PageResult], object] | None = None,
+        keep_results: bool | None = None,
+    ) -> None:
+        cfg = config.validated()
+        self.config = cfg
+        self.stats = CrawlStats()
+        self.links: list[str] = []
+        self.pages: list[PageResult] = []
+        self._sink = sink
+        self._on_page = on_page
+        self._keep = sink is None if keep_results is None else keep_results
+        self._policy = UrlPolicy(
+            cfg.seeds,
+            scope=cfg.scope,
+            include=cfg.include,
+            exclude=cfg.exclude,
+            sort_query=cfg.sort_query,
+            drop_params=cfg.drop_params,
+            max_url_length=cfg.max_url_length,
+        )
+        self._seen = MemorySeenSet()
+        self._beyond = MemorySeenSet(16)  # listed, one hop past max_depth, not queued
+        self._frontier = MemoryFrontier(cfg.per_host, cfg.delay)
+        self._fetcher: Fetcher | None = None
+        self._robots: RobotsCache | None = None
+        self._robots_done: set[str] = set()
+        self._sitemaps: set[str] = set()
+        self._host_count: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._idle = False
+        self._admitted = 0
+        self._records: deque[PageResult] = deque()
+        self._queue: asyncio.Queue[PageResult] | None = None
+        self._opened = False
+        self._closed = False
+        self._stopped = False
+        self._t0 = 0.0
+
+    # -- public API --
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def queued(self) -> int:
+        return len(self._frontier)
+
+    def stop(self) -> None:
+        """Ask for a prompt, clean stop (safe from a signal handler callback in the loop)."""
+        if self._closed or self._stopped:
+            return
+        self._stopped = True
+        self.stats.cancelled = True
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+
+    async def __aenter__(self) -> Crawler:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def run(self) -> CrawlResult:
+        """Run the crawl to its end (or to stop()) and return its result."""
+        if not self._opened:
+            async with self:
+                return await self.run()
+        dispatcher = self._start()
+        await asyncio.wait({dispatcher})
+        if not dispatcher.cancelled() and dispatcher.exception() is not None:
+            raise dispatcher.exception()  # type: ignore[misc]
+        self._update_duration()
+        return CrawlResult(links=self.links, pages=self.pages, stats=self.stats)
+
+    def __aiter__(self) -> AsyncIterator[PageResult]:
+        return self._iterate()
+
+    async def aclose(self) -> None:
+        """Stop whatever runs, close the session, complete the stats, close the sink."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            dispatcher = self._dispatcher
+            if dispatcher is not None and not dispatcher.done():
+                self.stats.cancelled = True
+                dispatcher.cancel()
+            if dispatcher is not None:
+                await asyncio.gather(dispatcher, return_exceptions=True)
+            await self._cancel_tasks()
+        finally:
+            if self._fetcher is not None:
+                await self._fetcher.close()
+            self._update_duration()
+            if self._sink is not None:
+                try:
+                    self._sink.close()
+                except Exception:
+                    log.exception("sink.close() failed")
+
+    # -- lifecycle --
+
+    async def _open(self) -> None:
+        if self._opened:
+            return
+        self._opened = True
+        cfg = self.config
+        self._wakeup = asyncio.Event()
+        self._fetcher = Fetcher(cfg)
+        self._robots = RobotsCache(self._fetcher, cfg.user_agent)
+        self.stats.started = time.time()
+        self._t0 = time.monotonic()
+        for seed in cfg.seeds:
+            url = self._policy.canonical(seed)
+            if url is None or not self._seen.add(url):
+                continue
+            self._report(url, "", 0)
+
+    def _start(self) -> asyncio.Task[None]:
+        if self._dispatcher is None:
+            self._dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
+        return self._dispatcher
+
+    async def _iterate(self) -> AsyncIterator[PageResult]:
+        opened_here = not self._opened
+        if opened_here:
+            await self._open()
+        queue = self._queue = asyncio.Queue(ITER_QUEUE)
+        dispatcher = self._start()
+        try:
+            while True:
+                if not queue.empty():
+                    yield queue.get_nowait()
+                    continue
+                if dispatcher.done():
+                    break
+                getter = asyncio.ensure_future(queue.get())
+                try:
+                    await asyncio.wait({getter, dispatcher}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                if getter.done() and not getter.cancelled():
+                    yield getter.result()
+        finally:
+            self._queue = None
+            if opened_here:
+                await self.aclose()
+
+    def _update_duration(self) -> None:
+        if self._t0:
+            self.stats.duration = time.monotonic() - self._t0
+
+    async def _cancel_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the dispatcher --
+
+    async def _dispatch(self) -> None:
+        loop = asyncio.get_running_loop()
+        frontier = self._frontier
+        tasks = self._tasks
+        wakeup = self._wakeup
+        assert wakeup is not None
+        limit = max(1, self.config.concurrency)
+        max_pages = self.config.max_pages
+        try:
+            while not self._stopped:
+                now = loop.time()
+                while len(tasks) < limit and not (max_pages and self._admitted >= max_pages):
+                    request = frontier.pop(now)
+                    if request is None:
+                        break
+                    self._admitted += 1
+                    task = loop.create_task(self._process(request))
+                    tasks.add(task)
+                    task.add_done_callback(self._task_done)
+                if not tasks and (not len(frontier) or (max_pages and self._admitted >= max_pages)):
+                    break
+                wait = frontier.wait_time(now) if len(tasks) < limit else None
+                timer = loop.call_later(wait, wakeup.set) if wait is not None else None
+                wakeup.clear()
+                self._idle = True
+                try:
+                    await wakeup.wait()
+                finally:
+                    self._idle = False
+                    if timer is not None:
+                        timer.cancel()
+            await self._flush_records()
+        finally:
+            if tasks:
+                self.stats.cancelled = True
+                await self._cancel_tasks()
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("page task failed", exc_info=task.exception())
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    # -- one page --
+
+    async def _process(self, request: Request) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            try:
+                page = await self._fetch_page(request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug must not kill the crawl: record it, go on
+                log.exception("internal error on %s", request.url)
+                page = PageResult(request.url, request.depth, request.referrer)
+                page.error, page.error_detail = "internal", f"{type(exc).__name__}: {exc}"
+        finally:
+            self._frontier.release(request.origin, loop.time())
+        if page is not None:
+            await self._finish(page)
+        await self._flush_records()
+
+    async def _flush_records(self) -> None:
+        # PageResults of URLs found but never fetched (url_too_long), made in sync code.
+        records = self._records
+        while records:
+            await self._finish(records.popleft())
+
+    async def _rules(self, origin: str) -> RobotsRules:
+        robots = self._robots
+        assert robots is not None
+        rules = robots.cached(origin)
+        if rules is None:
+            rules = await robots.get(origin)
+        if origin not in self._robots_done:
+            self._robots_done.add(origin)
+            delay = max(self.config.delay, min(rules.crawl_delay or 0.0, MAX_CRAWL_DELAY))
+            if delay > 0:
+                self._frontier.set_delay(origin, delay)
+            if self.config.sitemaps:
+                for sitemap in rules.sitemaps:
+                    self._offer_sitemap(sitemap, origin + "/robots.txt", 0)
+        return rules
+
+    async def _fetch_page(self, request: Request) -> PageResult | None:
+        cfg = self.config
+        policy = self._policy
+        fetcher = self._fetcher
+        assert fetcher is not None
+        url = request.url
+        depth = request.depth
+        page = PageResult(url, depth, request.referrer)
+        current = url
+        origin = request.origin
+        chain = {url}
+        hops = 0
+        while True:
+            if not cfg.ignore_robots:
+                rules = await self._rules(origin)
+                if rules.error is not None:
+                    page.error, page.error_detail = rules.error, rules.why
+                    return page
+                if not rules.allowed(current):
+                    self.stats.robots_disallowed += 1
+                    if hops == 0:
+                        self._admitted -= 1
+                        return None
+                    page.error_detail = f"redirect target disallowed by robots.txt: {current}"
+                    return page
+            state = _PageState(self, page, current, depth)
+            res = await fetcher.fetch(current, state.on_headers)
+            state.close()
+            self._record(page, res, current)
+            status = res.status
+            if status not in REDIRECT_STATUSES or res.error is not None or not res.location:
+                return page
+            # -- a redirect hop --
+            hops += 1
+            self.stats.redirects += 1
+            target_raw = join(current, res.location)
+            if target_raw is None:
+                return _fail(page, "redirect_invalid", f"Location {res.location!r} is not a URL")
+            if not target_raw.startswith(("http://", "https://")):
+                return _fail(page, "redirect_bad_scheme", f"redirect to {target_raw[:200]!r}")
+            target = policy.canonical(target_raw)
+            if target is None:
+                return _fail(page, "redirect_invalid", f"Location {res.location!r} is not a URL")
+            if target in chain:
+                return _fail(page, "redirect_loop", f"redirect loop back to {target}")
+            if hops > cfg.max_redirects:
+                return _fail(page, "too_many_redirects", f"more than {cfg.max_redirects} hops")
+            if policy.too_long(target):
+                return _fail(page, "url_too_long", f"redirect target of {len(target)} characters")
+            if not policy.in_scope(target):
+                self.stats.out_of_scope += 1
+                return _fail(page, "redirect_out_of_scope", f"redirect to {target}")
+            page.redirects.append(target)
+            chain.add(target)
+            if not self._seen.add(target):
+                page.final_url = target  # known already: fetched (or queued) on its own
+                return page
+            self._report(target, current, depth, queue=False)
+            current = target
+            origin = origin_of(target)
+
+    def _record(self, page: PageResult, res: Response, url: str) -> None:
+        page.final_url = url
+        page.status = res.status
+        page.content_type = res.content_type
+        page.bytes += res.bytes
+        page.elapsed_ms += res.elapsed_ms
+        page.retries += res.retries
+        page.truncated = res.truncated
+        page.error = res.error
+        page.error_detail = res.error_detail
+
+    async def _finish(self, page: PageResult) -> None:
+        stats = self.stats
+        stats.pages += 1
+        if page.error is None:
+            stats.pages_ok += 1
+        else:
+            stats.errors[page.error] += 1
+        if page.status is not None:
+            stats.status[page.status] += 1
+        stats.bytes += page.bytes
+        stats.retries += page.retries
+        self._update_duration()
+        if self._keep:
+            self.pages.append(page)
+        if self._sink is not None:
+            self._sink.page(page)
+        if self._on_page is not None:
+            try:
+                result = self._on_page(page)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("on_page hook failed for %s", page.url)
+        if self._queue is not None:
+            await self._queue.put(page)
+
+    # -- links --
+
+    def take_links(
+        self, links: list[Link], page: PageResult, referrer: str, depth: int, nofollow: bool
+    ) -> None:
+        """Canonicalise, dedup, scope-check and enqueue the links of one chunk (the hot path)."""
+        page.links.extend(links)
+        self.stats.links_found += len(links)
+        if nofollow:
+            return
+        canonical = self._policy.canonical_resolved
+        seen_add = self._seen.add
+        respect_nofollow = self.config.respect_nofollow
+        all_links = self.config.all_links
+        if depth >= self.config.max_depth:
+            self._take_beyond(links, referrer, depth)
+            return
+        for link in links:
+            if respect_nofollow and link.nofollow:
+                continue
+            url = canonical(link.url)
+            if url is None:
+                if all_links and seen_add(link.url) and self._sink is not None:
+                    self._sink.link(link.url, referrer, "other")
+                continue
+            if seen_add(url):
+                self._new_url(url, referrer, depth)
+
+    def _take_beyond(self, links: list[Link], referrer: str, depth: int) -> None:
+        # Links one hop past max_depth are listed but not queued, and NOT marked seen: a page
+        # at a lower depth that is still in flight may link the same URL and must queue it.
+        canonical = self._policy.canonical_resolved
+        seen = self._seen
+        beyond = self._beyond
+        respect_nofollow = self.config.respect_nofollow
+        for link in links:
+            if respect_nofollow and link.nofollow:
+                continue
+            url = canonical(link.url)
+            if url is None or url in seen or url in beyond:
+                continue
+            policy = self._policy
+            if policy.in_scope(url) and not policy.too_long(url):
+                beyond.add(url)
+                self._report(url, referrer, depth + 1, queue=False)
+
+    def _new_url(self, url: str, referrer: str, depth: int) -> None:
+        policy = self._policy
+        if not policy.in_scope(url):
+            self.stats.out_of_scope += 1
+            if self.config.all_links and self._sink is not None:
+                self._sink.link(url, referrer, "external")
+            return
+        if policy.too_long(url):
+            page = PageResult(url, depth + 1, referrer)
+            page.error, page.error_detail = "url_too_long", f"URL of {len(url)} characters"
+            self._records.append(page)
+            return
+        self._report(url, referrer, depth + 1)
+
+    def _report(self, url: str, referrer: str, depth: int, *, queue: bool = True) -> None:
+        """A new in-scope URL: list it, tell the sink, queue it if the limits allow."""
+        if not (self._beyond and url in self._beyond):  # else listed already
+            self.stats.links_new += 1
+            if self._keep:
+                self.links.append(url)
+            if self._sink is not None:
+                self._sink.link(url, referrer, "internal")
+        if not queue:
+            return
+        cfg = self.config
+        if depth > cfg.max_depth:
+            return
+        if cfg.max_pages_per_host:
+            host = host_of(url)
+            count = self._host_count.get(host, 0)
+            if count >= cfg.max_pages_per_host:
+                return
+            self._host_count[host] = count + 1
+        self._frontier.push(Request(url, depth, referrer or None, origin_of(url)))
+        if self._idle and self._wakeup is not None:
+            self._wakeup.set()
+
+    def _offer_sitemap(self, raw: str, referrer: str, depth: int) -> None:
+        url = self._policy.canonical(raw)
+        if url is None:
+            return
+        self._sitemaps.add(url)
+        if self._seen.add(url):
+            self._new_url(url, referrer, depth - 1)
+
+    def take_urls(self, urls: list[str], referrer: str, depth: int) -> None:
+        """URLs from a sitemap (any form): canonicalise fully, then as links."""
+        for raw in urls:
+            if raw.endswith((".xml", ".xml.gz")):
+                self._offer_sitemap(raw, referrer, depth + 1)
+                continue
+            url = self._policy.canonical(raw)
+            if url is not None and self._seen.add(url):
+                self._new_url(url, referrer, depth)
+
+
+def _fail(page: PageResult, kind: str, detail: str) -> PageResult:
+    page.error, page.error_detail = kind, detail
+    return page
+
+
+class _PageState:
+    """One fetch attempt's body handling: the extractor (or sitemap parser) and its links."""
+
+    __slots__ = ("crawler", "depth", "extractor", "page", "sitemap", "url")
+
+    def __init__(self, crawler: Crawler, page: PageResult, url: str, depth: int) -> None:
+        self.crawler = crawler
+        self.page = page
+        self.url = url
+        self.depth = depth
+        self.extractor: Any = None
+        self.sitemap: SitemapParser | None = None
+
+    def on_headers(self, res: Response) -> Callable[[bytes], object] | None:
+        status = res.status
+        if status is None or not 200 <= status < 300:
+            return None
+        crawler = self.crawler
+        if self.url in crawler._sitemaps:
+            self.sitemap = SitemapParser()
+            return self.feed_sitemap
+        if not res.is_html:
+            return None
+        self.page.links = []  # a retried attempt starts the page over
+        self.extractor = LinkExtractor(self.url, res.charset, link_set=crawler.config.link_set)
+        return self.feed
+
+    def feed(self, chunk: bytes) -> None:
+        ex = self.extractor
+        links = ex.feed(chunk)
+        if links:
+            self.crawler.take_links(
+                links,
+                self.page,
+                self.url,
+                self.depth,
+                self.crawler.config.respect_nofollow and ex.nofollow,
+            )
+
+    def feed_sitemap(self, chunk: bytes) -> None:
+        assert self.sitemap is not None
+        urls = self.sitemap.feed(chunk)
+        if urls:
+            self.crawler.take_urls(urls, self.url, self.depth)
+
+    def close(self) -> None:
+        ex = self.extractor
+        if ex is not None:
+            self.extractor = None
+            try:
+                links = ex.close()
+            except Exception:  # the extractor never raises by contract; belt and braces
+                log.exception("extractor close failed on %s", self.url)
+                return
+            if links:
+                self.crawler.take_links(
+                    links,
+                    self.page,
+                    self.url,
+                    self.depth,
+                    self.crawler.config.respect_nofollow and ex.nofollow,
+                )
+
+
+async def crawl(
+    seeds: str | Iterable[str] = (),
+    *,
+    config: CrawlConfig | None = None,
+    sink: Sink | None = None,
+    on_page: Callable[[PageResult], object] | None = None,
+    **options: Any,
+) -> CrawlResult:
+    """Crawl from ``seeds`` to the end and return links, pages and stats.
+
+    Args:
+        seeds: one URL or several (added to ``config.seeds`` if a config is given).
+        config: a CrawlConfig; ``options`` (CrawlConfig field names) override its fields.
+        sink: optional streaming output (see :class:`crawler.results.Sink`).
+        on_page: optional hook called with each PageResult.
+
+    Raises:
+        ConfigError: a bad option, naming the key.
+    """
+    seed_list = (seeds,) if isinstance(seeds, str) else tuple(seeds)
+    if config is None:
+        config = CrawlConfig(seeds=seed_list, **options)
+    else:
+        if seed_list:
+            options["seeds"] = tuple(config.seeds) + seed_list
+        if options:
+            config = config.replace(**options)
+    crawler = Crawler(config.validated(), sink=sink, on_page=on_page, keep_results=True)
+    return await crawler.run()
+
+
+def crawl_sync(
+    seeds: str | Iterable[str] = (),
+    *,
+    config: CrawlConfig | None = None,
+    sink: Sink | None = None,
+    on_page: Callable[[PageResult], object] | None = None,
+    **options: Any,
+) -> CrawlResult:
+    """``crawl()`` for scripts: runs its own event loop (uvloop when installed)."""
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    try:
+        import uvloop  # noqa: PLC0415  (optional accelerator)
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(crawl(seeds, config=config, sink=sink, on_page=on_page, **options))

@@ -1,0 +1,329 @@
+"""Integration: the engine against real aiohttp servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections import Counter
+
+import pytest
+from aiohttp import web
+
+from crawler.config import CrawlConfig
+from crawler.engine import Crawler, crawl
+from crawler.results import PageResult
+from tests.sitegen import Site
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.links: list[tuple[str, str, str]] = []
+        self.pages: list[PageResult] = []
+        self.closed = 0
+
+    def link(self, url: str, referrer: str, kind: str) -> None:
+        self.links.append((url, referrer, kind))
+
+    def page(self, page: PageResult) -> None:
+        self.pages.append(page)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+async def start_site(serve, **kw):  # type: ignore[no-untyped-def]
+    site = Site(**kw)
+    server = await serve(site.app())
+    site.origin = str(server.make_url("")).rstrip("/")
+    return site, server
+
+
+def app_of(routes: dict[str, str | tuple[int, str, str]]) -> tuple[web.Application, Counter[str]]:
+    """A small app: path -> html text, or (status, content_type, body)."""
+    hits: Counter[str] = Counter()
+
+    async def handle(request: web.Request) -> web.Response:
+        hits[request.path_qs] += 1
+        spec = routes.get(request.path_qs, routes.get(request.path))
+        if spec is None:
+            return web.Response(status=404, text="no")
+        if isinstance(spec, str):
+            return web.Response(text=spec, content_type="text/html")
+        status, ctype, body = spec
+        return web.Response(status=status, text=body, content_type=ctype)
+
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", handle)
+    return app, hits
+
+
+async def test_crawl_matches_the_site_link_graph(serve) -> None:  # type: ignore[no-untyped-def]
+    site, server = await start_site(serve)
+    want_fetched, want_found = site.expected()
+    result = await crawl(site.url("/p/0.html"), max_depth=1000, concurrency=16, retries=0)
+
+    requested = Counter(site.requests)
+    assert requested.pop("/robots.txt") == 1
+    # every page fetched exactly once, nothing disallowed or out of scope requested
+    assert {p for p, n in requested.items() if n != 1} == set()
+    assert set(requested) == want_fetched
+    assert not any(p.startswith("/private/") for p in requested)
+    # links: in-scope discovered URLs, once each
+    assert len(result.links) == len(set(result.links))
+    assert set(result.links) == {site.url(p) for p in want_found}
+    assert result.links[0] == site.url("/p/0.html")
+
+    pages = {p.url[len(site.origin) :]: p for p in result.pages}
+    assert result.stats.pages == len(result.pages)
+    assert result.stats.robots_disallowed == sum(p.startswith("/private/") for p in want_found)
+    assert pages["/missing/0"].error == "http_404" and pages["/missing/0"].status == 404
+    assert pages["/loop/a"].error == "redirect_loop"
+    assert pages["/loop/a"].redirects == [site.url("/loop/b")]
+    assert pages["/badredir"].error == "redirect_bad_scheme"
+    assert pages["/outredir"].error == "redirect_out_of_scope"
+    assert pages["/files/doc0.pdf"].content_type == "application/pdf"
+    assert pages["/files/doc0.pdf"].error is None and pages["/files/doc0.pdf"].links == []
+    gz = pages["/gz.html"]
+    assert gz.error is None and site.url("/gzonly.html") in {ln.url for ln in gz.links}
+    assert "/caf%C3%A9.html" in pages and pages["/caf%C3%A9.html"].status == 200
+    assert pages["/slowonly.html"].status == 200
+    chain = pages["/chain/1"]
+    assert chain.redirects[:2] == [site.url("/chain/2"), site.url("/chain/3")]
+    assert chain.error is None
+    # page links: the whole list, in document order, including the ones not followed
+    p7 = pages["/p/7.html"]
+    assert [ln.url for ln in p7.links][-2:] == [site.url("/badredir"), site.url("/outredir")]
+    assert result.stats.out_of_scope >= 1
+    stats = result.stats
+    assert stats.errors == Counter(p.error for p in result.pages if p.error)
+    assert stats.pages_ok == sum(p.ok for p in result.pages)
+    assert not stats.cancelled and stats.duration > 0
+
+
+async def test_max_depth_bounds_the_crawl(serve) -> None:  # type: ignore[no-untyped-def]
+    site, server = await start_site(serve, n=200)
+    want_fetched, _ = site.expected(max_depth=2)
+    await crawl(site.url("/p/0.html"), max_depth=2, concurrency=8)
+    requested = Counter(site.requests)
+    requested.pop("/robots.txt")
+    assert set(requested) == want_fetched
+    assert set(requested.values()) == {1}
+
+
+async def test_max_pages_and_per_host_cap(serve) -> None:  # type: ignore[no-untyped-def]
+    site, server = await start_site(serve)
+    result = await crawl(site.url("/p/0.html"), max_pages=25, concurrency=8)
+    assert result.stats.pages == 25
+    assert len(site.requests) - 1 == 25 + result.stats.redirects  # + robots.txt
+    site.requests.clear()
+    result = await crawl(site.url("/p/0.html"), max_pages_per_host=10, concurrency=8)
+    assert result.stats.pages + result.stats.robots_disallowed <= 10
+
+
+@pytest.mark.parametrize("charset", ["; charset=utf-8", ""])
+async def test_body_is_streamed_links_enqueued_before_body_ends(serve, charset: str) -> None:  # type: ignore[no-untyped-def]
+    # Without a transport charset the extractor may hold the first 1024 bytes (the WHATWG
+    # <meta> prescan), so that variant sends a first half longer than that.
+    second_half_sent = asyncio.Event()
+    release = asyncio.Event()
+    first = [f"/early/{i}" for i in range(5)]
+    seen_before: list[bool] = []
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/html" + charset})
+        await resp.prepare(request)
+        await resp.write(
+            b"<html><body>"
+            + b"".join(f'<a href="{p}">x</a>'.encode() for p in first)
+            + b"<p>"
+            + (b"" if charset else b" " * 1100)
+        )
+        try:
+            await asyncio.wait_for(release.wait(), 5)
+        except TimeoutError:
+            pass
+        second_half_sent.set()
+        await resp.write(b'</p><a href="/late">late</a></body></html>')
+        await resp.write_eof()
+        return resp
+
+    async def other(request: web.Request) -> web.Response:
+        return web.Response(text="<p>leaf</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", stream)
+    app.router.add_get("/{tail:.+}", other)
+    server = await serve(app)
+    origin = str(server.make_url("")).rstrip("/")
+
+    class Sink(RecordingSink):
+        def link(self, url: str, referrer: str, kind: str) -> None:
+            super().link(url, referrer, kind)
+            if url == origin + first[-1]:
+                seen_before.append(not second_half_sent.is_set())
+                release.set()
+
+    sink = Sink()
+    t0 = time.monotonic()
+    result = await crawl(origin + "/", sink=sink, ignore_robots=True)
+    assert seen_before == [True]  # the links arrived while the server was still holding back
+    assert time.monotonic() - t0 < 4  # and the stall was released by them, not by the timeout
+    assert origin + "/late" in result.links
+    early_pages = {p.url for p in result.pages if "/early/" in p.url}
+    assert early_pages == {origin + p for p in first}
+
+
+async def test_crawler_async_iteration_hook_and_sink(serve) -> None:  # type: ignore[no-untyped-def]
+    site, server = await start_site(serve, n=60)
+    hooked: list[str] = []
+    sink = RecordingSink()
+
+    async def on_page(page: PageResult) -> None:
+        hooked.append(page.url)
+
+    config = CrawlConfig(seeds=(site.url("/p/0.html"),), concurrency=8)
+    iterated: list[str] = []
+    async with Crawler(config, sink=sink, on_page=on_page) as crawler:
+        async for page in crawler:
+            iterated.append(page.url)
+            assert crawler.stats.pages >= len(iterated)
+        stats = crawler.stats
+    assert sink.closed == 1
+    assert len(iterated) == stats.pages == len(sink.pages) == len(hooked)
+    assert sorted(iterated) == sorted(hooked) == sorted(p.url for p in sink.pages)
+    assert len(set(iterated)) == len(iterated)
+    internal = [u for u, _, kind in sink.links if kind == "internal"]
+    assert len(internal) == len(set(internal)) == stats.links_new
+    # every fetched page was announced as a link first
+    assert set(iterated) <= set(internal)
+    assert crawler.links == []  # a sink was given: results are streamed, not kept
+
+
+async def test_all_links_reports_external_and_other_once(serve) -> None:  # type: ignore[no-untyped-def]
+    page = '<a href="http://ext.invalid/a">e</a><a href="mailto:x@y.z">m</a>' * 3
+    app, hits = app_of({"/": page})
+    server = await serve(app)
+    sink = RecordingSink()
+    await crawl(str(server.make_url("/")), sink=sink, all_links=True, ignore_robots=True)
+    kinds = Counter(kind for _, _, kind in sink.links)
+    assert kinds == {"internal": 1, "external": 1, "other": 1}
+
+
+async def test_respect_nofollow(serve) -> None:  # type: ignore[no-untyped-def]
+    app, hits = app_of(
+        {
+            "/": '<a href="/a">a</a><a rel="nofollow" href="/b">b</a><a href="/meta">m</a>',
+            "/meta": '<meta name="robots" content="nofollow"><a href="/c">c</a>',
+            "/a": "<p>a",
+            "/b": "<p>b",
+            "/c": "<p>c",
+        }
+    )
+    server = await serve(app)
+    await crawl(str(server.make_url("/")), respect_nofollow=True, ignore_robots=True)
+    assert set(hits) == {"/", "/a", "/meta"}
+    hits.clear()
+    await crawl(str(server.make_url("/")), ignore_robots=True)
+    assert set(hits) == {"/", "/a", "/b", "/c", "/meta"}
+
+
+async def test_sitemaps_from_robots_are_seeds(serve) -> None:  # type: ignore[no-untyped-def]
+    routes: dict[str, str | tuple[int, str, str]] = {"/": "<p>no links", "/hidden": "<p>h"}
+    app, hits = app_of(routes)
+    server = await serve(app)
+    origin = str(server.make_url("")).rstrip("/")
+    routes["/robots.txt"] = (200, "text/plain", f"User-agent: *\nSitemap: {origin}/sm.xml\n")
+    routes["/sm.xml"] = (
+        200,
+        "application/xml",
+        f"<urlset><url><loc>{origin}/hidden</loc></url></urlset>",
+    )
+    result = await crawl(origin + "/", sitemaps=True)
+    assert hits["/hidden"] == 1 and origin + "/hidden" in result.links
+    hits.clear()
+    await crawl(origin + "/")
+    assert "/hidden" not in hits and "/sm.xml" not in hits
+
+
+async def test_slow_host_does_not_starve_others(serve) -> None:  # type: ignore[no-untyped-def]
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.4)
+        return web.Response(text="<p>slow", content_type="text/html")
+
+    slow_app = web.Application()
+    slow_app.router.add_get("/{tail:.*}", slow)
+    slow_server = await serve(slow_app)
+    fast_links = "".join(f'<a href="/f{i}">f</a>' for i in range(20))
+    fast_app, fast_hits = app_of({"/": fast_links, **{f"/f{i}": "<p>f" for i in range(20)}})
+    fast_server = await serve(fast_app)
+    slow_origin = str(slow_server.make_url("")).rstrip("/")
+    seeds = [slow_origin + f"/s{i}" for i in range(6)] + [str(fast_server.make_url("/"))]
+    done: list[str] = []
+    await crawl(
+        seeds, per_host=1, concurrency=4, ignore_robots=True, on_page=lambda p: done.append(p.url)
+    )
+    # the fast origin (same host name, other port) finishes while the slow one still works
+    last_fast = max(i for i, u in enumerate(done) if not u.startswith(slow_origin))
+    assert last_fast < len(done) - 3
+    assert len(fast_hits) == 21
+
+
+async def test_crawl_delay_from_robots(serve) -> None:  # type: ignore[no-untyped-def]
+    routes: dict[str, str | tuple[int, str, str]] = {
+        "/robots.txt": (200, "text/plain", "User-agent: *\nCrawl-delay: 0.25\n"),
+        "/": '<a href="/1">1</a><a href="/2">2</a><a href="/3">3</a>',
+    }
+    app, hits = app_of(routes)
+    server = await serve(app)
+    t0 = time.monotonic()
+    result = await crawl(str(server.make_url("/")), concurrency=8)
+    assert result.stats.pages == 4
+    assert time.monotonic() - t0 >= 0.75  # 3 gaps of 0.25 s
+
+
+async def test_cancel_leaves_no_task_or_connection(serve) -> None:  # type: ignore[no-untyped-def]
+    site, server = await start_site(serve, n=100, delay_all=0.05)
+    sink = RecordingSink()
+    before = asyncio.all_tasks()
+    task = asyncio.ensure_future(crawl(site.url("/p/0.html"), sink=sink, concurrency=8))
+    while len(sink.pages) < 10:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sink.closed == 1
+    await asyncio.sleep(0.05)
+    assert asyncio.all_tasks() - before - {asyncio.current_task()} == set()
+    assert len(server.runner.server.connections) == 0  # type: ignore[union-attr]
+    gc.collect()
+
+
+async def test_stop_is_prompt_and_stats_complete(serve) -> None:  # type: ignore[no-untyped-def]
+    site, server = await start_site(serve, n=300)
+    config = CrawlConfig(seeds=(site.url("/p/0.html"),), concurrency=4)
+    async with Crawler(config) as crawler:
+
+        def on_page(page: PageResult) -> None:
+            if crawler.stats.pages >= 20:
+                crawler.stop()
+
+        crawler._on_page = on_page
+        result = await asyncio.wait_for(crawler.run(), 10)
+    assert result.stats.cancelled
+    assert 20 <= result.stats.pages < 40
+    assert result.stats.pages == len(result.pages)
+    assert crawler.in_flight == 0
+
+
+async def test_leaving_context_early_closes_everything(serve) -> None:  # type: ignore[no-untyped-def]
+    site, server = await start_site(serve, n=100)
+    before = asyncio.all_tasks()
+    async with Crawler(CrawlConfig(seeds=(site.url("/p/0.html"),))) as crawler:
+        async for _page in crawler:
+            if crawler.stats.pages >= 5:
+                break
+    assert crawler.stats.cancelled
+    await asyncio.sleep(0.05)
+    assert asyncio.all_tasks() - before - {asyncio.current_task()} == set()
+    assert len(server.runner.server.connections) == 0  # type: ignore[union-attr]
