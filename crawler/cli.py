@@ -191,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--config", metavar="FILE", help="TOML config file (see config.example.toml)"
     )
+    # `docker run IMAGE --version` reaches here through the `crawler crawl` entry point
+    crawl.add_argument(
+        "--version", action="store_true", default=argparse.SUPPRESS, help="print the version"
+    )
     defs = defaults()
     for group, keys in GROUPS.items():
         options = [k for k in keys if k in _OPTIONS]

@@ -322,6 +322,7 @@ async def test_no_command_and_version() -> None:
         r"Python 3\.\d+\.\d+\)\n",
         done.out,
     ), done.out
+    assert (await run("crawl", "--version")).out == done.out  # `docker run IMAGE --version`
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "crawler", "--version", stdout=asyncio.subprocess.PIPE
     )
