@@ -198,7 +198,7 @@ _AUX: dict[bytes, tuple[bytes, ...]] = {
     b"area": (b"rel",),
     b"form": (b"rel",),
     b"base": (b"href",),
-    b"meta": (b"http-equiv", b"content", b"name"),
+    b"meta": (b"http-equiv", b"content", b"name", b"charset"),
     b"font": (b"color", b"face", b"size"),
     b"annotation-xml": (b"encoding",),
 }
@@ -343,6 +343,7 @@ class LinkExtractor:
         self._transport = _charset.lookup(encoding)
         self.encoding = self._transport or "windows-1252"
         self._estate = E_UNDECIDED
+        self._tentative = False
         self._pending = b""
         self._codec = "cp1252"
         self._errors = "crawler-whatwg"
@@ -419,7 +420,9 @@ class LinkExtractor:
                 name, skip = b
                 data = data[skip:]
             else:
-                name = self._transport or _charset.prescan(data) or "windows-1252"
+                found = self._transport or _charset.prescan(data)
+                self._tentative = found is None
+                name = found or "windows-1252"
             self._decide(name)
             st = self._estate
             if st == E_BYTES:
@@ -501,6 +504,8 @@ class LinkExtractor:
             self._meta(attrs, out)
 
     def _meta(self, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
+        if self._tentative:
+            self._meta_charset(attrs)
         content = attrs.get(b"content")
         if content is None:
             return
@@ -516,6 +521,29 @@ class LinkExtractor:
             for tok in self._text(content).lower().replace(",", " ").split():
                 if tok == "nofollow" or tok == "none":
                     self.nofollow = True
+
+    def _meta_charset(self, attrs: dict[bytes, bytes | None]) -> None:
+        """A <meta> charset seen while the encoding is only tentative (no BOM, no transport
+        charset, nothing in the 1024-byte prescan): a browser would re-parse the document in
+        that encoding; a stream cannot, so the values that follow are decoded with it."""
+        cs = attrs.get(b"charset")
+        name: str | None = None
+        if cs is not None:
+            name = _charset.lookup(cs.decode("latin-1"))
+        else:
+            equiv = attrs.get(b"http-equiv")
+            content = attrs.get(b"content")
+            if equiv is not None and content is not None and equiv.lower() == b"content-type":
+                name = _charset.charset_from_content(content)
+        if name is None:
+            return
+        self._tentative = False
+        if name in ("utf-16be", "utf-16le"):
+            name = "utf-8"
+        elif name == "x-user-defined":
+            name = "windows-1252"
+        if name != self.encoding and name not in _charset.TRANSCODE and name != "replacement":
+            self._decide(name)
 
     # Tags ---------------------------------------------------------------------------------
 
@@ -587,7 +615,8 @@ class LinkExtractor:
                 for an, v1, v2, v3 in _ATTR.findall(buf, s, e):
                     an = an.lower()
                     if an in want and an not in attrs:
-                        attrs[an] = v1 or v2 or v3
+                        v = v1 or v2 or v3
+                        attrs[an] = v if len(v) <= self._max else None
         end = m.end()
         sc = end - 2 >= e and buf[end - 2] == 0x2F
         self._start(name, attrs, sc, out)
