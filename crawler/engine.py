@@ -431,13 +431,19 @@ class Crawler:
         self.stats.links_found += len(links)
         if nofollow:
             return
-        canonical = self._policy.canonical_resolved
-        seen_add = self._seen.add
-        respect_nofollow = self.config.respect_nofollow
-        all_links = self.config.all_links
-        if depth >= self.config.max_depth:
+        cfg = self.config
+        if cfg.max_depth and depth >= cfg.max_depth:
             self._take_beyond(links, referrer, depth)
             return
+        policy = self._policy
+        canonical = policy.canonical_resolved
+        scope_origin = policy.scope_origin
+        max_len = policy.max_url_length
+        seen_add = self._seen.add
+        respect_nofollow = cfg.respect_nofollow
+        all_links = cfg.all_links
+        report = self._report
+        child = depth + 1
         for link in links:
             if respect_nofollow and link.nofollow:
                 continue
@@ -447,12 +453,17 @@ class Crawler:
                     self._sink.link(link.url, referrer, "other")
                 continue
             if seen_add(url):
-                self._new_url(url, referrer, depth)
+                origin = scope_origin(url)
+                if origin is not None and not (max_len and len(url) > max_len):
+                    report(url, referrer, child, origin=origin)
+                else:
+                    self._new_url(url, referrer, depth)
 
     def _take_beyond(self, links: list[Link], referrer: str, depth: int) -> None:
         # Links one hop past max_depth are listed but not queued, and NOT marked seen: a page
         # at a lower depth that is still in flight may link the same URL and must queue it.
-        canonical = self._policy.canonical_resolved
+        policy = self._policy
+        canonical = policy.canonical_resolved
         seen = self._seen
         beyond = self._beyond
         respect_nofollow = self.config.respect_nofollow
@@ -462,8 +473,7 @@ class Crawler:
             url = canonical(link.url)
             if url is None or url in seen or url in beyond:
                 continue
-            policy = self._policy
-            if policy.in_scope(url) and not policy.too_long(url):
+            if policy.scope_origin(url) is not None and not policy.too_long(url):
                 beyond.add(url)
                 self._report(url, referrer, depth + 1, queue=False)
 
@@ -481,7 +491,9 @@ class Crawler:
             return
         self._report(url, referrer, depth + 1)
 
-    def _report(self, url: str, referrer: str, depth: int, *, queue: bool = True) -> None:
+    def _report(
+        self, url: str, referrer: str, depth: int, *, queue: bool = True, origin: str = ""
+    ) -> None:
         """A new in-scope URL: list it, tell the sink, queue it if the limits allow."""
         if not (self._beyond and url in self._beyond):  # else listed already
             self.stats.links_new += 1
@@ -492,7 +504,7 @@ class Crawler:
         if not queue:
             return
         cfg = self.config
-        if depth > cfg.max_depth:
+        if cfg.max_depth and depth > cfg.max_depth:
             return
         if cfg.max_pages_per_host:
             host = host_of(url)
@@ -500,7 +512,7 @@ class Crawler:
             if count >= cfg.max_pages_per_host:
                 return
             self._host_count[host] = count + 1
-        self._frontier.push(Request(url, depth, referrer or None, origin_of(url)))
+        self._frontier.push(Request(url, depth, referrer or None, origin or origin_of(url)))
         if self._idle and self._wakeup is not None:
             self._wakeup.set()
 

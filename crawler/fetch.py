@@ -24,6 +24,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from crawler.config import CrawlConfig
 
@@ -235,7 +236,9 @@ class Fetcher:
         cap: int,
         may_retry: bool,
     ) -> None:
-        async with session.get(res.url, allow_redirects=False) as r:
+        # encoded=True: the URL is already WHATWG-serialised; send it byte for byte as the
+        # seen set knows it (yarl would re-quote "%zz" as "%25zz").
+        async with session.get(URL(res.url, encoded=True), allow_redirects=False) as r:
             status = r.status
             res.status = status
             headers = r.headers

@@ -205,7 +205,9 @@ class MemoryFrontier:
         return host
 
     def push(self, request: Request) -> None:
-        host = self._host(request.origin)
+        host = self._hosts.get(request.origin)
+        if host is None:
+            host = self._host(request.origin)
         depth = request.depth
         levels = host.levels
         while len(levels) <= depth:

@@ -126,6 +126,7 @@ class UrlPolicy:
     """
 
     __slots__ = (
+        "_by_origin",
         "_domains",
         "_drop",
         "_exclude",
@@ -162,6 +163,8 @@ class UrlPolicy:
         self.max_url_length = max_url_length
         self._hosts: set[str] = set()
         self._domains: set[str] = set()
+        # origin text as it appears in a URL (userinfo and all) -> its origin if in scope
+        self._by_origin: dict[str, str | None] = {}
         for seed in seeds:
             self.add_seed_host(seed)
 
@@ -173,6 +176,7 @@ class UrlPolicy:
         host = host_of(canon)
         self._hosts.add(host)
         self._domains.add(registrable_domain(host))
+        self._by_origin.clear()
 
     # -- canonicalisation --
 
@@ -222,9 +226,33 @@ class UrlPolicy:
 
     # -- scope --
 
+    def scope_origin(self, url: str) -> str | None:
+        """The origin of a canonical URL if it is in scope, else None (the engine's hot path).
+
+        The host rule is decided once per distinct origin text and cached.
+        """
+        end = url.find("/", 8)
+        key = url if end < 0 else url[:end]
+        try:
+            origin = self._by_origin[key]
+        except KeyError:
+            origin = origin_of(url) if self._host_ok(host_of(url)) else None
+            if len(self._by_origin) >= 65536:
+                self._by_origin.clear()
+            self._by_origin[key] = origin
+        if origin is None:
+            return None
+        if self._include and not any(r.search(url) for r in self._include):
+            return None
+        if self._exclude and any(r.search(url) for r in self._exclude):
+            return None
+        return origin
+
     def in_scope(self, url: str) -> bool:
         """Whether a canonical URL is inside the crawl's scope (host rule, then regexes)."""
-        host = host_of(url)
+        return self.scope_origin(url) is not None
+
+    def _host_ok(self, host: str) -> bool:
         scope = self._scope
         if scope == "host":
             ok = host in self._hosts
@@ -232,8 +260,4 @@ class UrlPolicy:
             ok = host in self._hosts or registrable_domain(host) in self._domains
         else:
             ok = host in self._hosts or any(host.endswith("." + h) for h in self._hosts)
-        if not ok:
-            return False
-        if self._include and not any(r.search(url) for r in self._include):
-            return False
-        return not any(r.search(url) for r in self._exclude)
+        return ok

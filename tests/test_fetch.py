@@ -243,3 +243,24 @@ async def test_stalled_body_times_out_and_keeps_partial(serve) -> None:  # type:
         await f.close()
     assert res.status == 200 and res.error == "timeout"
     assert b"".join(col.chunks) == b"<a href=/a>a</a>"
+
+
+async def test_url_sent_byte_for_byte(serve) -> None:  # type: ignore[no-untyped-def]
+    seen: list[str] = []
+
+    async def h(request: web.Request) -> web.Response:
+        seen.append(request.raw_path)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", h)
+    server = await serve(app)
+    f = Fetcher(cfg())
+    try:
+        base = str(server.make_url("")).rstrip("/")
+        for path in ["/pct/%zz%4", "/a%2Fb?q=%7e&x=%E9", "/100%"]:
+            res = await f.fetch(base + path)
+            assert res.status == 200
+    finally:
+        await f.close()
+    assert seen == ["/pct/%zz%4", "/a%2Fb?q=%7e&x=%E9", "/100%"]
