@@ -327,9 +327,13 @@ async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> t
             state.crawler.stop()
 
     sink.on_failure = on_output_failure
-    handled = (signal.SIGINT, signal.SIGTERM)
-    for sig in handled:
-        loop.add_signal_handler(sig, on_signal, sig)
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # Windows, or not the main thread: Ctrl-C still ends the run, less gracefully
     stats: Any = None
     try:
         async with engine.Crawler(config, sink=sink) as crawler:
