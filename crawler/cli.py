@@ -49,20 +49,28 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
     "max_depth": (
         ("--max-depth",),
         {"type": int, "metavar": "D"},
-        "follow links up to D hops from a seed",
+        "follow links up to D hops from a seed; 0 = no limit",
     ),
     "max_pages_per_host": (
         ("--max-pages-per-host",),
         {"type": int, "metavar": "N"},
         "at most N pages from one host; 0 = no limit",
     ),
-    "max_url_length": (("--max-url-length",), {"type": int, "metavar": "N"}, "skip longer URLs"),
+    "max_url_length": (
+        ("--max-url-length",),
+        {"type": int, "metavar": "N"},
+        "skip longer URLs; 0 = no limit",
+    ),
     "max_body_bytes": (
         ("--max-body-bytes",),
         {"type": int, "metavar": "N"},
         "stop reading a body after N bytes (links so far are kept); 0 = no limit",
     ),
-    "max_redirects": (("--max-redirects",), {"type": int, "metavar": "N"}, "redirect hops a URL"),
+    "max_redirects": (
+        ("--max-redirects",),
+        {"type": int, "metavar": "N"},
+        "redirect hops a URL; 0 = do not follow redirects",
+    ),
     "concurrency": (("--concurrency", "-c"), {"type": int, "metavar": "N"}, "requests in flight"),
     "per_host": (("--per-host",), {"type": int, "metavar": "N"}, "requests in flight to one host"),
     "delay": (
@@ -103,7 +111,11 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         'do not follow rel="nofollow" links and pages with meta robots nofollow',
     ),
     "user_agent": (("--user-agent",), {"metavar": "UA"}, "User-Agent header"),
-    "timeout": (("--timeout",), {"type": float, "metavar": "S"}, "total seconds a request"),
+    "timeout": (
+        ("--timeout",),
+        {"type": float, "metavar": "S"},
+        "total seconds a request; 0 = no limit",
+    ),
     "connect_timeout": (
         ("--connect-timeout",),
         {"type": float, "metavar": "S"},

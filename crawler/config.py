@@ -51,7 +51,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class CrawlConfig:
-    """Settings of one crawl. Zero means "no limit" for the limits below."""
+    """Settings of one crawl. Zero means "no limit" for the limits and timeouts below
+    (``max_redirects = 0``: redirects are not followed)."""
 
     seeds: tuple[str, ...] = ()
 
@@ -160,7 +161,7 @@ KEYS: tuple[str, ...] = tuple(k for keys in GROUPS.values() for k in keys)
 _GROUP_OF = {k: g for g, keys in GROUPS.items() for k in keys}
 
 # Keys whose value must be >= 1 (the rest of the numbers must be >= 0: 0 means "no limit"/none).
-_POSITIVE = frozenset({"concurrency", "per_host", "max_url_length"})
+_POSITIVE = frozenset({"concurrency", "per_host"})
 
 _HINTS: dict[str, Any] = typing.get_type_hints(CrawlConfig)
 

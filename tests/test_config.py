@@ -213,6 +213,8 @@ def test_good_seeds(url: str) -> None:
 
 
 def test_zero_means_no_limit_and_is_accepted() -> None:
-    config = CrawlConfig(max_pages=0, max_body_bytes=0, timeout=0, retries=0).validated()
+    config = CrawlConfig(
+        max_pages=0, max_depth=0, max_url_length=0, max_body_bytes=0, timeout=0, retries=0
+    ).validated()
     assert config.max_pages == 0 and config.timeout == 0.0
     assert not math.isnan(config.delay)
