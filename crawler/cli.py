@@ -406,8 +406,17 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         _err(f"cannot open output file {config.output!r}: {exc.strerror or exc}")
         return EXIT_USAGE
     progress = Progress(sys.stderr, quiet=config.quiet)
+    if progress.live and config.output in (None, "-") and _isatty(sys.stdout):
+        sink.before_write = progress.clear
     code, _ = _run(_crawl(config, sink, progress))
     return code
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def cmd_extract(args: argparse.Namespace) -> int:

@@ -41,6 +41,9 @@ class OutputSink:
         self._stream = stream
         self._close_stream = close_stream
         self.on_failure = on_failure
+        #: Called before each record; the CLI clears the live progress line with it when
+        #: stdout and stderr share a terminal, so that records never land after that line.
+        self.before_write: Callable[[], object] | None = None
         self.broken_pipe = False
         #: An OSError other than a closed pipe (disk full ...); the CLI reports it.
         self.error: OSError | None = None
@@ -54,6 +57,8 @@ class OutputSink:
     def _write(self, data: bytes) -> None:
         if self.failed or self._closed or not data:
             return
+        if self.before_write is not None:
+            self.before_write()
         try:
             self._stream.write(data)
             self._stream.flush()

@@ -400,42 +400,51 @@ async def test_closed_pipe_ends_the_crawl_quietly(serve: Serve) -> None:
         assert proc.returncode == 0
 
 
-async def test_live_progress_line_on_a_terminal(serve: Serve) -> None:
-    base = await serve(endless_app(delay=0.05))
+async def on_a_terminal(*args: str, stdout_too: bool) -> tuple[int, str]:
+    """Run with stderr (and maybe stdout) on a pseudo-terminal; return its exit code and text."""
     master, slave = pty.openpty()
     try:
         proc = await asyncio.create_subprocess_exec(
             *CRAWLER,
-            "crawl",
-            base + "/n/0",
-            "--max-pages",
-            "30",
-            "--concurrency",
-            "2",
-            stdout=asyncio.subprocess.DEVNULL,
+            *args,
+            stdout=slave if stdout_too else asyncio.subprocess.DEVNULL,
             stderr=slave,
         )
         os.close(slave)
         slave = -1
-        rc = await asyncio.wait_for(proc.wait(), 60)
         chunks = []
-        while True:
+        loop = asyncio.get_running_loop()
+        while True:  # read while it runs: a full terminal buffer would block the crawler
             try:
-                data = os.read(master, 65536)
+                data = await loop.run_in_executor(None, os.read, master, 65536)
             except OSError:  # EIO: the terminal's other side is closed
                 break
             if not data:
                 break
             chunks.append(data)
+        rc = await asyncio.wait_for(proc.wait(), 60)
     finally:
         if slave >= 0:
             os.close(slave)
         os.close(master)
-    tty = b"".join(chunks).decode()
+    return rc, b"".join(chunks).decode()
+
+
+async def test_live_progress_line_on_a_terminal(serve: Serve) -> None:
+    base = await serve(endless_app(delay=0.05))
+    args = ("crawl", base + "/n/0", "--max-pages", "30", "--concurrency", "2")
+    rc, tty = await on_a_terminal(*args, stdout_too=False)
     assert rc == 0
     assert "\r\x1b[Kpages " in tty
     assert re.search(r"pages \d+ \| in flight \d+ \| queued \d+ \| [\d.]+ pages/s \| errors 0", tty)
     assert "crawler: done in" in tty and "30 pages (30 ok, 0 failed)" in tty
+    # stdout on the same terminal: each URL on a line of its own, never after the live line
+    rc, tty = await on_a_terminal(*args, stdout_too=True)
+    assert rc == 0
+    assert "\r\x1b[Kpages " in tty
+    lines = re.split(r"\r\n|\r\x1b\[K|\n", tty)
+    urls = [ln for ln in lines if "/n/" in ln]
+    assert len(urls) > 30 and all(re.fullmatch(re.escape(base) + r"/n/\d+", u) for u in urls)
 
 
 # -- crawler extract --
