@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import time
 from collections import Counter
 
@@ -11,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler, crawl
+from crawler.engine import Crawler, crawl, crawl_sync
 from crawler.results import PageResult
 from tests.sitegen import Site
 
@@ -327,3 +328,39 @@ async def test_leaving_context_early_closes_everything(serve) -> None:  # type: 
     await asyncio.sleep(0.05)
     assert asyncio.all_tasks() - before - {asyncio.current_task()} == set()
     assert len(server.runner.server.connections) == 0  # type: ignore[union-attr]
+
+
+def test_crawl_sync_runs_its_own_loop() -> None:
+    site = Site(n=30)
+    started = threading.Event()
+    holder: dict[str, object] = {}
+
+    def serve_in_thread() -> None:
+        loop = asyncio.new_event_loop()
+        runner = web.AppRunner(site.app())
+        loop.run_until_complete(runner.setup())
+        tcp = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(tcp.start())
+        holder["port"] = runner.addresses[0][1]
+        holder["loop"] = loop
+        holder["runner"] = runner
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    thread = threading.Thread(target=serve_in_thread, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    site.origin = f"http://127.0.0.1:{holder['port']}"
+    try:
+        result = crawl_sync(site.url("/p/0.html"), max_depth=1000, concurrency=4)
+    finally:
+        loop = holder["loop"]
+        loop.call_soon_threadsafe(loop.stop)  # type: ignore[attr-defined]
+        thread.join(10)
+    want_fetched, want_found = site.expected()
+    assert set(result.links) == {site.url(p) for p in want_found}
+    requested = Counter(site.requests)
+    assert requested.pop("/robots.txt") == 1
+    assert set(requested) == want_fetched and set(requested.values()) == {1}
