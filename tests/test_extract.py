@@ -24,6 +24,14 @@ from crawler.extract import (
 from crawler.extract._machine import parse_srcset, refresh_url
 
 BASE = "https://example.org/dir/page.html"
+# Elements whose href is a link: HTML a/area, and a in SVG and MathML (an SVG or MathML
+# <area> is no link, and the extractor does not report it).
+_HTML, _SVG, _MATHML = (
+    "http://www.w3.org/1999/xhtml",
+    "http://www.w3.org/2000/svg",
+    "http://www.w3.org/1998/Math/MathML",
+)
+_LINK_ELEMENTS = {f"{{{_HTML}}}a", f"{{{_HTML}}}area", f"{{{_SVG}}}a", f"{{{_MATHML}}}a"}
 IMPLS: dict[str, Any] = {"py": LinkExtractorPy, "c": LinkExtractorC}
 
 
@@ -71,7 +79,7 @@ def html5lib_hrefs(data: bytes | str) -> list[str]:
     out = []
     for el in doc.iter():
         tag = el.tag if isinstance(el.tag, str) else ""
-        if tag.rpartition("}")[2] in ("a", "area") and el.get("href") is not None:
+        if tag in _LINK_ELEMENTS and el.get("href") is not None:
             out.append(el.get("href"))
     return out
 

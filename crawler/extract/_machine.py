@@ -114,6 +114,14 @@ _ATTR = re.compile(
     rb"[" + _WS + rb"/]*+([^" + _WS + rb"/>][^" + _WS + rb"/=>]*+)"
     rb"(?:[" + _WS + rb"]*+=[" + _WS + rb"]*+(?:\"([^\"]*+)\"|'([^']*+)'|([^" + _WS + rb">]*+)))?+"
 )
+# Attributes certainly complete: a closing quote, or a character that ends the name or the
+# unquoted value (a name followed only by spaces may still get "=value" from the next chunk).
+_COMPLETE_ATTRS = re.compile(
+    rb"(?:[" + _WS + rb"/]*+[^" + _WS + rb"/>][^" + _WS + rb"/=>]*+"
+    rb"(?>[" + _WS + rb"]*+=[" + _WS + rb"]*+"
+    rb"(?>\"[^\"]*+\"|'[^']*+'|(?![\"'])[^" + _WS + rb">]*+(?=[" + _WS + rb">]))"
+    rb"|(?=[" + _WS + rb"]*+[^" + _WS + rb"=])))*+"
+)
 _COMMENT_END = re.compile(rb"--!?>")
 _SKIP_WS = re.compile(rb"[" + _WS + rb"]*+")
 _SKIP_WS_SLASH = re.compile(rb"[" + _WS + rb"/]*+")
@@ -133,7 +141,10 @@ _BREAKOUT = frozenset(
     b"u ul var".split()
 )
 # Inside these foreign elements, tags are tokenized as HTML again.
-_INTEGRATION = frozenset(b"foreignobject desc title mi mo mn ms mtext annotation-xml+html".split())
+# Entries of the foreign stack are b"s:name" (SVG) or b"m:name" (MathML).
+_INTEGRATION = frozenset(
+    b"s:foreignobject s:desc s:title m:mi m:mo m:mn m:ms m:mtext m:annotation-xml+html".split()
+)
 
 _COMMON = (
     rb"[^<]++"
@@ -559,19 +570,28 @@ class LinkExtractor:
             ):
                 while foreign and foreign[-1] not in _INTEGRATION:
                     foreign.pop()
-            elif top not in _INTEGRATION or name == b"mglyph" or name == b"malignmark":
+            elif top not in _INTEGRATION or (
+                top[0] == 0x6D and (name == b"mglyph" or name == b"malignmark")
+            ):
                 # A foreign element: no raw-text switching; an SVG <a href> is still a link.
                 if name == b"a" and name in self._links:
                     self._emit(name, attrs, out)
                 if not sc:
-                    if name == b"annotation-xml":
+                    if name == b"svg":
+                        entry = b"s:svg"
+                    elif name == b"math":
+                        entry = b"m:math"
+                    elif name == b"annotation-xml" and top[0] == 0x6D:
+                        entry = b"m:annotation-xml"
                         enc = attrs.get(b"encoding")
                         if enc is not None and enc.lower() in (
                             b"text/html",
                             b"application/xhtml+xml",
                         ):
-                            name = b"annotation-xml+html"
-                    foreign.append(name)
+                            entry = b"m:annotation-xml+html"
+                    else:
+                        entry = top[:2] + name
+                    foreign.append(entry)
                 return
         if name in self._want:
             self._emit(name, attrs, out)
@@ -582,8 +602,10 @@ class LinkExtractor:
             self._end_re = _RAWTEXT_END[name]
         elif name == b"plaintext":
             self._state = S_PLAINTEXT
-        elif (name == b"svg" or name == b"math") and not sc:
-            foreign.append(name)
+        elif name == b"svg" and not sc:
+            foreign.append(b"s:svg")
+        elif name == b"math" and not sc:
+            foreign.append(b"m:math")
 
     def _end(self, name: bytes) -> None:
         foreign = self._foreign
@@ -594,11 +616,15 @@ class LinkExtractor:
                 foreign.pop()
             return
         for i in range(len(foreign) - 1, -1, -1):
-            if foreign[i] == name or (
-                foreign[i] == b"annotation-xml+html" and name == b"annotation-xml"
+            entry = foreign[i]
+            if entry[2:] == name or (
+                entry == b"m:annotation-xml+html" and name == b"annotation-xml"
             ):
                 del foreign[i:]
                 return
+        # No open foreign element has that name: ignored. (The tree builder hands it to the
+        # HTML rules, which would close the svg/math subtree if an enclosing HTML element had
+        # that name; HTML elements are not tracked here.)
 
     def _tag_match(self, buf: bytes, m: re.Match[bytes], out: list[Link]) -> None:
         """A tag matched whole by `_TAG`."""
@@ -637,6 +663,20 @@ class LinkExtractor:
                 if c == 0x3E:  # '>'
                     return self._tag_done(pos + 1, out)
                 self._t_slash = False
+                # Attributes the buffer holds whole are taken in one match, as in `_TAG`;
+                # only the last, cut one goes through the states below.
+                e = _COMPLETE_ATTRS.match(buf, pos).end()  # type: ignore[union-attr]
+                if e > pos:
+                    want = None if self._t_end else self._want.get(self._t_name)
+                    if want is not None:
+                        attrs = self._t_attrs
+                        for an, v1, v2, v3 in _ATTR.findall(buf, pos, e):
+                            an = an.lower()
+                            if an in want and an not in attrs:
+                                v = v1 or v2 or v3
+                                attrs[an] = v if len(v) <= self._max else None
+                    pos = e
+                    continue
                 self._begin_attr(buf[pos : pos + 1])
                 self._ts = TS_ANAME
                 pos += 1
