@@ -8,6 +8,7 @@ are the ones .ci/run proves on a fresh machine. Building it for real is a slow t
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
 import os
@@ -18,8 +19,10 @@ import subprocess
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
+from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -247,26 +250,60 @@ def test_hadolint_is_clean() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def podman_ready() -> bool:
+    """podman and the base image (the stand-in from make-local-base.sh, or a pulled one)."""
+    if shutil.which("podman") is None:
+        return False
+    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+    probe = subprocess.run(
+        ["podman", "image", "exists", "docker.io/library/python:3.12-slim"], env=env, timeout=60
+    )
+    return probe.returncode == 0
+
+
+CONTAINERS_CONF = ROOT.parent / "shared" / "tools" / "docker" / "containers.conf"
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("podman") is None, reason="podman not installed")
-def test_image_builds_and_runs_with_podman() -> None:
-    """Builds the image (minutes). Needs the stand-in base: ../shared/tools/docker/."""
-    conf = ROOT.parent / "shared" / "tools" / "docker" / "containers.conf"
-    env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+async def test_image_builds_and_crawls_a_local_site() -> None:
+    """Builds the image (minutes), then crawls a site on 127.0.0.1 from the container."""
+    if not podman_ready():
+        pytest.skip("podman or the python:3.12-slim base image missing")
+    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
     tag = "localhost/crawler:pytest"
-    subprocess.run(
-        ["podman", "build", "--network", "host", "-t", tag, str(ROOT)],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=1200,
-    )
-    proc = subprocess.run(
-        ["podman", "run", "--rm", "--network", "none", tag, "--help"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "usage: crawler crawl" in proc.stdout
+
+    async def podman(*args: str, timeout: float) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            "podman", *args, env=env, stdout=PIPE, stderr=PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        return proc.returncode or 0, out.decode(), err.decode()
+
+    rc, _, err = await podman("build", "--network", "host", "-t", tag, str(ROOT), timeout=1200)
+    assert rc == 0, err
+    rc, out, _ = await podman("run", "--rm", "--network", "none", tag, "--help", timeout=120)
+    assert rc == 0 and "usage: crawler crawl" in out
+    rc, out, _ = await podman("run", "--rm", "--entrypoint", "id", tag, "-u", timeout=120)
+    assert out.strip() != "0", "the image runs as root"
+
+    async def page(request: web.Request) -> web.Response:
+        n = int(request.match_info["n"])
+        links = "".join(f'<a href="/p/{n * 2 + k}">x</a>' for k in (1, 2) if n * 2 + k < 15)
+        return web.Response(text=links, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/p/{n}", page)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        rc, out, err = await podman(
+            "run", "--rm", "--network", "host", tag, f"http://127.0.0.1:{port}/p/0", timeout=120
+        )
+    finally:
+        await runner.cleanup()
+    assert rc == 0, err
+    assert sorted(out.split()) == sorted(f"http://127.0.0.1:{port}/p/{n}" for n in range(15))
+    assert "15 pages (15 ok, 0 failed)" in err
