@@ -60,6 +60,8 @@ HUBS: dict[str, list[str]] = {
     "short-body": ["/broken/short-body"],
     "invalid-http": ["/broken/invalid-http"],
     "empty-200": ["/broken/empty-200"],
+    "bad-gzip": ["/broken/bad-gzip"],
+    "refused": [],  # the refused connection is a second seed on a closed port
     "dns": [],  # the DNS fault is a second seed under .invalid, see test_hostile
     "redirect-loop": ["/redir/loop/a"],
     "redirect-chain": ["/redir/chain/30"],
@@ -116,7 +118,7 @@ def _raw(request: web.Request, data: bytes) -> None:
         request.transport.write(data)
 
 
-BOMB_PREFIX = b'<html><a href="/ok/bomb/early">early</a>'
+BOMB_PREFIX = b'<html><a href="/ok/gzip-bomb/early">early</a>'
 
 
 @functools.lru_cache(maxsize=4)
@@ -263,6 +265,15 @@ class FaultServer:
     def times(self, path: str) -> list[float]:
         return [r.t for r in self.log if r.path == path]
 
+    @staticmethod
+    async def _write(resp: web.StreamResponse, data: bytes) -> bool:
+        """Write, or return False once the client has gone (expected on these routes)."""
+        try:
+            await resp.write(data)
+        except ConnectionError:
+            return False
+        return True
+
     async def _forever(self) -> None:
         """Block a handler until the server stops (or the client leaves: handler cancellation)."""
         assert self._stopping is not None
@@ -291,6 +302,7 @@ class FaultServer:
         r.add_get("/broken/short-body", self.short_body)
         r.add_get("/broken/invalid-http", self.invalid_http)
         r.add_get("/broken/empty-200", self.empty_200)
+        r.add_get("/broken/bad-gzip", self.bad_gzip)
         r.add_get("/redir/loop/a", self.redirect_to("/redir/loop/b"))
         r.add_get("/redir/loop/b", self.redirect_to("/redir/loop/a"))
         r.add_get("/redir/chain/{n}", self.redirect_chain)
@@ -365,13 +377,14 @@ class FaultServer:
             resp.content_length = self.enormous_robots
             await resp.prepare(request)
             head = rules.encode()
-            await resp.write(head)
+            await self._write(resp, head)
             left = self.enormous_robots - len(head)
             line = b"# " + b"x" * 60 + b"\nAllow: /some/very/long/path/that/matches/nothing/\n"
             block = line * (65536 // len(line))
             while left > 0:
                 chunk = block[:left]
-                await resp.write(chunk)
+                if not await self._write(resp, chunk):
+                    break
                 self.sent["/robots.txt"] += len(chunk)
                 left -= len(chunk)
             return resp
@@ -392,15 +405,16 @@ class FaultServer:
 
     async def slow_loris(self, request: web.Request) -> web.StreamResponse:
         resp = await self._html_stream(request)
-        await resp.write(b'<html><a href="/ok/loris/early">early</a>')
+        await self._write(resp, b'<html><a href="/ok/loris/early">early</a>')
         while True:  # a byte a second, forever: only the total timeout can end this page
             await asyncio.sleep(self.loris_interval)
-            await resp.write(b" ")
+            if not await self._write(resp, b" "):
+                return resp
             self.sent[request.path] += 1
 
     async def slow_stall(self, request: web.Request) -> web.StreamResponse:
         resp = await self._html_stream(request)
-        await resp.write(b'<html><a href="/ok/stall/early">early</a>' + b" " * 2000)
+        await self._write(resp, b'<html><a href="/ok/stall/early">early</a>' + b" " * 2000)
         await self._forever()
         return resp
 
@@ -410,7 +424,7 @@ class FaultServer:
         return web.Response(text="never sent")
 
     async def reset_mid_body(self, request: web.Request) -> web.Response:
-        body = b'<html><a href="/ok/reset/early">early</a>' + b" " * 20000
+        body = b'<html><a href="/ok/reset-mid-body/early">early</a>' + b" " * 20000
         _raw(
             request,
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n" + body,
@@ -420,7 +434,7 @@ class FaultServer:
         return web.Response(text="never sent")
 
     async def chunked_truncated(self, request: web.Request) -> web.Response:
-        first = b'<html><a href="/ok/chunked/early">early</a>'
+        first = b'<html><a href="/ok/chunked-truncated/early">early</a>'
         _raw(
             request,
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -434,7 +448,7 @@ class FaultServer:
         return web.Response(text="never sent")
 
     async def short_body(self, request: web.Request) -> web.Response:
-        body = b'<html><a href="/ok/short/early">early</a>' + b" " * 2000
+        body = b'<html><a href="/ok/short-body/early">early</a>' + b" " * 2000
         _raw(
             request,
             b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 50000\r\n\r\n" + body,
@@ -457,6 +471,12 @@ class FaultServer:
 
     async def empty_200(self, request: web.Request) -> web.Response:
         return web.Response(body=b"", content_type="text/html")
+
+    async def bad_gzip(self, request: web.Request) -> web.Response:
+        # A valid gzip header, then bytes that are not deflate data.
+        body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + b"\xff\xfenot deflate at all" * 50
+        headers = {"Content-Type": "text/html", "Content-Encoding": "gzip"}
+        return web.Response(body=body, headers=headers)
 
     # redirects ----------------------------------------------------------------------------------
     @staticmethod
@@ -482,33 +502,35 @@ class FaultServer:
         head, block, count, tail = await asyncio.to_thread(gzip_bomb_parts, self.bomb_inflated)
         resp = web.StreamResponse(headers={"Content-Type": "text/html", "Content-Encoding": "gzip"})
         await resp.prepare(request)
-        await resp.write(head)
+        await self._write(resp, head)
         for _ in range(count):
-            await resp.write(block)
+            if not await self._write(resp, block):
+                return resp
             self.sent[request.path] += len(block)
-        await resp.write(tail)
-        await resp.write_eof()
+        if await self._write(resp, tail):
+            await resp.write_eof()
         return resp
 
     async def endless(self, request: web.Request) -> web.StreamResponse:
         resp = await self._html_stream(request)
-        await resp.write(b'<html><a href="/ok/endless/early">early</a>')
+        await self._write(resp, b'<html><a href="/ok/endless/early">early</a>')
         filler = b"<p>" + b"all work and no play " * 3000 + b"</p>\n"
-        while True:  # no length, no end
-            await resp.write(filler)
+        while await self._write(resp, filler):  # no length, no end
             self.sent[request.path] += len(filler)
+        return resp
 
     async def huge(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/html"})
         resp.content_length = self.huge_size
         await resp.prepare(request)
         head = b'<html><a href="/ok/huge/early">early</a>'
-        await resp.write(head)
+        await self._write(resp, head)
         left = self.huge_size - len(head)
         filler = b"<p>" + b"lorem ipsum dolor " * 3600 + b"</p>\n"
         while left > 0:
             chunk = filler[:left]
-            await resp.write(chunk)
+            if not await self._write(resp, chunk):
+                break
             self.sent[request.path] += len(chunk)
             left -= len(chunk)
         return resp
@@ -518,8 +540,12 @@ class FaultServer:
         return web.Response(body=page(links, "many"), content_type="text/html")
 
     async def trap(self, request: web.Request) -> web.Response:
-        # Every page links one level deeper, forever, and back up (already seen).
-        body = '<a href="next/">next day</a> <a href="../">up</a> <a href="?view=week">week</a>'
+        # Every page links one level deeper, forever; "today" and "week" are the same few
+        # URLs a level (the root is already seen, the week view is one more page a level).
+        body = (
+            f'<a href="next/">next day</a> <a href="{TRAP_ROOT}">today</a>'
+            ' <a href="?view=week">week</a>'
+        )
         return web.Response(body=page(body, "calendar"), content_type="text/html")
 
     async def long_url(self, request: web.Request) -> web.Response:
@@ -548,13 +574,13 @@ class FaultServer:
     async def charset_lies(self, request: web.Request) -> web.Response:
         # Says UTF-8, is windows-1252: the e-acute byte is not valid UTF-8.
         body = (
-            b'<html><a href="/ok/charset/caf\xe9">latin1</a>'
-            b'<a href="/ok/charset/ascii">ascii</a></html>'
+            b'<html><a href="/ok/charset-lies/caf\xe9">latin1</a>'
+            b'<a href="/ok/charset-lies/ascii">ascii</a></html>'
         )
         return web.Response(body=body, headers={"Content-Type": "text/html; charset=utf-8"})
 
     async def charset_unknown(self, request: web.Request) -> web.Response:
-        body = b'<html><a href="/ok/charset/unknown-label">x</a></html>'
+        body = b'<html><a href="/ok/charset-lies/unknown-label">x</a></html>'
         return web.Response(body=body, headers={"Content-Type": "text/html; charset=x-no-such"})
 
     # status codes -------------------------------------------------------------------------------
@@ -565,13 +591,15 @@ class FaultServer:
     async def status_429_then_ok(self, request: web.Request) -> web.Response:
         if self._hit(request.path) == 1:
             return web.Response(status=429, headers={"Retry-After": "2"}, text="slow down")
-        return web.Response(body=page('<a href="/ok/429/after">x</a>'), content_type="text/html")
+        return web.Response(
+            body=page('<a href="/ok/status-429/after">x</a>'), content_type="text/html"
+        )
 
     def status_recover(self, code: int) -> Handler:
         async def handler(request: web.Request) -> web.Response:
             if self._hit(request.path) <= 2:
                 return web.Response(status=code, text="try again")
-            body = page(f'<a href="/ok/recover{code}/after">x</a>')
+            body = page(f'<a href="/ok/status-recover/after{code}">x</a>')
             return web.Response(body=body, content_type="text/html")
 
         return handler
@@ -607,7 +635,7 @@ def garbage_html_body() -> bytes:
     rnd = random.Random(11)
     junk = bytes(rnd.getrandbits(8) for _ in range(100_000))
     reset = b"\"'-->]]>></script></style></title></textarea>\n"
-    return junk[:50_000] + reset + b'<a href="/ok/garbage/found">found</a>' + junk[50_000:]
+    return junk[:50_000] + reset + b'<a href="/ok/content/found">found</a>' + junk[50_000:]
 
 
 # --- the load-test site ---------------------------------------------------------------------
