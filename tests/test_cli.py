@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 
 from crawler import cli
-from crawler.config import KEYS, ConfigError
+from crawler.config import KEYS, ConfigError, CrawlConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -518,7 +518,7 @@ def test_flags_become_config_keys(tmp_path: Path) -> None:
         "--timeout",
         "2.5",
     )
-    assert config == cli.CrawlConfig(
+    assert config == CrawlConfig(
         seeds=("https://s.test/",),
         max_pages=7,
         include=("a", "b"),

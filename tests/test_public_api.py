@@ -67,7 +67,7 @@ def test_star_import_in_a_fresh_interpreter() -> None:
 
 def test_unknown_attribute_raises() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
-        crawler.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+        crawler.no_such_name  # noqa: B018
 
 
 def test_version() -> None:
