@@ -202,8 +202,9 @@ class UrlPolicy:
             url = url[: url.index("#")]
         if "%" in url:
             url = _ESCAPE.sub(_fix_escape, url)
-        if "?" in url:
-            if url[-1] == "?":
+        q = url.find("?")
+        if q >= 0:
+            if q == len(url) - 1:  # an empty query: "/p?" is "/p" (but "/p??" has query "?")
                 url = url[:-1]
             elif self._query_work:
                 url = self._fix_query(url)

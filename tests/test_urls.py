@@ -31,6 +31,7 @@ def policy() -> UrlPolicy:
         ("http://bücher.example/", "http://xn--bcher-kva.example/"),
         ("  http://example.com/x  ", "http://example.com/x"),
         ("http://example.com/?b=2&a=1", "http://example.com/?b=2&a=1"),
+        ("http://example.com/??", "http://example.com/??"),
     ],
 )
 def test_canonical(policy: UrlPolicy, raw: str, canon: str) -> None:
