@@ -68,6 +68,8 @@ HUBS: dict[str, list[str]] = {
     "redirect-out": ["/redir/out"],
     "redirect-schemes": ["/redir/file", "/redir/js", "/redir/data"],
     "redirect-invalid": ["/redir/invalid"],
+    "redirect-dedup": ["/redir/to-seen", "/redir/to-private"],
+    "slow-host": [f"/slow/never/{i}" for i in range(6)],
     "gzip-bomb": ["/bomb/gzip"],
     "endless": ["/endless"],
     "huge": ["/huge"],
@@ -146,8 +148,9 @@ def gzip_bomb_parts(inflated: int) -> tuple[bytes, bytes, int, bytes]:
 
 
 class FaultServer:
-    """The hostile site. ``robots`` picks the robots.txt fault:
-    ``allow`` (Disallow: /private/), ``404``, ``500``, ``redirect``, ``enormous``, ``garbage``.
+    """The hostile site. ``robots`` picks the robots.txt fault: ``allow`` (Disallow: /private/),
+    ``404``, ``500``, ``redirect``, ``redirect-loop``, ``never`` (no answer), ``enormous``,
+    ``garbage``.
     """
 
     def __init__(
@@ -294,6 +297,7 @@ class FaultServer:
         r.add_get("/public/{tail:.*}", self.ok_plain)
         r.add_get("/private/{tail:.*}", self.ok_plain)
         r.add_get("/slow/never", self.slow_never)
+        r.add_get("/slow/never/{n}", self.slow_never)
         r.add_get("/slow/loris", self.slow_loris)
         r.add_get("/slow/stall", self.slow_stall)
         r.add_get("/broken/reset-before-headers", self.reset_before_headers)
@@ -311,6 +315,9 @@ class FaultServer:
         r.add_get("/redir/js", self.redirect_to("javascript:alert(1)"))
         r.add_get("/redir/data", self.redirect_to("data:text/html,<a href=/data-link>x</a>"))
         r.add_get("/redir/invalid", self.redirect_to("http://[oops/"))
+        r.add_get("/redir/to-seen", self.redirect_to("/ok/redirect-dedup/a"))
+        r.add_get("/redir/to-private", self.redirect_to("/private/redirected"))
+        r.add_get("/robots-loop-{n}.txt", self.robots_loop)
         r.add_get("/bomb/gzip", self.gzip_bomb)
         r.add_get("/endless", self.endless)
         r.add_get("/huge", self.huge)
@@ -367,6 +374,10 @@ class FaultServer:
             return web.Response(status=500, text="robots broke")
         if mode == "redirect":
             raise web.HTTPFound("/robots-real.txt")
+        if mode == "redirect-loop":
+            raise web.HTTPFound("/robots-loop-1.txt")
+        if mode == "never":
+            await self._forever()
         if mode == "garbage":
             rnd = random.Random(5)
             junk = bytes(rnd.getrandbits(8) for _ in range(4096))
@@ -389,6 +400,10 @@ class FaultServer:
                 left -= len(chunk)
             return resp
         raise AssertionError(f"unknown robots mode {mode!r}")
+
+    async def robots_loop(self, request: web.Request) -> web.Response:
+        n = int(request.match_info["n"])
+        raise web.HTTPFound(f"/robots-loop-{(n % 3) + 1}.txt")  # 1 -> 2 -> 3 -> 1 ...
 
     async def robots_real(self, request: web.Request) -> web.Response:
         return web.Response(text="User-agent: *\nDisallow: /private/\n", content_type="text/plain")

@@ -221,8 +221,15 @@ class Run:
         for url in self.result.links:
             if url not in other_seeds:
                 assert url.startswith(srv.base + "/"), f"out-of-scope URL in result.links: {url}"
-        other = {u for u, _, kind in self.sink.links if kind == "other"}
+        # ... but they are seen and reported once each as "other" (all_links=True), and the
+        # other host name as "external"
+        other = [u for u, _, kind in self.sink.links if kind == "other"]
+        for scheme in ("file:", "javascript:", "data:", "mailto:"):
+            assert sum(1 for u in other if u.startswith(scheme)) == 1, (scheme, other)
         assert not any(u.startswith("http") for u in other), other
+        external = [u for u, _, kind in self.sink.links if kind == "external"]
+        assert f"http://localhost:{srv.port}/outside/{tag}" in external, external
+        assert len(external) == len(set(external))
         # each page once; every failure counted by kind; stats agree with the pages
         assert len(set(self.urls())) == len(self.pages), "a URL was crawled twice"
         kinds = Counter(p.error for p in self.pages if p.error is not None)
@@ -752,6 +759,8 @@ async def test_503_forever_stops_at_retry_count(h: Harness) -> None:
         ("500", False, False),  # RFC 9309 2.3.1.4: unreachable -> complete disallow
         ("redirect", False, True),  # followed (at least five hops)
         ("enormous", False, True),  # 8 MiB: the rules at the top still count
+        ("redirect-loop", True, True),  # RFC 9309 2.3.1.2: > 5 redirects -> unavailable
+        ("never", False, False),  # no answer: a timeout is "unreachable" -> disallow
         ("garbage", True, True),  # no rules in it -> allow
     ],
 )
@@ -762,6 +771,9 @@ async def test_robots_txt_faults(
     run = await h.crawl(srv, "robots", bound=20, ignore_robots=False, retries=1)
     stats = run.result.stats
     assert 1 <= srv.count("/robots.txt") <= 4
+    if mode == "redirect-loop":
+        loop = [path for path in srv.paths() if path.startswith("/robots-loop-")]
+        assert 1 <= len(loop) <= 5, loop  # gave up after at most five hops
     if not anything_fetched:
         assert set(srv.paths()) == {"/robots.txt"}, srv.paths()
         assert run.pages == []
@@ -778,7 +790,44 @@ async def test_robots_txt_faults(
         assert all("/private/" not in p.url for p in run.pages)
     if mode == "redirect":
         assert srv.count("/robots-real.txt") == 1
-    run.check_site(["/public/page", "/private/page", "/robots-real.txt"])
+    run.check_site(
+        ["/public/page", "/private/page", "/robots-real.txt"], prefixes=["/robots-loop-"]
+    )
+
+
+async def test_redirects_are_deduplicated_and_robots_checked(h: Harness) -> None:
+    # /redir/to-seen -> /ok/redirect-dedup/a, which the hub links too: fetched once in all.
+    # /redir/to-private -> /private/redirected, disallowed by robots.txt: never requested.
+    srv = h.server(robots="allow")
+    run = await h.crawl(srv, "redirect-dedup", bound=10, ignore_robots=False)
+    assert srv.count("/redir/to-seen") == 1 and srv.count("/redir/to-private") == 1
+    assert srv.count("/private/redirected") == 0
+    assert run.result.stats.robots_disallowed >= 1
+    assert srv.url("/private/redirected") not in run.urls()
+    run.check_site(["/redir/to-seen", "/redir/to-private"])  # /ok/.../a requested once
+
+
+async def test_a_slow_host_does_not_starve_the_others(h: Harness) -> None:
+    # Host A: six pages that never answer. Host B (another port, so another origin):
+    # an ordinary site. With two connections per host, B is done long before A's timeouts.
+    slow, fast = h.server(), h.server()
+    run = await h.crawl(
+        slow,
+        "slow-host",
+        bound=30,
+        seeds=[slow.url("/hub/slow-host"), fast.url("/hub/fast")],
+        per_host=2,
+        concurrency=8,
+        timeout=20,
+        read_timeout=2.0,
+        retries=0,
+    )
+    first_timeout = min(fast.log[0].t, slow.log[0].t) + 2.0
+    fast_done = [r.t for r in fast.log]
+    assert {r.path for r in fast.log} >= {"/hub/fast", "/ok/fast/a", "/ok/fast/b", "/ok/fast/c"}
+    assert max(fast_done) < first_timeout - 1.0, "the fast host waited for the slow one"
+    assert run.result.stats.errors["timeout"] == 6
+    assert sum(1 for p in run.pages if p.url.startswith(fast.base) and p.error is None) == 4
 
 
 # --- content types ---------------------------------------------------------------------------
