@@ -564,7 +564,7 @@ def setup_commands() -> list[str]:
 def test_readme_set_up_is_two_commands_and_ci_runs_the_second() -> None:
     install, test = setup_commands()
     assert install.startswith("pip install . && crawler crawl https://")
-    assert test == "pip install '.[test]' && pytest"
+    assert test == "pip install -e '.[test]' && pytest"
     ci = (ROOT / ".ci" / "run").read_text()
     assert f"\n{test} || status=$?\n" in ci, ".ci/run must run the README's test command verbatim"
 
