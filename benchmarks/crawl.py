@@ -154,6 +154,16 @@ class Nginx:
             f.seek(offset)
             return f.read().decode(errors="replace").splitlines()
 
+    def errors(self) -> list[str]:
+        """error.log lines at level error or worse (a benchmark with them is not valid)."""
+        path = self.tmp / "error.log"
+        if not path.exists():
+            return []
+        bad = ("[error]", "[crit]", "[alert]", "[emerg]")
+        return [
+            ln for ln in path.read_text(errors="replace").splitlines() if any(b in ln for b in bad)
+        ]
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGQUIT)
@@ -319,8 +329,8 @@ def table(runs: list[Run], n: int) -> str:
     scrapy, wget = by.get("scrapy"), by.get("wget")
     cols = [
         ("crawler", 10), ("pages", 7), ("GETs", 7), ("reqs", 7), ("wall s", 8), ("pages/s", 9),
-        ("CPU s", 8), ("peak RSS MB", 12), ("x Scrapy p/s", 13), ("x wget p/s", 11),
-        ("RSS/Scrapy", 11), ("note", 0),
+        ("CPU s", 8), ("pages/CPU s", 11), ("peak RSS MB", 12), ("x Scrapy p/s", 13),
+        ("x wget p/s", 11), ("RSS/Scrapy", 11), ("note", 0),
     ]  # fmt: skip
 
     def row(values: list[str]) -> str:
@@ -352,13 +362,14 @@ def table(runs: list[Run], n: int) -> str:
                     f"{r.wall:.2f}",
                     f"{r.rate:.1f}",
                     f"{r.cpu:.2f}",
+                    f"{r.pages / r.cpu if r.cpu else 0:.0f}",
                     f"{r.rss_mb:.1f}",
                     xs,
                     xw,
                     rs,
                     " " + ", ".join(notes),
                 ]
-            )  # fmt: skip
+            )
         )
     ours = by.get("ours") or by.get("ours-cli")
     if ours and scrapy and wget and scrapy.rate and wget.rate:
@@ -472,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             run_one(prun, nginx, args.crawler_core, args.time_limit, workdir)
             runs.append(prun)
     finally:
+        server_errors = nginx.errors()
         nginx.stop()
 
     cpu = os.cpu_count()
@@ -495,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"profile {r.profile}\n"
             )
             print(profile_report(r.profile))
+    if server_errors:
+        print(f"\nWARNING: nginx logged {len(server_errors)} errors; the figures are suspect:")
+        print("\n".join(server_errors[:10]))
     if args.json:
         Path(args.json).write_text(
             json.dumps(
