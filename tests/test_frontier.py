@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import random
+import tracemalloc
 
 from crawler.frontier import MemoryFrontier, MemorySeenSet, Request
 
@@ -128,3 +130,33 @@ def test_seen_set_add_contains_and_growth() -> None:
     assert "http://example.com/other" not in s
     assert 3 not in s
     assert s.nbytes <= 8 * 4 * 50_000  # at most 4 slots of 8 bytes per URL
+
+
+def test_seen_set_is_far_smaller_than_a_set_of_strings() -> None:
+    n = 50_000
+
+    def urls():  # type: ignore[no-untyped-def]
+        return (
+            f"https://www.example.com/section-{i % 89}/story-{i}.html?ref=home" for i in range(n)
+        )
+
+    def traced(build):  # type: ignore[no-untyped-def]
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        obj = build()
+        size = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        return obj, size
+
+    def fill():  # type: ignore[no-untyped-def]
+        s = MemorySeenSet()
+        for u in urls():
+            s.add(u)
+        return s
+
+    compact, compact_size = traced(fill)
+    strings, strings_size = traced(lambda: set(urls()))
+    assert len(compact) == len(strings) == n
+    assert compact_size / n <= 34  # 8-byte slots, load factor >= 1/4
+    assert compact_size * 4 < strings_size
