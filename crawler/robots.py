@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import zlib
 from collections.abc import Callable
+from typing import Any
 
 from protego import Protego
 
@@ -167,6 +169,8 @@ class RobotsCache:
 _LOC = re.compile(rb"<(?:[A-Za-z0-9_]+:)?loc\s*>\s*([^<\s]+)\s*</", re.IGNORECASE)
 _LOC_OPEN = re.compile(rb"<(?:[A-Za-z0-9_]+:)?loc\s*>", re.IGNORECASE)
 _MAX_SITEMAP_TAIL = 64 * 1024
+#: The sitemaps protocol's limit on an uncompressed sitemap (a gzip bomb stops here).
+MAX_SITEMAP_BYTES = 50 * 1024 * 1024
 
 
 class SitemapParser:
@@ -178,8 +182,30 @@ class SitemapParser:
 
     def __init__(self) -> None:
         self._tail = b""
+        self._started = False
+        self._inflate: Any = None  # a zlib decompressor when the body is a .gz file
+        self._inflated = 0
 
     def feed(self, data: bytes) -> list[str]:
+        if not self._started:
+            if not data:
+                return []
+            self._started = True
+            if data[:2] == b"\x1f\x8b":  # sitemap.xml.gz served as a file, not Content-Encoding
+                self._inflate = zlib.decompressobj(wbits=47)
+        if self._inflate is not None:
+            room = MAX_SITEMAP_BYTES - self._inflated
+            if room <= 0:
+                return []
+            try:
+                data = self._inflate.decompress(data, room)
+            except zlib.error:
+                self._inflated = MAX_SITEMAP_BYTES  # corrupt: stop here
+                return []
+            self._inflated += len(data)
+        return self._scan(data)
+
+    def _scan(self, data: bytes) -> list[str]:
         buf = self._tail + data
         out: list[str] = []
         end = 0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import socket
+import time
 from collections import Counter
 
 import pytest
@@ -11,7 +13,13 @@ from aiohttp import web
 
 from crawler.config import CrawlConfig
 from crawler.fetch import Fetcher
-from crawler.robots import MAX_ROBOTS_BYTES, RobotsCache, RobotsRules, SitemapParser
+from crawler.robots import (
+    MAX_ROBOTS_BYTES,
+    MAX_SITEMAP_BYTES,
+    RobotsCache,
+    RobotsRules,
+    SitemapParser,
+)
 
 UA = "crawler/1.0 (+https://example.org/bot)"
 
@@ -198,3 +206,22 @@ def test_sitemap_parser_any_chunking() -> None:
             got += p.feed(doc[i : i + size])
         got += p.close()
         assert got == want, size
+
+
+def test_sitemap_parser_gzip_file_and_bomb() -> None:
+    doc = b"<urlset>" + b"".join(b"<url><loc>http://e.com/%d</loc></url>" % i for i in range(500))
+    doc += b"</urlset>"
+    packed = gzip.compress(doc)
+    p = SitemapParser()
+    got: list[str] = []
+    for i in range(0, len(packed), 100):
+        got += p.feed(packed[i : i + 100])
+    assert got == [f"http://e.com/{i}" for i in range(500)]
+    bomb = gzip.compress(b"<urlset>" + b" " * (200 * 1024 * 1024))
+    p = SitemapParser()
+    t0 = time.monotonic()
+    for i in range(0, len(bomb), 65536):
+        assert p.feed(bomb[i : i + 65536]) == []
+    assert p._inflated <= MAX_SITEMAP_BYTES
+    assert time.monotonic() - t0 < 10
+    assert SitemapParser().feed(b"\x1f\x8bgarbage") == []
