@@ -73,6 +73,7 @@ from ._link import Link, make_link
 from ._resolve import Resolver
 
 MAX_TOKEN = 64 * 1024
+_new = tuple.__new__
 
 # Main states.
 S_DATA = 0
@@ -134,6 +135,10 @@ _SCRIPT_DESC = re.compile(rb"-->|</(?i:script)[" + _WS + rb"/>]")
 
 _RAWTEXT_NAMES = (b"style", b"xmp", b"iframe", b"noembed", b"noframes", b"title", b"textarea")
 _RAWTEXT_END = {n: re.compile(rb"</(?i:" + n + rb")[" + _WS + rb"/>]") for n in _RAWTEXT_NAMES}
+# Start tags (in HTML content) that switch the tokenizer state.
+_SWITCH = dict.fromkeys(_RAWTEXT_NAMES, S_RAWTEXT)
+_SWITCH[b"script"] = S_SCRIPT
+_SWITCH[b"plaintext"] = S_PLAINTEXT
 # A foreign (svg/math) subtree ends at these HTML start tags ("breakout").
 _BREAKOUT = frozenset(
     b"b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i "
@@ -469,6 +474,8 @@ class LinkExtractor:
         """An attribute value as the DOM holds it: decoded, references and newlines done."""
         if v.isascii():
             s = v.decode("ascii")
+            if "&" not in s and "\r" not in s and "\x00" not in s:
+                return s
         else:
             s = v.decode(self._codec, self._errors)
         if "&" in s:
@@ -482,7 +489,7 @@ class LinkExtractor:
     def _emit(self, tag: bytes, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
         """Links of a start tag in HTML content (or a foreign element with a link attr)."""
         spec = self._links.get(tag)
-        if spec is not None:
+        if spec is not None and attrs:
             nofollow = False
             rel = attrs.get(b"rel")
             if rel is not None:
@@ -498,11 +505,11 @@ class LinkExtractor:
                     for u in parse_srcset(raw):
                         url = resolve(u)
                         if url is not None:
-                            out.append(make_link(url, u, tagstr, astr, nofollow))
+                            out.append(_new(Link, (url, u, tagstr, astr, nofollow)))
                     continue
                 url = resolve(raw)
                 if url is not None:
-                    out.append(make_link(url, raw, tagstr, astr, nofollow))
+                    out.append(_new(Link, (url, raw, tagstr, astr, nofollow)))
         if tag == b"base":
             if not self._base_seen and attrs.get(b"href") is not None:
                 self._base_seen = True
@@ -577,10 +584,10 @@ class LinkExtractor:
                 if name == b"a" and name in self._links:
                     self._emit(name, attrs, out)
                 if not sc:
-                    if name == b"svg":
+                    # A child takes its parent's namespace; only <svg> under a MathML
+                    # annotation-xml starts an SVG subtree.
+                    if name == b"svg" and top.startswith(b"m:annotation-xml"):
                         entry = b"s:svg"
-                    elif name == b"math":
-                        entry = b"m:math"
                     elif name == b"annotation-xml" and top[0] == 0x6D:
                         entry = b"m:annotation-xml"
                         enc = attrs.get(b"encoding")
@@ -595,13 +602,11 @@ class LinkExtractor:
                 return
         if name in self._want:
             self._emit(name, attrs, out)
-        if name == b"script":
-            self._state = S_SCRIPT
-        elif name in _RAWTEXT_END:
-            self._state = S_RAWTEXT
-            self._end_re = _RAWTEXT_END[name]
-        elif name == b"plaintext":
-            self._state = S_PLAINTEXT
+        sw = _SWITCH.get(name)
+        if sw is not None:
+            self._state = sw
+            if sw == S_RAWTEXT:
+                self._end_re = _RAWTEXT_END[name]
         elif name == b"svg" and not sc:
             foreign.append(b"s:svg")
         elif name == b"math" and not sc:
@@ -627,7 +632,7 @@ class LinkExtractor:
         # that name; HTML elements are not tracked here.)
 
     def _tag_match(self, buf: bytes, m: re.Match[bytes], out: list[Link]) -> None:
-        """A tag matched whole by `_TAG`."""
+        """A tag matched whole by `_TAG` (the hot path: kept flat on purpose)."""
         name = m.group(2).lower()
         if m.group(1):
             if self._foreign:
@@ -635,17 +640,25 @@ class LinkExtractor:
             return
         attrs: dict[bytes, bytes | None] = {}
         s, e = m.span(3)
-        if s < e:
-            want = self._want.get(name)
-            if want is not None:
-                for an, v1, v2, v3 in _ATTR.findall(buf, s, e):
-                    an = an.lower()
-                    if an in want and an not in attrs:
-                        v = v1 or v2 or v3
-                        attrs[an] = v if len(v) <= self._max else None
-        end = m.end()
-        sc = end - 2 >= e and buf[end - 2] == 0x2F
-        self._start(name, attrs, sc, out)
+        want = self._want.get(name)
+        if want is not None and s < e:
+            mx = self._max
+            for an, v1, v2, v3 in _ATTR.findall(buf, s, e):
+                an = an.lower()
+                if an in want and an not in attrs:
+                    v = v1 or v2 or v3
+                    attrs[an] = v if len(v) <= mx else None
+        if self._foreign or name == b"svg" or name == b"math":
+            end = m.end()
+            self._start(name, attrs, end - 2 >= e and buf[end - 2] == 0x2F, out)
+            return
+        if want is not None:
+            self._emit(name, attrs, out)
+        sw = _SWITCH.get(name)
+        if sw is not None:
+            self._state = sw
+            if sw == S_RAWTEXT:
+                self._end_re = _RAWTEXT_END[name]
 
     def _tag_stream(self, buf: bytes, pos: int, n: int, out: list[Link]) -> int:
         """Continue a tag the buffer did not hold whole; return where it stopped."""

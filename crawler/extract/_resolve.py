@@ -138,15 +138,17 @@ class Resolver:
             return None
 
     def _fast_path(self, s: str) -> object:
-        if s and (s[0] <= " " or s[-1] <= " "):
-            s = s.strip(_C0_SPACE)
-        if "\t" in s or "\n" in s or "\r" in s:
-            s = s.translate(_TAB_NL)
-        h = s.find("#")
-        if h >= 0:
-            s = s[:h]
         if _SAFE.fullmatch(s) is None:
-            return _MISS
+            # Spaces to strip, tabs or newlines to remove, a fragment to drop: then retry.
+            if s and (s[0] <= " " or s[-1] <= " "):
+                s = s.strip(_C0_SPACE)
+            if "\t" in s or "\n" in s or "\r" in s:
+                s = s.translate(_TAB_NL)
+            h = s.find("#")
+            if h >= 0:
+                s = s[:h]
+            if _SAFE.fullmatch(s) is None:
+                return _MISS
         if "%" in s and ("%2e" in s or "%2E" in s):
             return _MISS
         if not s:
