@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import importlib.metadata
 import io
 import json
 import os
@@ -576,3 +577,28 @@ def test_readme_documents_exit_codes_and_formats() -> None:
     for fmt in ("urls", "jsonl", "csv"):
         assert f"--format {fmt}" in text or f"`{fmt}`" in text
     assert "config.example.toml" in text
+
+
+def test_every_module_the_tests_import_is_installed_by_the_test_extra() -> None:
+    """A fresh `pip install -e '.[test]'` must bring every third-party module the tests import
+    (CI's venv has nothing else)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {
+        re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0].lower().replace("_", "-")
+        for req in project["dependencies"] + project["optional-dependencies"]["test"]
+    }
+    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"crawler", "tests"}
+    imported: set[str] = set()
+    for path in (ROOT / "tests").glob("*.py"):
+        for m in re.finditer(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", path.read_text(), re.M):
+            imported.add(m.group(1))
+    third_party = {name for name in imported - local if name not in sys.stdlib_module_names} - {
+        "__future__"
+    }
+    dists = importlib.metadata.packages_distributions()
+    missing = {}
+    for name in sorted(third_party):
+        owners = {d.lower().replace("_", "-") for d in dists.get(name, [name])}
+        if not owners & declared:
+            missing[name] = sorted(owners)
+    assert not missing, f"imported by tests but not in dependencies or the test extra: {missing}"
