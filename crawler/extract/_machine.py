@@ -153,7 +153,7 @@ _INTEGRATION = frozenset(
 
 _COMMON = (
     rb"[^<]++"
-    rb"|<(?=[^A-Za-z!/?])"
+    rb"|<+(?=[^A-Za-z!/?])"
     rb"|<!--(?>>|->|(?s:.*?)--!?>)"
     rb"|<\?[^>]*+>"
 )
@@ -683,6 +683,15 @@ class LinkExtractor:
                     want = None if self._t_end else self._want.get(self._t_name)
                     if want is not None:
                         attrs = self._t_attrs
+                        # A huge tag: look at each attribute only if a wanted name not yet
+                        # seen occurs in the region at all.
+                        low = buf[pos:e].lower()
+                        for w in want:
+                            if w not in attrs and w in low:
+                                break
+                        else:
+                            want = None
+                    if want is not None:
                         for an, v1, v2, v3 in _ATTR.findall(buf, pos, e):
                             an = an.lower()
                             if an in want and an not in attrs:
