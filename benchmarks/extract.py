@@ -6,7 +6,7 @@ page URL. Pipelines:
 
 * ``crawler``            this project's streaming extractor (``crawler.extract``), whole page,
 * ``crawler 1KB chunks`` the same fed in 1 KiB chunks, as the fetcher feeds it,
-* ``html.parser``        stdlib ``HTMLParser`` (on text decoded as UTF-8) + ``urljoin``/``urldefrag``,
+* ``html.parser``        stdlib ``HTMLParser`` (text decoded as UTF-8) + ``urljoin``/``urldefrag``,
 * ``lxml``               ``lxml.html.fromstring`` + ``iter()`` + ``urljoin``/``urldefrag``,
 * ``selectolax``         Lexbor (``LexborHTMLParser``) + CSS selectors + ``urljoin``/``urldefrag``.
 
@@ -34,8 +34,10 @@ from urllib.parse import urldefrag, urljoin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawler.extract import IMPLEMENTATION, LinkExtractor, extract_links  # noqa: E402
-from crawler.extract import _machine  # noqa: E402
+import lxml.html  # noqa: E402
+from selectolax.lexbor import LexborHTMLParser  # noqa: E402
+
+from crawler.extract import IMPLEMENTATION, LinkExtractor, _machine, extract_links  # noqa: E402
 
 BASE = "https://example.org/dir/page.html"
 TAGS = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
@@ -77,8 +79,6 @@ def run_htmlparser(data: bytes) -> list[str]:
 
 
 def run_lxml(data: bytes) -> list[str]:
-    import lxml.html
-
     try:
         doc = lxml.html.fromstring(data)
     except Exception:  # lxml refuses some inputs (empty documents)
@@ -92,8 +92,6 @@ def run_lxml(data: bytes) -> list[str]:
 
 
 def run_selectolax(data: bytes) -> list[str]:
-    from selectolax.lexbor import LexborHTMLParser
-
     tree = LexborHTMLParser(data)
     out = []
     for node in tree.css("a[href], area[href], frame[src], iframe[src]"):
@@ -116,9 +114,7 @@ def best_of(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
 
 def corpus_bench(pages: list[bytes], repeat: int) -> None:
     total = sum(map(len, pages))
-    print(
-        f"corpus: {len(pages)} pages, {total / 1e6:.1f} MB; extractor implementation: {IMPLEMENTATION}"
-    )
+    print(f"corpus: {len(pages)} pages, {total / 1e6:.1f} MB; extractor: {IMPLEMENTATION}")
     pipelines: list[tuple[str, Callable[[bytes], list[str]]]] = [
         ("crawler", run_crawler),
         ("crawler 1KB chunks", run_crawler_chunked),
