@@ -133,7 +133,7 @@ def test_seen_set_add_contains_and_growth() -> None:
 
 
 def test_seen_set_is_far_smaller_than_a_set_of_strings() -> None:
-    n = 50_000
+    n = 20_000
 
     def urls():  # type: ignore[no-untyped-def]
         return (
