@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import brotli
 from aiohttp import web
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -71,6 +72,9 @@ HUBS: dict[str, list[str]] = {
     "redirect-dedup": ["/redir/to-seen", "/redir/to-private"],
     "slow-host": [f"/slow/never/{i}" for i in range(6)],
     "gzip-bomb": ["/bomb/gzip"],
+    "br-bomb": ["/bomb/br"],
+    "huge-header": ["/broken/huge-header"],
+    "http10": ["/broken/http10"],
     "endless": ["/endless"],
     "huge": ["/huge"],
     "many-links": ["/many-links"],
@@ -87,6 +91,7 @@ HUBS: dict[str, list[str]] = {
         "/content/octet",
         "/content/image-as-html",
         "/content/garbage-html",
+        "/content/huge-binary",
     ],
     "robots": ["/public/page", "/private/page"],
 }
@@ -145,6 +150,20 @@ def gzip_bomb_parts(inflated: int) -> tuple[bytes, bytes, int, bytes]:
     size = len(BOMB_PREFIX) + (count << 20)
     tail = final + struct.pack("<II", crc & 0xFFFFFFFF, size & 0xFFFFFFFF)
     return head, block, count, tail
+
+
+@functools.lru_cache(maxsize=2)
+def br_bomb(inflated: int) -> bytes:
+    """A small HTML prefix and ``inflated`` bytes of zeros, brotli-compressed (~5500:1)."""
+    comp = brotli.Compressor(quality=1, lgwin=24)
+    zeros = b"\0" * (16 << 20)
+    out = [comp.process(BR_PREFIX)]
+    out += [comp.process(zeros) for _ in range(max(1, inflated // len(zeros)))]
+    out.append(comp.finish())
+    return b"".join(out)
+
+
+BR_PREFIX = b'<html><a href="/ok/br-bomb/early">early</a>'
 
 
 class FaultServer:
@@ -319,6 +338,10 @@ class FaultServer:
         r.add_get("/redir/to-private", self.redirect_to("/private/redirected"))
         r.add_get("/robots-loop-{n}.txt", self.robots_loop)
         r.add_get("/bomb/gzip", self.gzip_bomb)
+        r.add_get("/bomb/br", self.br_bomb)
+        r.add_get("/broken/huge-header", self.huge_header)
+        r.add_get("/broken/http10", self.http10)
+        r.add_get("/content/huge-binary", self.huge_binary)
         r.add_get("/endless", self.endless)
         r.add_get("/huge", self.huge)
         r.add_get("/many-links", self.many_links_page)
@@ -378,6 +401,14 @@ class FaultServer:
             raise web.HTTPFound("/robots-loop-1.txt")
         if mode == "never":
             await self._forever()
+        if mode == "endless":
+            resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+            await resp.prepare(request)
+            await self._write(resp, rules.encode())
+            line = b"Allow: /" + b"x" * 70 + b"\n"
+            while await self._write(resp, line * 800):
+                self.sent["/robots.txt"] += len(line) * 800
+            return resp
         if mode == "garbage":
             rnd = random.Random(5)
             junk = bytes(rnd.getrandbits(8) for _ in range(4096))
@@ -484,6 +515,30 @@ class FaultServer:
             request.transport.close()
         return web.Response(text="never sent")
 
+    async def huge_header(self, request: web.Request) -> web.Response:
+        _raw(
+            request,
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Junk: "
+            + b"j" * 100_000
+            + b"\r\nContent-Length: 5\r\n\r\nhello",
+        )
+        await asyncio.sleep(0.1)
+        if request.transport is not None:
+            request.transport.close()
+        return web.Response(text="never sent")
+
+    async def http10(self, request: web.Request) -> web.Response:
+        # HTTP/1.0, no length: the body ends when the server closes. A valid response.
+        _raw(
+            request,
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n"
+            b'<html><a href="/ok/http10/early">early</a>' + b" " * 5000,
+        )
+        await asyncio.sleep(0.1)
+        if request.transport is not None:
+            request.transport.close()
+        return web.Response(text="never sent")
+
     async def empty_200(self, request: web.Request) -> web.Response:
         return web.Response(body=b"", content_type="text/html")
 
@@ -524,6 +579,32 @@ class FaultServer:
             self.sent[request.path] += len(block)
         if await self._write(resp, tail):
             await resp.write_eof()
+        return resp
+
+    async def br_bomb(self, request: web.Request) -> web.StreamResponse:
+        data = await asyncio.to_thread(br_bomb, self.bomb_inflated)
+        resp = web.StreamResponse(headers={"Content-Type": "text/html", "Content-Encoding": "br"})
+        resp.content_length = len(data)
+        await resp.prepare(request)
+        for i in range(0, len(data), 16384):
+            if not await self._write(resp, data[i : i + 16384]):
+                return resp
+            self.sent[request.path] += len(data[i : i + 16384])
+        return resp
+
+    async def huge_binary(self, request: web.Request) -> web.StreamResponse:
+        # 100 MB of a type that is not parsed: the body should not be downloaded at all.
+        resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        resp.content_length = self.huge_size
+        await resp.prepare(request)
+        block = b"\x00\x01binary" * 8192
+        left = self.huge_size
+        while left > 0:
+            chunk = block[:left]
+            if not await self._write(resp, chunk):
+                break
+            self.sent[request.path] += len(chunk)
+            left -= len(chunk)
         return resp
 
     async def endless(self, request: web.Request) -> web.StreamResponse:

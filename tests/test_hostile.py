@@ -399,6 +399,22 @@ async def test_invalid_http(h: Harness) -> None:
     run.check_site(["/broken/invalid-http"])  # /invalid-link (in the garbage) never fetched
 
 
+async def test_header_line_of_a_hundred_kilobytes(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "huge-header", bound=10, retries=0)
+    run.fault("/broken/huge-header", "protocol")
+    run.check_site(["/broken/huge-header"])
+
+
+async def test_http10_body_ended_by_close_is_fine(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "http10", bound=10)
+    p = run.fetched_ok("/broken/http10")
+    assert p.bytes == len(b'<html><a href="/ok/http10/early">early</a>') + 5000
+    run.fetched_ok("/ok/http10/early")
+    run.check_site(["/broken/http10", "/ok/http10/early"])
+
+
 async def test_empty_200(h: Harness) -> None:
     srv = h.server()
     run = await h.crawl(srv, "empty-200", bound=10)
@@ -554,6 +570,20 @@ async def test_gzip_bomb_stops_at_size_cap(h: Harness) -> None:
     assert run.peak_traced < 64 * MiB, f"traced peak {run.peak_traced / MiB:.1f} MiB"
     assert run.elapsed < 15
     run.check_site(["/bomb/gzip", "/ok/gzip-bomb/early"])
+
+
+async def test_brotli_bomb_stops_at_size_cap(h: Harness) -> None:
+    # ~200 KB on the wire that inflates to 1 GiB.
+    cap = 4 * MiB
+    srv = h.server()
+    run = await h.crawl(srv, "br-bomb", bound=20, max_body_bytes=cap, trace_memory=True)
+    p = run.fault("/bomb/br", "too_large")
+    assert p.truncated
+    assert cap <= p.bytes <= cap + 4 * MiB, p.bytes
+    run.fetched_ok("/ok/br-bomb/early")
+    assert run.peak_traced < 64 * MiB, f"traced peak {run.peak_traced / MiB:.1f} MiB"
+    assert run.elapsed < 15
+    run.check_site(["/bomb/br", "/ok/br-bomb/early"])
 
 
 async def test_endless_body_stops_at_size_cap(h: Harness) -> None:
@@ -760,6 +790,7 @@ async def test_503_forever_stops_at_retry_count(h: Harness) -> None:
         ("redirect", False, True),  # followed (at least five hops)
         ("enormous", False, True),  # 8 MiB: the rules at the top still count
         ("redirect-loop", True, True),  # RFC 9309 2.3.1.2: > 5 redirects -> unavailable
+        ("endless", False, True),  # never ends: read up to a cap, the rules at the top count
         ("never", False, False),  # no answer: a timeout is "unreachable" -> disallow
         ("garbage", True, True),  # no rules in it -> allow
     ],
@@ -771,6 +802,9 @@ async def test_robots_txt_faults(
     run = await h.crawl(srv, "robots", bound=20, ignore_robots=False, retries=1)
     stats = run.result.stats
     assert 1 <= srv.count("/robots.txt") <= 4
+    if mode == "endless":
+        await asyncio.sleep(0.3)
+        assert srv.sent["/robots.txt"] < 32 * MiB, srv.sent["/robots.txt"]  # read stopped
     if mode == "redirect-loop":
         loop = [path for path in srv.paths() if path.startswith("/robots-loop-")]
         assert 1 <= len(loop) <= 5, loop  # gave up after at most five hops
@@ -846,6 +880,10 @@ async def test_content_type_mismatches(h: Harness) -> None:
     assert garbage.bytes == len(garbage_html_body())
     run.fetched_ok("/ok/content/found")  # the one real link inside it is found
     assert srv.count("/content/from-pdf") == 0 and srv.count("/content/from-octet") == 0
+    binary = run.fetched_ok("/content/huge-binary")  # 100 MB not parsed: not downloaded either
+    assert binary.bytes < MiB and not binary.truncated, binary.bytes
+    await asyncio.sleep(0.3)
+    assert srv.sent["/content/huge-binary"] < 32 * MiB, srv.sent["/content/huge-binary"]
     run.check_site(
         [
             "/content/fake.html",
@@ -853,5 +891,6 @@ async def test_content_type_mismatches(h: Harness) -> None:
             "/content/image-as-html",
             "/content/garbage-html",
             "/ok/content/found",
+            "/content/huge-binary",
         ]
     )
