@@ -1,5 +1,25 @@
 """Sans-I/O link extraction: bytes in, `Link` objects out.
 
+    ex = LinkExtractor("https://example.org/dir/page.html", encoding=None)
+    links = ex.feed(chunk1) + ex.feed(chunk2) + ex.close()
+    links = extract_links(data, "https://example.org/")   # one-shot
+
+Behaviour worth knowing (details in ``_machine.py``):
+
+* Chunk invariant: any split of the same bytes gives the same list; time is linear in the input
+  whatever the chunking; memory is bounded (an attribute value over ``max_token`` bytes, 64 KiB
+  by default, is dropped whole, never cut).
+* Without a transport charset, the first 1024 bytes are held for the ``<meta>`` prescan before
+  any link is returned (with one, only the 3 bytes of a possible BOM).
+* ``<base href>``: the first one sets the base for the links that follow it; links before it keep
+  the document URL (a browser would resolve them against that base too).
+* ``Link.url`` is WHATWG-resolved (fragment dropped); values that do not resolve give no Link.
+  The query is percent-encoded as UTF-8 whatever the document's encoding (a browser uses the
+  document's encoding for the query of a link in, say, a Shift_JIS page; only non-ASCII query
+  characters are affected). ``Link.raw`` keeps the decoded text, so a caller can re-encode.
+* Never raises on any input (a ``link_set`` name that does not exist is a ValueError at
+  construction: that is a programming error, not input).
+
 ``LinkExtractor`` is the compiled twin (``_extract_c``, built from ``_machine.py`` by Cython)
 when it is available and ``CRAWLER_NO_EXTENSIONS`` is not set, else the pure-Python
 reference ``_machine.LinkExtractor``. Both are exported explicitly (``LinkExtractorPy``,

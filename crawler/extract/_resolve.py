@@ -28,7 +28,12 @@ _MISS = object()
 _C0_SPACE = "".join(chr(i) for i in range(0x21))
 _SAFE = re.compile(r"[A-Za-z0-9\-._~!$&()*+,;=:@/?%]*")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
-_HOST = re.compile(r"(?:[A-Za-z0-9\-]+\.)*[A-Za-z][A-Za-z0-9\-]*\.?")
+# http(s)://host[:port][/path][?query] with a plain ASCII host name whose last label starts
+# with a letter (so the IPv4 parser does not apply), no userinfo. Input is already _SAFE.
+_ABSOLUTE = re.compile(
+    r"([Hh][Tt][Tt][Pp][Ss]?)://((?:[A-Za-z0-9\-]+\.)*[A-Za-z][A-Za-z0-9\-]*\.?)"
+    r"(?::([0-9]*))?(/[A-Za-z0-9\-._~!$&()*+,;=:@/%]*)?(\?[A-Za-z0-9\-._~!$&()*+,;=:@/?%]*)?"
+)
 _TAB_NL = str.maketrans("", "", "\t\n\r")
 _DEFAULT_PORT = {"http": 80, "https": 443}
 _CACHE_MAX = 4096
@@ -138,6 +143,13 @@ class Resolver:
             return None
 
     def _fast_path(self, s: str) -> object:
+        if s[:1] in "hH":
+            # The common absolute form, checked and split by one regex.
+            m = _ABSOLUTE.fullmatch(s)
+            if m is not None:
+                if "%" in s and ("%2e" in s or "%2E" in s):
+                    return _MISS
+                return _absolute(m)
         if _SAFE.fullmatch(s) is None:
             # Spaces to strip, tabs or newlines to remove, a fragment to drop: then retry.
             if s and (s[0] <= " " or s[-1] <= " "):
@@ -156,58 +168,41 @@ class Resolver:
         c = s[0]
         if c == "/":
             if s.startswith("//"):
-                return self._absolute(self._scheme, s[2:])
+                m = _ABSOLUTE.fullmatch(self._scheme + ":" + s)
+                return _MISS if m is None else _absolute(m)
             q = s.find("?")
             if q < 0:
                 return self._prefix + _normalize(s)
             return self._prefix + _normalize(s[:q]) + s[q:]
         if c == "?":
             return self._prefix + self._path + s
-        m = _SCHEME.match(s)
+        m = _ABSOLUTE.fullmatch(s)
         if m is not None:
-            end = m.end()
-            scheme = s[: end - 1].lower()
-            if (scheme == "http" or scheme == "https") and s.startswith("//", end):
-                return self._absolute(scheme, s[end + 2 :])
+            return _absolute(m)
+        if _SCHEME.match(s) is not None:
             return _MISS
         q = s.find("?")
         if q < 0:
             return self._prefix + _normalize(self._dir + s)
         return self._prefix + _normalize(self._dir + s[:q]) + s[q:]
 
-    @staticmethod
-    def _absolute(scheme: str, rest: str) -> object:
-        i = len(rest)
-        j = rest.find("/")
-        if 0 <= j < i:
-            i = j
-        j = rest.find("?")
-        if 0 <= j < i:
-            i = j
-        auth = rest[:i]
-        tail = rest[i:]
-        if not auth or "@" in auth:
-            return _MISS
+
+def _absolute(m: re.Match[str]) -> object:
+    """An absolute http(s) URL matched by `_ABSOLUTE`: serialize it as the URL parser does."""
+    scheme, host, port, path, query = m.groups()
+    scheme = scheme.lower()
+    host = host.lower()
+    if "xn--" in host:
+        return _MISS  # punycode must be validated: Ada's job
+    if port is None:
         port = ""
-        c = auth.find(":")
-        if c >= 0:
-            port = auth[c + 1 :]
-            auth = auth[:c]
-            if port:
-                if not port.isdigit():
-                    return _MISS
-                p = int(port)
-                if p > 65535:
-                    return _MISS
-                port = "" if p == _DEFAULT_PORT[scheme] else ":" + str(p)
-        if _HOST.fullmatch(auth) is None:
+    elif port:
+        p = int(port)
+        if p > 65535:
             return _MISS
-        host = auth.lower()
-        if "xn--" in host:
-            return _MISS
-        if not tail or tail[0] == "?":
-            return scheme + "://" + host + port + "/" + tail
-        q = tail.find("?")
-        if q < 0:
-            return scheme + "://" + host + port + _normalize(tail)
-        return scheme + "://" + host + port + _normalize(tail[:q]) + tail[q:]
+        port = "" if p == _DEFAULT_PORT[scheme] else ":" + str(p)
+    if path is None:
+        path = "/"
+    elif "/." in path:
+        path = _normalize(path)
+    return scheme + "://" + host + port + path + (query or "")
