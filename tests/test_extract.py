@@ -7,7 +7,9 @@ so that the expectations written here are the standard's, not ours.
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import html5lib
@@ -57,8 +59,8 @@ def run(
     return ex.feed(data) + ex.close()
 
 
-def run_split(impl: Any, data: bytes, sizes: list[int], **kw: Any) -> list[Link]:
-    ex = new(impl, **kw)
+def run_split(impl: Any, data: bytes, sizes: list[int], base: str = BASE, **kw: Any) -> list[Link]:
+    ex = new(impl, base, **kw)
     out: list[Link] = []
     i = 0
     for k in sizes:
@@ -644,3 +646,20 @@ def test_overlong_value_dropped_not_cut(impl: Any) -> None:
 def test_overlong_first_duplicate_still_wins(impl: Any) -> None:
     data = b"<a href='/" + b"x" * 3000 + b"' href=/second>"
     assert run_split(impl, data, [100] * 40, max_token=1000) == []
+
+
+DATA = Path(__file__).parent / "data" / "extract"
+FIXTURES = [p for p in sorted(DATA.glob("*.json")) if p.with_suffix(".html").exists()]
+
+
+@pytest.mark.parametrize("expected_file", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_fixture_pages(impl: Any, expected_file: Path) -> None:
+    """Fixture pages with the exact links written by hand next to them."""
+    spec = json.loads(expected_file.read_text(encoding="utf-8"))
+    data = expected_file.with_suffix(".html").read_bytes()
+    ex = new(impl, spec["base_url"], spec["encoding"])
+    links = ex.feed(data) + ex.close()
+    assert [list(x) for x in links] == spec["links"]
+    assert ex.nofollow is spec["nofollow"]
+    assert ex.base_url == spec["final_base"]
+    assert run_split(impl, data, [1] * len(data), base=spec["base_url"]) == links
