@@ -559,7 +559,9 @@ class _PageState:
             return None
         crawler = self.crawler
         if self.url in crawler._sitemaps:
-            self.sitemap = SitemapParser()
+            # A .xml.gz sitemap is inflated by the parser: the body cap applies to what it
+            # inflates too, as it does to Content-Encoding bodies.
+            self.sitemap = SitemapParser(crawler.config.max_body_bytes)
             return self.feed_sitemap
         if not res.is_html:
             return None

@@ -171,6 +171,7 @@ _LOC_OPEN = re.compile(rb"<(?:[A-Za-z0-9_]+:)?loc\s*>", re.IGNORECASE)
 _MAX_SITEMAP_TAIL = 64 * 1024
 #: The sitemaps protocol's limit on an uncompressed sitemap (a gzip bomb stops here).
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024
+_INFLATE_STEP = 256 * 1024
 
 
 class SitemapParser:
@@ -180,11 +181,12 @@ class SitemapParser:
     stays bounded whatever the size of the sitemap.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = MAX_SITEMAP_BYTES) -> None:
         self._tail = b""
         self._started = False
         self._inflate: Any = None  # a zlib decompressor when the body is a .gz file
         self._inflated = 0
+        self._max = min(max_bytes, MAX_SITEMAP_BYTES) if max_bytes > 0 else MAX_SITEMAP_BYTES
 
     def feed(self, data: bytes) -> list[str]:
         if not self._started:
@@ -193,17 +195,23 @@ class SitemapParser:
             self._started = True
             if data[:2] == b"\x1f\x8b":  # sitemap.xml.gz served as a file, not Content-Encoding
                 self._inflate = zlib.decompressobj(wbits=47)
-        if self._inflate is not None:
-            room = MAX_SITEMAP_BYTES - self._inflated
-            if room <= 0:
-                return []
+        if self._inflate is None:
+            return self._scan(data)
+        # Inflate a step at a time: one 64 KiB chunk of a gzip bomb would otherwise become
+        # tens of MiB in one call (memory, and the event loop stalls long enough to trip the
+        # read timeouts of every other fetch).
+        out: list[str] = []
+        while data and self._inflated < self._max:
+            room = min(_INFLATE_STEP, self._max - self._inflated)
             try:
-                data = self._inflate.decompress(data, room)
+                piece = self._inflate.decompress(data, room)
             except zlib.error:
-                self._inflated = MAX_SITEMAP_BYTES  # corrupt: stop here
-                return []
-            self._inflated += len(data)
-        return self._scan(data)
+                self._inflated = self._max  # corrupt: stop here
+                break
+            self._inflated += len(piece)
+            out += self._scan(piece)
+            data = self._inflate.unconsumed_tail
+        return out
 
     def _scan(self, data: bytes) -> list[str]:
         buf = self._tail + data

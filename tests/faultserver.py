@@ -310,6 +310,10 @@ class FaultServer:
         r = app.router
         r.add_get("/robots.txt", self.robots_txt)
         r.add_get("/robots-real.txt", self.robots_real)
+        r.add_get("/sitemap-index.xml", self.sitemap_index)
+        r.add_get("/sitemap-pages.xml", self.sitemap_pages)
+        r.add_get("/sitemap-endless.xml", self.sitemap_endless)
+        r.add_get("/sitemap-bomb.xml.gz", self.sitemap_bomb)
         r.add_get("/hub/{tag}", self.hub)
         r.add_get("/ok/{tag}/{name}", self.ok)
         r.add_get("/outside/{tail:.*}", self.ok_plain)
@@ -409,6 +413,14 @@ class FaultServer:
             while await self._write(resp, line * 800):
                 self.sent["/robots.txt"] += len(line) * 800
             return resp
+        if mode == "sitemaps":
+            text = (
+                rules
+                + f"Sitemap: http://localhost:{self.port}/sitemap-outside.xml\n"
+                + f"Sitemap: http://127.0.0.1:{self.port}/sitemap-index.xml\n"
+                + "Sitemap: javascript:alert(1)\n"
+            )
+            return web.Response(text=text, content_type="text/plain")
         if mode == "garbage":
             rnd = random.Random(5)
             junk = bytes(rnd.getrandbits(8) for _ in range(4096))
@@ -431,6 +443,59 @@ class FaultServer:
                 left -= len(chunk)
             return resp
         raise AssertionError(f"unknown robots mode {mode!r}")
+
+    async def sitemap_index(self, request: web.Request) -> web.Response:
+        locs = [
+            "/sitemap-pages.xml",
+            "/sitemap-endless.xml",
+            "/sitemap-bomb.xml.gz",
+            "/sitemap-index.xml",  # itself: a loop
+        ]
+        body = '<?xml version="1.0"?><sitemapindex>' + "".join(
+            f"<sitemap><loc>{self.base}{loc}</loc></sitemap>" for loc in locs
+        )
+        return web.Response(text=body + "</sitemapindex>", content_type="application/xml")
+
+    async def sitemap_pages(self, request: web.Request) -> web.Response:
+        locs = [
+            f"{self.base}/public/from-sitemap",
+            f"{self.base}/private/from-sitemap",  # disallowed by robots.txt
+            f"http://localhost:{self.port}/outside/from-sitemap",  # out of scope
+            "file:///etc/passwd",
+            "javascript:alert(1)",
+            f"{self.base}/public/from-sitemap?a=1&amp;b=2",  # XML-escaped
+        ]
+        body = '<?xml version="1.0"?><urlset>' + "".join(
+            f"<url><loc>{loc}</loc></url>" for loc in locs
+        )
+        return web.Response(text=body + "</urlset>", content_type="application/xml")
+
+    async def sitemap_endless(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/xml"})
+        await resp.prepare(request)
+        await self._write(resp, b'<?xml version="1.0"?><urlset>')
+        n = 0
+        while True:  # a new in-scope URL every entry, forever
+            block = "".join(
+                f"<url><loc>{self.base}/public/sm/{n + i}</loc></url>" for i in range(1000)
+            ).encode()
+            n += 1000
+            if not await self._write(resp, block):
+                return resp
+            self.sent[request.path] += len(block)
+
+    async def sitemap_bomb(self, request: web.Request) -> web.StreamResponse:
+        # A .xml.gz file (not Content-Encoding): the crawler inflates it itself.
+        head, block, count, tail = await asyncio.to_thread(gzip_bomb_parts, self.bomb_inflated)
+        resp = web.StreamResponse(headers={"Content-Type": "application/gzip"})
+        await resp.prepare(request)
+        await self._write(resp, head)
+        for _ in range(count):
+            if not await self._write(resp, block):
+                return resp
+            self.sent[request.path] += len(block)
+        await self._write(resp, tail)
+        return resp
 
     async def robots_loop(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])

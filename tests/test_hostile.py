@@ -41,11 +41,22 @@ from crawler.config import CrawlConfig
 from crawler.engine import Crawler, crawl
 from crawler.progress import format_summary
 from crawler.results import CrawlResult, PageResult
+from crawler.robots import SitemapParser
 
 try:
-    from tests.faultserver import LONG_URL_LEN, FaultServer, garbage_html_body
+    from tests.faultserver import (
+        LONG_URL_LEN,
+        FaultServer,
+        garbage_html_body,
+        gzip_bomb_parts,
+    )
 except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from faultserver import LONG_URL_LEN, FaultServer, garbage_html_body  # type: ignore[no-redef]
+    from faultserver import (  # type: ignore[no-redef]
+        LONG_URL_LEN,
+        FaultServer,
+        garbage_html_body,
+        gzip_bomb_parts,
+    )
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -827,6 +838,58 @@ async def test_robots_txt_faults(
     run.check_site(
         ["/public/page", "/private/page", "/robots-real.txt"], prefixes=["/robots-loop-"]
     )
+
+
+async def test_hostile_sitemaps(h: Harness) -> None:
+    # robots.txt lists an out-of-scope sitemap, an index that lists itself, a normal one,
+    # an endless one (a new URL per entry, forever) and a gzip-bomb .xml.gz.
+    srv = h.server(robots="sitemaps")
+    run = await h.crawl(
+        srv,
+        "robots",
+        bound=30,
+        ignore_robots=False,
+        sitemaps=True,
+        max_body_bytes=2 * MiB,
+        exclude=[r"/public/sm/\d+$"],  # the endless sitemap's URLs: listed, never fetched
+        timeout=20,
+        read_timeout=5,
+        trace_memory=True,
+    )
+    assert srv.count("/sitemap-index.xml") == 1
+    assert srv.count("/sitemap-pages.xml") == 1
+    run.fetched_ok("/public/from-sitemap")
+    assert srv.count("/private/from-sitemap") == 0
+    assert srv.count("/outside/from-sitemap") == 0 and srv.count("/sitemap-outside.xml") == 0
+    endless = run.page("/sitemap-endless.xml")
+    assert endless.error == "too_large" and endless.truncated
+    bomb = run.page("/sitemap-bomb.xml.gz")
+    assert srv.count("/sitemap-bomb.xml.gz") == 1, (bomb.error, bomb.error_detail, bomb.retries)
+    assert not any(path.startswith("/public/sm/") for path in srv.paths())
+    assert run.result.stats.out_of_scope > 10_000  # the endless sitemap was read to the cap
+    assert run.peak_traced < 192 * MiB, f"traced peak {run.peak_traced / MiB:.1f} MiB"
+    run.check_site(
+        ["/sitemap-index.xml", "/sitemap-pages.xml", "/sitemap-endless.xml"]
+        + ["/sitemap-bomb.xml.gz", "/public/page", "/public/from-sitemap"]
+        + ["/public/from-sitemap?a=1&b=2"]
+    )
+
+
+def test_sitemap_parser_inflates_a_gzip_bomb_in_bounded_steps() -> None:
+    # One 64 KiB chunk of this bomb is ~64 MiB inflated; the parser must neither hold that at
+    # once nor inflate past its cap.
+    head, block, count, tail = gzip_bomb_parts(256 * MiB)
+    body = head + block * count + tail
+    parser = SitemapParser(max_bytes=8 * MiB)
+    tracemalloc.start()
+    try:
+        for i in range(0, len(body), 65536):
+            assert parser.feed(body[i : i + 65536]) == []
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert parser._inflated == 8 * MiB
+    assert peak < 4 * MiB, f"peak {peak / MiB:.1f} MiB while inflating"
 
 
 async def test_redirects_are_deduplicated_and_robots_checked(h: Harness) -> None:
