@@ -64,7 +64,9 @@ HUBS: dict[str, list[str]] = {
     "bad-gzip": ["/broken/bad-gzip"],
     "refused": [],  # the refused connection is a second seed on a closed port
     "dns": [],  # the DNS fault is a second seed under .invalid, see test_hostile
-    "redirect-loop": ["/redir/loop/a"],
+    "redirect-loop": ["/redir/loop/a", "/redir/self"],
+    "redirect-utf8": ["/redir/utf8"],
+    "tls-mismatch": [],  # an https:// link to this plain-HTTP port, added by the hub
     "redirect-chain": ["/redir/chain/30"],
     "redirect-out": ["/redir/out"],
     "redirect-schemes": ["/redir/file", "/redir/js", "/redir/data"],
@@ -338,6 +340,8 @@ class FaultServer:
         r.add_get("/redir/js", self.redirect_to("javascript:alert(1)"))
         r.add_get("/redir/data", self.redirect_to("data:text/html,<a href=/data-link>x</a>"))
         r.add_get("/redir/invalid", self.redirect_to("http://[oops/"))
+        r.add_get("/redir/self", self.redirect_to("/redir/self"))
+        r.add_get("/redir/utf8", self.redirect_utf8)
         r.add_get("/redir/to-seen", self.redirect_to("/ok/redirect-dedup/a"))
         r.add_get("/redir/to-private", self.redirect_to("/private/redirected"))
         r.add_get("/robots-loop-{n}.txt", self.robots_loop)
@@ -377,6 +381,8 @@ class FaultServer:
             '<a href="data:text/html,&lt;a href=/data-link&gt;x&lt;/a&gt;">data</a>\n'
             '<a href="mailto:nobody@example.invalid">mail</a>\n'
         )
+        if tag == "tls-mismatch":
+            faults += f'<a href="https://127.0.0.1:{self.port}/tls/page">TLS to plain HTTP</a>\n'
         body = f"{faults}<a href='/ok/{tag}/a'>a</a>\n{never}"
         return web.Response(body=page(body, f"hub {tag}"), content_type="text/html")
 
@@ -620,6 +626,15 @@ class FaultServer:
             return web.Response(status=302, headers={"Location": location})
 
         return handler
+
+    async def redirect_utf8(self, request: web.Request) -> web.Response:
+        # A Location of raw UTF-8 bytes (not percent-encoded), as some servers send.
+        _raw(
+            request,
+            b"HTTP/1.1 302 Found\r\nLocation: /ok/redirect-utf8/caf\xc3\xa9 x\r\n"
+            b"Content-Length: 0\r\n\r\n",
+        )
+        return web.Response(text="never sent")
 
     async def redirect_chain(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])

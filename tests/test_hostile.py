@@ -520,7 +520,32 @@ async def test_redirect_loop(h: Harness) -> None:
     assert srv.url("/redir/loop/b") in p.redirects or p.final_url == srv.url("/redir/loop/b")
     assert srv.count("/redir/loop/a") == 1
     assert srv.count("/redir/loop/b") == 1
-    run.check_site(["/redir/loop/a", "/redir/loop/b"])
+    run.fault("/redir/self", "redirect_loop")
+    assert srv.count("/redir/self") == 1
+    assert run.result.stats.errors["redirect_loop"] == 2
+    run.check_site(["/redir/loop/a", "/redir/loop/b", "/redir/self"])
+
+
+async def test_redirect_location_in_raw_utf8(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "redirect-utf8", bound=10)
+    p = run.page("/redir/utf8")
+    assert p.error is None and p.status == 200, (p.error, p.error_detail)
+    target = "/ok/redirect-utf8/caf%C3%A9%20x"
+    assert p.final_url == srv.url(target), p.final_url
+    assert srv.count(target) == 1
+    run.check_site(["/redir/utf8", target])
+
+
+async def test_https_link_to_a_plain_http_port(h: Harness) -> None:
+    srv = h.server()
+    run = await h.crawl(srv, "tls-mismatch", bound=10, retries=1)
+    url = f"https://127.0.0.1:{srv.port}/tls/page"
+    pages = [p for p in run.pages if p.url == url]
+    assert len(pages) == 1, run.urls()
+    assert pages[0].error == "connect", (pages[0].error, pages[0].error_detail)
+    assert run.elapsed < 5
+    run.check_site(other_seeds=[url])
 
 
 @pytest.mark.parametrize("max_redirects", [10, 40])
