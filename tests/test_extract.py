@@ -446,6 +446,12 @@ def test_custom_link_set(impl: Any) -> None:
     ]
     with pytest.raises(ValueError, match="link_set"):
         impl(BASE, link_set="everything")
+    with pytest.raises(ValueError, match="link_set"):
+        impl(BASE, link_set={"a": 1})
+    with pytest.raises(ValueError, match="link_set"):
+        impl(BASE, link_set={"ä": ["href"]})
+    one = run(impl, b"<a href=a><q cite=c>", link_set={"q": "cite"})  # a lone str is one name
+    assert [(x.tag, x.attr) for x in one] == [("q", "cite")]
 
 
 @pytest.mark.parametrize(

@@ -264,7 +264,13 @@ def _time_feed(impl: Any, head: bytes, unit: bytes, size: int) -> float:
 def test_linear_time_in_1k_chunks(impl_name: str, case: str) -> None:
     impl = IMPLS[impl_name]
     head, unit = PATHOLOGICAL[case]
-    small = _time_feed(impl, head, unit, 1 << 18)
-    large = _time_feed(impl, head, unit, 1 << 21)
-    # 8x the input: about 8x the time when linear, 64x when quadratic. Loose for noisy CI.
-    assert large / small < 20, (small, large)
+    # 8x the input: about 8x the time when linear, 64x when quadratic. Loose, and retried, for
+    # a shared noisy machine: a quadratic state fails every attempt.
+    ratios = []
+    for _ in range(3):
+        small = _time_feed(impl, head, unit, 1 << 18)
+        large = _time_feed(impl, head, unit, 1 << 21)
+        ratios.append(large / small)
+        if ratios[-1] < 20:
+            break
+    assert min(ratios) < 20, ratios

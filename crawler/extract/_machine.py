@@ -305,6 +305,31 @@ def refresh_url(content: str) -> str | None:
     return url
 
 
+_Config = tuple[
+    dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any
+]
+_CONFIGS: dict[Any, _Config] = {}
+
+
+def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
+    """Tables for one link set (built once per distinct set, shared by extractors)."""
+    links: dict[bytes, list[tuple[bytes, str]]] = {}
+    want: dict[bytes, frozenset[bytes]] = {}
+    tagstr: dict[bytes, str] = {}
+    names: list[bytes] = list(_SWITCH_NAMES)
+    for tag, attrs in spec.items():
+        if not (tag.isascii() and all(a.isascii() for a in attrs)) or not tag:
+            raise ValueError(f"link_set: tag and attribute names must be ASCII: {tag!r}")
+        t = tag.lower().encode("ascii")
+        links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
+        tagstr[t] = tag.lower()
+        names.append(t)
+    for t in set(links) | set(_AUX):
+        want[t] = frozenset([a for a, _ in links.get(t, [])] + list(_AUX.get(t, ())))
+    names.extend(_AUX)
+    return links, want, tagstr, _boring(names)
+
+
 class LinkExtractor:
     """Streaming link extractor for one HTML document.
 
@@ -329,32 +354,32 @@ class LinkExtractor:
         max_token: int = MAX_TOKEN,
     ) -> None:
         if isinstance(link_set, str):
-            spec = LINK_SETS.get(link_set)
-            if spec is None:
+            key: Any = link_set
+            if link_set not in LINK_SETS:
                 raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
         else:
-            spec = {str(k): tuple(str(a) for a in v) for k, v in link_set.items()}
+            try:
+                key = tuple(
+                    sorted(
+                        (str(k), (v,) if isinstance(v, str) else tuple(str(a) for a in v))
+                        for k, v in link_set.items()
+                    )
+                )
+            except (AttributeError, TypeError) as e:
+                msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
+                raise ValueError(msg) from e
+        config = _CONFIGS.get(key)
+        if config is None:
+            config = _link_config(LINK_SETS[key] if isinstance(key, str) else dict(key))
+            _CONFIGS[key] = config
+        # Per tag name: attributes producing links (bytes -> str names), attributes kept, the
+        # tag's name as str, and the data-state skipper for this set of tags.
+        self._links, self._want, self._tagstr, self._boring = config
         self._doc_url = base_url
         self._resolver = Resolver(base_url)
         self._base_seen = False
         self.nofollow = False
         self._max = max_token
-        # Per tag name: attributes producing links (bytes -> str names) and attributes kept.
-        self._links: dict[bytes, list[tuple[bytes, str]]] = {}
-        self._want: dict[bytes, frozenset[bytes]] = {}
-        self._tagstr: dict[bytes, str] = {}
-        names: list[bytes] = list(_SWITCH_NAMES)
-        for tag, attrs in spec.items():
-            t = tag.lower().encode("ascii")
-            self._links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
-            self._tagstr[t] = tag.lower()
-            names.append(t)
-        for t in set(self._links) | set(_AUX):
-            self._want[t] = frozenset(
-                [a for a, _ in self._links.get(t, [])] + list(_AUX.get(t, ()))
-            )
-        names.extend(_AUX)
-        self._boring = _boring(names)
         # Encoding.
         self._transport = _charset.lookup(encoding)
         self.encoding = self._transport or "windows-1252"

@@ -1,0 +1,1444 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled twin of `_machine.LinkExtractor`: the same states, the same output, in C.
+
+The pure-Python module (`_machine.py`) is the reference; this one must give identical results
+for every input and every chunking (tests/test_extract_accel.py checks it differentially).
+Where the Python version jumps with a regular expression, this one walks the bytes once with
+``memchr`` and small per-state loops:
+
+* data state: ``memchr`` to the next ``<``, then the same case analysis as `_machine._scan`;
+* every tag (start or end, wanted or not) goes through the streaming tag machine (the
+  ``TS_*`` sub-states of `_machine._tag_stream`), which keeps only the lower-cased tag name,
+  the attribute name being read and the values of the wanted attributes (in a C arena);
+* comments, bogus comments, CDATA, raw text and script data search for their end and, when
+  it is not in the buffer, keep the same short tail as the Python version.
+
+Python objects are built only for wanted tags (a ``{name: value}`` dict, as in `_machine`)
+and the links found. The per-link logic (rel/nofollow, srcset, meta refresh and robots,
+``<base>``, the foreign-content stack, the late ``<meta charset>``) is the reference's code
+compiled as is, and encoding sniffing is shared Python code (`charset`). URL resolution takes
+a C fast path for the common forms; whatever it does not answer goes to the Python resolver
+(`_resolve.Resolver`, its own fast path then Ada), so a miss here can never change a result.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.list cimport PyList_GET_SIZE
+from cpython.object cimport PyObject
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memchr, memcmp, memcpy
+
+import codecs
+
+from . import _resolve
+from . import charset as _charset
+from ._entities import unescape_attr
+from ._link import Link
+from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH_NAMES, _WS_SPLIT
+from ._machine import LINK_SETS, MAX_TOKEN, parse_srcset, refresh_url
+from ._resolve import Resolver
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object)
+    void* PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
+
+_new = tuple.__new__
+_ResolverType = _resolve.Resolver
+cdef object _MISS = object()
+cdef Py_ssize_t _CACHE_MAX = 4096
+
+# Main states (the same values as _machine).
+DEF S_DATA = 0
+DEF S_TAG = 1
+DEF S_COMMENT_START = 2
+DEF S_COMMENT = 3
+DEF S_BOGUS = 4
+DEF S_CDATA = 5
+DEF S_RAWTEXT = 6
+DEF S_SCRIPT = 7
+DEF S_SCRIPT_ESC = 8
+DEF S_SCRIPT_DESC = 9
+DEF S_PLAINTEXT = 10
+DEF S_DEAD = 11
+
+# Streaming tag sub-states.
+DEF TS_NAME = 0
+DEF TS_ATTRS = 1
+DEF TS_ANAME = 2
+DEF TS_AFTER_NAME = 3
+DEF TS_BEFORE_VALUE = 4
+DEF TS_DQ = 5
+DEF TS_SQ = 6
+DEF TS_UNQ = 7
+
+# Encoding decision.
+DEF E_UNDECIDED = 0
+DEF E_BYTES = 1
+DEF E_TRANSCODE = 2
+DEF E_REPLACEMENT = 3
+
+# Current attribute: not kept (the reference's ``_a_name is None``), name being read, value
+# being read for a wanted slot.
+DEF A_NONE = 0
+DEF A_NAME = 1
+DEF A_VALUE = 2
+
+# The tag name is kept up to this many bytes (the reference keeps appending while it is at
+# most 64 bytes long; names that long match nothing either way).
+DEF NAME_CAP = 256
+DEF ANAME_CAP = 64
+
+# Entry flags.
+DEF F_WANT = 1
+DEF F_SVG = 2
+DEF F_MATH = 4
+
+# Character classes.
+DEF C_WS = 1        # \t \n \f \r space
+DEF C_SLASH = 2     # /
+DEF C_GT = 4        # >
+DEF C_EQ = 8        # =
+DEF C_SAFE = 16     # characters the resolver fast path accepts as they are
+DEF C_ALPHA = 32
+DEF C_HOST = 64     # A-Za-z0-9 . -
+DEF C_SCHEME = 128  # A-Za-z0-9 + . -
+
+cdef unsigned char CLS[256]
+cdef unsigned char LOWER[256]
+
+
+cdef void _init_tables():
+    cdef int i
+    for i in range(256):
+        CLS[i] = 0
+        LOWER[i] = i
+    for i in range(ord('A'), ord('Z') + 1):
+        LOWER[i] = i + 32
+        CLS[i] |= C_ALPHA | C_SAFE | C_HOST | C_SCHEME
+        CLS[i + 32] |= C_ALPHA | C_SAFE | C_HOST | C_SCHEME
+    for i in range(ord('0'), ord('9') + 1):
+        CLS[i] |= C_SAFE | C_HOST | C_SCHEME
+    for c in b"\t\n\x0c\r ":
+        CLS[c] |= C_WS
+    CLS[ord('/')] |= C_SLASH
+    CLS[ord('>')] |= C_GT
+    CLS[ord('=')] |= C_EQ
+    for c in b"-._~!$&()*+,;=:@/?%":
+        CLS[c] |= C_SAFE
+    CLS[ord('-')] |= C_HOST | C_SCHEME
+    CLS[ord('.')] |= C_HOST | C_SCHEME
+    CLS[ord('+')] |= C_SCHEME
+
+
+_init_tables()
+
+
+cdef struct Entry:
+    Py_ssize_t noff     # tag name (lower case) in the pool
+    int nlen
+    int wfirst          # wanted attribute names: wattrs[wfirst : wfirst + nwant]
+    int nwant
+    int sw              # tokenizer state after this start tag in HTML content (0: none)
+    int rawidx          # index in _RAWTEXT_NAMES for S_RAWTEXT
+    int flags
+
+
+cdef struct WAttr:
+    Py_ssize_t off
+    int len
+
+
+cdef inline bint _ci_eq(const unsigned char* p, const unsigned char* lower_name, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if LOWER[p[i]] != lower_name[i]:
+            return False
+    return True
+
+
+cdef inline bint _is_end_char(unsigned char c) noexcept nogil:
+    """ws, '/' or '>': what may follow an end tag name in the raw text end patterns."""
+    return (CLS[c] & (C_WS | C_SLASH | C_GT)) != 0
+
+
+cdef Py_ssize_t _find_end_tag(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
+                              const unsigned char* name, Py_ssize_t nl) noexcept nogil:
+    """Leftmost ``</name`` + ws, '/' or '>' (name case-insensitive) at or after pos, or -1."""
+    cdef const unsigned char* q
+    cdef Py_ssize_t i
+    while pos < n:
+        q = <const unsigned char*>memchr(p + pos, 0x3C, n - pos)
+        if q == NULL:
+            return -1
+        i = q - p
+        if i + 2 + nl < n and p[i + 1] == 0x2F and _ci_eq(p + i + 2, name, nl) \
+                and _is_end_char(p[i + 2 + nl]):
+            return i
+        pos = i + 1
+    return -1
+
+
+cdef const unsigned char* _SCRIPT = b"script"
+
+
+cdef Py_ssize_t _find_script_data(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Leftmost ``<!--`` or ``</script`` + end char (the reference's `_SCRIPT_DATA`)."""
+    cdef const unsigned char* q
+    cdef Py_ssize_t i
+    while pos < n:
+        q = <const unsigned char*>memchr(p + pos, 0x3C, n - pos)
+        if q == NULL:
+            return -1
+        i = q - p
+        if i + 3 < n and p[i + 1] == 0x21 and p[i + 2] == 0x2D and p[i + 3] == 0x2D:
+            return i
+        if i + 8 < n and p[i + 1] == 0x2F and _ci_eq(p + i + 2, _SCRIPT, 6) \
+                and _is_end_char(p[i + 8]):
+            return i
+        pos = i + 1
+    return -1
+
+
+cdef Py_ssize_t _find_script_esc(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
+                                 bint open_too) noexcept nogil:
+    """Leftmost ``-->``, ``</script`` + end char, and (open_too) ``<script`` + end char."""
+    cdef unsigned char c
+    cdef Py_ssize_t i = pos
+    while i < n:
+        c = p[i]
+        if c == 0x2D:
+            if i + 2 < n and p[i + 1] == 0x2D and p[i + 2] == 0x3E:
+                return i
+        elif c == 0x3C:
+            if i + 8 < n and p[i + 1] == 0x2F and _ci_eq(p + i + 2, _SCRIPT, 6) \
+                    and _is_end_char(p[i + 8]):
+                return i
+            if open_too and i + 7 < n and _ci_eq(p + i + 1, _SCRIPT, 6) \
+                    and _is_end_char(p[i + 7]):
+                return i
+        i += 1
+    return -1
+
+
+cdef Py_ssize_t _find_comment_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
+                                  Py_ssize_t* end) noexcept nogil:
+    """Leftmost ``--!?>``: its start, with its end in ``end``; or -1."""
+    cdef const unsigned char* q
+    cdef Py_ssize_t i
+    while pos < n:
+        q = <const unsigned char*>memchr(p + pos, 0x2D, n - pos)
+        if q == NULL:
+            return -1
+        i = q - p
+        if i + 2 < n and p[i + 1] == 0x2D:
+            if p[i + 2] == 0x3E:
+                end[0] = i + 3
+                return i
+            if p[i + 2] == 0x21 and i + 3 < n and p[i + 3] == 0x3E:
+                end[0] = i + 4
+                return i
+        pos = i + 1
+    return -1
+
+
+cdef Py_ssize_t _find3(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
+                       unsigned char a, unsigned char b, unsigned char c) noexcept nogil:
+    """Leftmost occurrence of the 3 bytes a b c, or -1."""
+    cdef const unsigned char* q
+    cdef Py_ssize_t i
+    while pos + 2 < n:
+        q = <const unsigned char*>memchr(p + pos, a, n - 2 - pos)
+        if q == NULL:
+            return -1
+        i = q - p
+        if p[i + 1] == b and p[i + 2] == c:
+            return i
+        pos = i + 1
+    return -1
+
+
+# URL resolution fast path -----------------------------------------------------------------
+
+cdef Py_ssize_t _normalize(const unsigned char* s, Py_ssize_t n, unsigned char* o,
+                           Py_ssize_t* stack) noexcept nogil:
+    """`_resolve._normalize` of the absolute path s[:n] into o; returns its length.
+
+    ``o`` and ``stack`` have room for n + 1 entries."""
+    cdef Py_ssize_t i, j, k, top = 0, olen = 0, seglen
+    cdef bint found = False, last
+    for i in range(n - 1):
+        if s[i] == 0x2F and s[i + 1] == 0x2E:
+            found = True
+            break
+    if not found:
+        memcpy(o, s, n)
+        return n
+    # segs = s.split("/"), processed from index 1 (s[0] is '/').
+    i = 1
+    while True:
+        j = i
+        while j < n and s[j] != 0x2F:
+            j += 1
+        seglen = j - i
+        last = j >= n
+        if seglen == 2 and s[i] == 0x2E and s[i + 1] == 0x2E:
+            if top > 0:
+                top -= 1
+                olen = stack[top]
+            if last:
+                stack[top] = olen
+                top += 1
+                o[olen] = 0x2F
+                olen += 1
+        elif seglen == 1 and s[i] == 0x2E:
+            if last:
+                stack[top] = olen
+                top += 1
+                o[olen] = 0x2F
+                olen += 1
+        else:
+            stack[top] = olen
+            top += 1
+            o[olen] = 0x2F
+            olen += 1
+            for k in range(seglen):
+                o[olen + k] = s[i + k]
+            olen += seglen
+        if last:
+            break
+        i = j + 1
+    if top == 0:
+        o[0] = 0x2F
+        return 1
+    return olen
+
+
+cdef inline bint _has_dot_seg(const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n - 1):
+        if s[i] == 0x2F and s[i + 1] == 0x2E:
+            return True
+    return False
+
+
+cdef class _Scratch:
+    """A growable byte buffer and index stack for building URLs."""
+    cdef unsigned char* buf
+    cdef Py_ssize_t* stack
+    cdef Py_ssize_t cap
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.stack = NULL
+        self.cap = 0
+
+    def __dealloc__(self):
+        free(self.buf)
+        free(self.stack)
+
+    cdef int ensure(self, Py_ssize_t n) except -1:
+        cdef unsigned char* b
+        cdef Py_ssize_t* st
+        if n <= self.cap:
+            return 0
+        n = n * 2 + 64
+        b = <unsigned char*>realloc(self.buf, n)
+        if b == NULL:
+            raise MemoryError()
+        self.buf = b
+        st = <Py_ssize_t*>realloc(self.stack, n * sizeof(Py_ssize_t))
+        if st == NULL:
+            raise MemoryError()
+        self.stack = st
+        self.cap = n
+        return 0
+
+
+cdef object _absolute(const unsigned char* s, Py_ssize_t n, _Scratch sc):
+    """`_resolve._ABSOLUTE.fullmatch` + `_resolve._absolute` on s[:n] (all C_SAFE bytes).
+
+    Returns the URL, or _MISS when it does not match or must go to the full resolver."""
+    cdef Py_ssize_t i, hs, he, ps = -1, pe = -1, qs, k, olen, plen
+    cdef bint https
+    cdef long port = -1
+    cdef unsigned char* o
+    cdef Py_ssize_t last_label, lab_start
+    if n < 7 or LOWER[s[0]] != 0x68 or LOWER[s[1]] != 0x74 or LOWER[s[2]] != 0x74 \
+            or LOWER[s[3]] != 0x70:
+        return _MISS
+    i = 4
+    https = LOWER[s[4]] == 0x73
+    if https:
+        i = 5
+    if i + 3 > n or s[i] != 0x3A or s[i + 1] != 0x2F or s[i + 2] != 0x2F:
+        return _MISS
+    hs = i + 3
+    he = hs
+    while he < n and (CLS[s[he]] & C_HOST):
+        he += 1
+    # Host: (label ".")* label-starting-with-a-letter "."? ; labels non-empty.
+    if he == hs:
+        return _MISS
+    k = he
+    if s[k - 1] == 0x2E:
+        k -= 1  # the optional trailing dot
+    if k == hs or s[k - 1] == 0x2E:
+        return _MISS
+    lab_start = hs
+    for i in range(hs, k):
+        if s[i] == 0x2E:
+            if i == lab_start:
+                return _MISS  # empty label
+            lab_start = i + 1
+    if not (CLS[s[lab_start]] & C_ALPHA):
+        return _MISS
+    i = he
+    if i < n and s[i] == 0x3A:
+        ps = i + 1
+        pe = ps
+        while pe < n and 0x30 <= s[pe] <= 0x39:
+            pe += 1
+        i = pe
+    if i < n and s[i] != 0x2F and s[i] != 0x3F:
+        return _MISS
+    # The path (up to '?') and the query are C_SAFE already.
+    qs = i
+    while qs < n and s[qs] != 0x3F:
+        qs += 1
+    # Host lower-cased; "xn--" (punycode) goes to the full resolver.
+    for k in range(hs, he - 3):
+        if LOWER[s[k]] == 0x78 and LOWER[s[k + 1]] == 0x6E and s[k + 2] == 0x2D \
+                and s[k + 3] == 0x2D:
+            return _MISS
+    if ps >= 0 and pe > ps:
+        k = ps
+        while k < pe - 1 and s[k] == 0x30:
+            k += 1
+        if pe - k > 5:
+            return _MISS  # > 65535 (or a digit string Python's int() must judge)
+        port = 0
+        while k < pe:
+            port = port * 10 + (s[k] - 0x30)
+            k += 1
+        if port > 65535:
+            return _MISS
+        if port == (443 if https else 80):
+            port = -1
+    plen = qs - i
+    sc.ensure(n + 16)
+    o = sc.buf
+    olen = 0
+    memcpy(o, b"https://" if https else b"http://", 8 if https else 7)
+    olen = 8 if https else 7
+    for k in range(hs, he):
+        o[olen] = LOWER[s[k]]
+        olen += 1
+    if port >= 0:
+        o[olen] = 0x3A
+        olen += 1
+        olen += _write_int(o + olen, port)
+    if plen == 0:
+        o[olen] = 0x2F
+        olen += 1
+    elif _has_dot_seg(s + i, plen):
+        olen += _normalize(s + i, plen, o + olen, sc.stack)
+    else:
+        memcpy(o + olen, s + i, plen)
+        olen += plen
+    memcpy(o + olen, s + qs, n - qs)
+    olen += n - qs
+    return PyUnicode_DecodeASCII(<const char*>o, olen, NULL)
+
+
+cdef Py_ssize_t _write_int(unsigned char* o, long v) noexcept nogil:
+    cdef unsigned char tmp[24]
+    cdef Py_ssize_t k = 0, i
+    if v == 0:
+        o[0] = 0x30
+        return 1
+    while v > 0:
+        tmp[k] = 0x30 + (v % 10)
+        v //= 10
+        k += 1
+    for i in range(k):
+        o[i] = tmp[k - 1 - i]
+    return k
+
+
+cdef class _FastResolver:
+    """C fast path in front of a Python resolver (`_resolve.Resolver` or a stand-in).
+
+    The forms handled (ASCII only; anything else is left to the Python resolver): every byte
+    before a '#' in `_resolve._SAFE`, no ``%2e``; then the empty string, root-relative,
+    scheme-relative, query-only, absolute http(s) and path-relative, exactly as
+    `_resolve.Resolver._fast_path` computes them."""
+    cdef object py
+    cdef bint fast
+    cdef bint https
+    cdef bytes prefix
+    cdef bytes path
+    cdef bytes dir
+    cdef str base_nf
+    cdef dict cache
+    cdef _Scratch sc
+
+    def __init__(self, py):
+        self.py = py
+        self.cache = {}
+        self.sc = _Scratch()
+        self.fast = False
+        if type(py) is _ResolverType and py._fast:
+            self.fast = True
+            self.https = py._scheme == "https"
+            self.prefix = py._prefix.encode("ascii")
+            self.path = py._path.encode("ascii")
+            self.dir = py._dir.encode("ascii")
+            self.base_nf = py._base_nf
+
+    cdef object resolve(self, str raw):
+        cdef PyObject* hit = PyDict_GetItem(self.cache, raw)
+        if hit != NULL:
+            return <object>hit
+        r = _MISS
+        if self.fast and PyUnicode_IS_ASCII(raw):
+            r = self._fast_path(<const unsigned char*>PyUnicode_DATA(raw), PyUnicode_GET_LENGTH(raw))
+        if r is _MISS:
+            r = self.py.resolve(raw)
+        if len(self.cache) >= _CACHE_MAX:
+            self.cache.clear()
+        PyDict_SetItem(self.cache, raw, r)
+        return r
+
+    cdef object _fast_path(self, const unsigned char* s, Py_ssize_t n):
+        cdef Py_ssize_t h = 0, i, q, need, olen
+        cdef unsigned char c
+        cdef unsigned char* o
+        cdef const unsigned char* pre
+        cdef Py_ssize_t lpre, ldir
+        while h < n and s[h] != 0x23:
+            if not (CLS[s[h]] & C_SAFE):
+                return _MISS
+            h += 1
+        n = h
+        for i in range(n - 2):
+            if s[i] == 0x25 and s[i + 1] == 0x32 and (s[i + 2] == 0x65 or s[i + 2] == 0x45):
+                return _MISS
+        if n == 0:
+            return self.base_nf
+        c = s[0]
+        pre = <const unsigned char*>PyBytes_AS_STRING(self.prefix)
+        lpre = PyBytes_GET_SIZE(self.prefix)
+        if c == 0x2F:
+            if n > 1 and s[1] == 0x2F:
+                return self._scheme_relative(s, n)
+            q = 0
+            while q < n and s[q] != 0x3F:
+                q += 1
+            self.sc.ensure(lpre + n + 1)
+            o = self.sc.buf
+            memcpy(o, pre, lpre)
+            olen = lpre + _normalize(s, q, o + lpre, self.sc.stack)
+            memcpy(o + olen, s + q, n - q)
+            return PyUnicode_DecodeASCII(<const char*>o, olen + n - q, NULL)
+        if c == 0x3F:
+            return PyUnicode_DecodeASCII(PyBytes_AS_STRING(self.prefix), lpre, NULL) \
+                + PyUnicode_DecodeASCII(PyBytes_AS_STRING(self.path), PyBytes_GET_SIZE(self.path), NULL) \
+                + PyUnicode_DecodeASCII(<const char*>s, n, NULL)
+        r = _absolute(s, n, self.sc)
+        if r is not _MISS:
+            return r
+        # _SCHEME.match: [A-Za-z][A-Za-z0-9+.-]*: -> another scheme: the full resolver's job.
+        if CLS[c] & C_ALPHA:
+            i = 1
+            while i < n and (CLS[s[i]] & C_SCHEME):
+                i += 1
+            if i < n and s[i] == 0x3A:
+                return _MISS
+        q = 0
+        while q < n and s[q] != 0x3F:
+            q += 1
+        ldir = PyBytes_GET_SIZE(self.dir)
+        need = lpre + 2 * (ldir + n) + 2
+        self.sc.ensure(need)
+        o = self.sc.buf
+        # dir + s[:q] is built after the room for the result, then normalized into place.
+        memcpy(o + lpre + ldir + n + 1, PyBytes_AS_STRING(self.dir), ldir)
+        memcpy(o + lpre + ldir + n + 1 + ldir, s, q)
+        memcpy(o, pre, lpre)
+        olen = lpre + _normalize(o + lpre + ldir + n + 1, ldir + q, o + lpre, self.sc.stack)
+        memcpy(o + olen, s + q, n - q)
+        return PyUnicode_DecodeASCII(<const char*>o, olen + n - q, NULL)
+
+    cdef object _scheme_relative(self, const unsigned char* s, Py_ssize_t n):
+        cdef bytes full = (b"https:" if self.https else b"http:") + PyBytes_FromStringAndSize(<const char*>s, n)
+        return _absolute(<const unsigned char*>PyBytes_AS_STRING(full), PyBytes_GET_SIZE(full), self.sc)
+
+
+# The extractor ------------------------------------------------------------------------------
+
+cdef class LinkExtractor:
+    """Streaming link extractor for one HTML document (compiled; see `_machine.LinkExtractor`).
+
+    Args:
+        base_url: the document's URL; relative links resolve against it until a ``<base
+            href>`` is seen.
+        encoding: the charset label from the Content-Type header, if any.
+        link_set: ``"links"``, ``"resources"`` or a mapping ``{tag: (attr, ...)}``.
+        max_token: the longest attribute value kept (bytes); longer values are dropped.
+    """
+
+    cdef public bint _strict
+    cdef public bint nofollow
+    cdef public str encoding
+    cdef str _doc_url
+    cdef object _resolver
+    cdef _FastResolver _fr
+    cdef bint _base_seen
+    cdef Py_ssize_t _max
+    cdef dict _links
+    cdef dict _want
+    cdef dict _tagstr
+    # encoding
+    cdef object _transport
+    cdef int _estate
+    cdef bint _tentative
+    cdef bytes _pending
+    cdef str _codec
+    cdef str _errors
+    cdef object _decoder
+    # tokenizer
+    cdef bytes _buf
+    cdef int _state
+    cdef int _rawidx
+    cdef list _foreign
+    cdef bint _closed
+    # tag table
+    cdef Entry* _entries
+    cdef int _nentries
+    cdef WAttr* _wattrs
+    cdef bytes _pool
+    cdef list _entry_names
+    cdef list _entry_wnames
+    cdef list _raw_names
+    # streaming tag
+    cdef int _ts
+    cdef bint _t_end
+    cdef bint _t_slash
+    cdef unsigned char _t_name[NAME_CAP]
+    cdef Py_ssize_t _t_nlen
+    cdef int _t_tag
+    # current attribute
+    cdef int _a_mode
+    cdef unsigned char _a_name[ANAME_CAP + 1]
+    cdef Py_ssize_t _a_nlen
+    cdef int _a_slot
+    cdef Py_ssize_t _a_off
+    cdef Py_ssize_t _a_len
+    cdef bint _a_over
+    # kept attributes of the current tag: state 0 absent, 1 value, 2 None (too long)
+    cdef int* _sl_state
+    cdef Py_ssize_t* _sl_off
+    cdef Py_ssize_t* _sl_len
+    cdef int _maxw
+    cdef unsigned char* _arena
+    cdef Py_ssize_t _arena_len
+    cdef Py_ssize_t _arena_cap
+
+    def __cinit__(self, *args, **kwargs):
+        self._entries = NULL
+        self._wattrs = NULL
+        self._sl_state = NULL
+        self._sl_off = NULL
+        self._sl_len = NULL
+        self._arena = NULL
+
+    def __dealloc__(self):
+        free(self._entries)
+        free(self._wattrs)
+        free(self._sl_state)
+        free(self._sl_off)
+        free(self._sl_len)
+        free(self._arena)
+
+    def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN):
+        cdef int i, j, nw
+        if isinstance(link_set, str):
+            spec = LINK_SETS.get(link_set)
+            if spec is None:
+                raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
+        else:
+            spec = {str(k): tuple(str(a) for a in v) for k, v in link_set.items()}
+        self._strict = False
+        self._doc_url = base_url
+        self._set_resolver(Resolver(base_url))
+        self._base_seen = False
+        self.nofollow = False
+        self._max = max_token
+        self._links = {}
+        self._want = {}
+        self._tagstr = {}
+        for tag, attrs in spec.items():
+            t = tag.lower().encode("ascii")
+            self._links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
+            self._tagstr[t] = tag.lower()
+        for t in set(self._links) | set(_AUX):
+            self._want[t] = frozenset(
+                [a for a, _ in self._links.get(t, [])] + list(_AUX.get(t, ()))
+            )
+        # The C tag table: every tag whose start tag does something in HTML content.
+        names = list(self._want)
+        for t in _SWITCH_NAMES:
+            if t not in self._want:
+                names.append(t)
+        self._raw_names = list(_RAWTEXT_NAMES)
+        self._entry_names = names
+        self._entry_wnames = []
+        pool = bytearray()
+        self._nentries = len(names)
+        self._entries = <Entry*>malloc(max(1, self._nentries) * sizeof(Entry))
+        nw = sum(len(self._want.get(t, ())) for t in names)
+        self._wattrs = <WAttr*>malloc(max(1, nw) * sizeof(WAttr))
+        if self._entries == NULL or self._wattrs == NULL:
+            raise MemoryError()
+        self._maxw = 1
+        j = 0
+        for i, t in enumerate(names):
+            e = &self._entries[i]
+            e.noff = len(pool)
+            e.nlen = len(t)
+            pool += t
+            wn = sorted(self._want.get(t, ()))
+            self._entry_wnames.append(wn)
+            e.wfirst = j
+            e.nwant = len(wn)
+            self._maxw = max(self._maxw, len(wn))
+            for a in wn:
+                self._wattrs[j].off = len(pool)
+                self._wattrs[j].len = len(a)
+                pool += a
+                j += 1
+            e.flags = F_WANT if t in self._want else 0
+            if t == b"svg":
+                e.flags |= F_SVG
+            elif t == b"math":
+                e.flags |= F_MATH
+            e.sw = 0
+            e.rawidx = -1
+            if t in _RAWTEXT_NAMES:
+                e.sw = S_RAWTEXT
+                e.rawidx = _RAWTEXT_NAMES.index(t)
+            elif t == b"script":
+                e.sw = S_SCRIPT
+            elif t == b"plaintext":
+                e.sw = S_PLAINTEXT
+        self._pool = bytes(pool)
+        self._sl_state = <int*>malloc(self._maxw * sizeof(int))
+        self._sl_off = <Py_ssize_t*>malloc(self._maxw * sizeof(Py_ssize_t))
+        self._sl_len = <Py_ssize_t*>malloc(self._maxw * sizeof(Py_ssize_t))
+        self._arena_cap = 256
+        self._arena = <unsigned char*>malloc(self._arena_cap)
+        if self._sl_state == NULL or self._sl_off == NULL or self._sl_len == NULL \
+                or self._arena == NULL:
+            raise MemoryError()
+        # Encoding.
+        self._transport = _charset.lookup(encoding)
+        self.encoding = self._transport or "windows-1252"
+        self._estate = E_UNDECIDED
+        self._tentative = False
+        self._pending = b""
+        self._codec = "cp1252"
+        self._errors = "crawler-whatwg"
+        self._decoder = None
+        # Tokenizer.
+        self._buf = b""
+        self._state = S_DATA
+        self._rawidx = -1
+        self._foreign = []
+        self._closed = False
+        self._begin_tag(False)
+        self._state = S_DATA
+
+    cdef void _set_resolver(self, r):
+        self._resolver = r
+        self._fr = _FastResolver(r)
+
+    @property
+    def base_url(self):
+        """The base URL links resolve against now (the first ``<base href>`` once seen)."""
+        return self._resolver.base if self._resolver.valid else self._doc_url
+
+    # Public API ---------------------------------------------------------------------------
+
+    def feed(self, data):
+        """Consume the next chunk; return the links it completed, in document order."""
+        cdef list out = []
+        if self._closed or self._state == S_DEAD:
+            return out
+        try:
+            self._feed(bytes(data), False, out)
+        except Exception:
+            if self._strict:
+                raise
+            self._state = S_DEAD
+        return out
+
+    def close(self):
+        """End of document: return the last links (a tag cut by the end is not a tag)."""
+        cdef list out = []
+        if self._closed:
+            return out
+        self._closed = True
+        if self._state == S_DEAD:
+            return out
+        try:
+            self._feed(b"", True, out)
+        except Exception:
+            if self._strict:
+                raise
+        self._state = S_DEAD
+        self._buf = b""
+        return out
+
+    # Encoding -----------------------------------------------------------------------------
+
+    cdef int _feed(self, bytes data, bint final, list out) except -1:
+        cdef int st = self._estate
+        if st == E_BYTES:
+            return self._scan(data, final, out)
+        if st == E_UNDECIDED:
+            data = self._pending + data
+            need = 3 if self._transport is not None else 1024
+            b = _charset.bom(data)
+            if b is None and len(data) < need and not final:
+                self._pending = data
+                return 0
+            self._pending = b""
+            if b is not None:
+                name, skip = b
+                data = data[skip:]
+            else:
+                found = self._transport or _charset.prescan(data)
+                self._tentative = found is None
+                name = found or "windows-1252"
+            self._decide(name)
+            st = self._estate
+            if st == E_BYTES:
+                return self._scan(data, final, out)
+        if st == E_TRANSCODE:
+            text = self._decoder.decode(data, final)
+            self._scan(text.encode("utf-8", "surrogatepass"), final, out)
+        return 0
+
+    cdef _decide(self, str name):
+        self.encoding = name
+        if name == "replacement":
+            self._estate = E_REPLACEMENT
+            return
+        codec, errors = _charset.python_codec(name)
+        try:
+            codecs.lookup(codec)
+        except LookupError:
+            codec, errors = "cp1252", "crawler-whatwg"
+            self.encoding = "windows-1252"
+        if name in _charset.TRANSCODE:
+            self._decoder = codecs.getincrementaldecoder(codec)("replace")
+            self._estate = E_TRANSCODE
+            self._codec, self._errors = "utf-8", "replace"
+        else:
+            self._estate = E_BYTES
+            self._codec, self._errors = codec, errors
+
+    # Values and links ---------------------------------------------------------------------
+
+    cdef str _text(self, bytes v):
+        """An attribute value as the DOM holds it: decoded, references and newlines done."""
+        cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(v)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(v), i
+        cdef bint high = False, special = False
+        cdef unsigned char c
+        cdef str s
+        for i in range(n):
+            c = p[i]
+            if c >= 0x80:
+                high = True
+                break
+            if c == 0x26 or c == 0x0D or c == 0:
+                special = True
+        if not high:
+            s = PyUnicode_DecodeASCII(<const char*>p, n, NULL)
+            if not special:
+                return s
+        else:
+            s = v.decode(self._codec, self._errors)
+        if "&" in s:
+            s = unescape_attr(s)
+        if "\r" in s:
+            s = s.replace("\r\n", "\n").replace("\r", "\n")
+        if "\x00" in s:
+            s = s.replace("\x00", "\ufffd")
+        return s
+
+    cdef int _emit(self, bytes tag, dict attrs, list out) except -1:
+        """Links of a start tag in HTML content (or a foreign element with a link attr)."""
+        spec = self._links.get(tag)
+        cdef bint nofollow
+        if spec is not None and attrs:
+            nofollow = False
+            rel = attrs.get(b"rel")
+            if rel is not None:
+                nofollow = "nofollow" in _WS_SPLIT.split(self._text(rel).lower())
+            tagstr = self._tagstr[tag]
+            fr = self._fr
+            for a, astr in spec:
+                v = attrs.get(a)
+                if v is None:
+                    continue
+                raw = self._text(v)
+                if a == b"srcset":
+                    for u in parse_srcset(raw):
+                        url = fr.resolve(u)
+                        if url is not None:
+                            out.append(_new(Link, (url, u, tagstr, astr, nofollow)))
+                    continue
+                url = fr.resolve(raw)
+                if url is not None:
+                    out.append(_new(Link, (url, raw, tagstr, astr, nofollow)))
+        if tag == b"base":
+            if not self._base_seen and attrs.get(b"href") is not None:
+                self._base_seen = True
+                href = attrs[b"href"]
+                url = self._fr.resolve(self._text(href))
+                if url is not None and not url.startswith(("data:", "javascript:")):
+                    self._set_resolver(Resolver(url))
+        elif tag == b"meta":
+            self._meta(attrs, out)
+        return 0
+
+    cdef int _meta(self, dict attrs, list out) except -1:
+        if self._tentative:
+            self._meta_charset(attrs)
+        content = attrs.get(b"content")
+        if content is None:
+            return 0
+        equiv = attrs.get(b"http-equiv")
+        if equiv is not None and self._text(equiv).lower() == "refresh":
+            raw = refresh_url(self._text(content))
+            if raw is not None:
+                url = self._fr.resolve(raw)
+                if url is not None:
+                    out.append(_new(Link, (url, raw, "meta", "content", False)))
+        name = attrs.get(b"name")
+        if name is not None and self._text(name).lower() == "robots":
+            for tok in self._text(content).lower().replace(",", " ").split():
+                if tok == "nofollow" or tok == "none":
+                    self.nofollow = True
+        return 0
+
+    cdef int _meta_charset(self, dict attrs) except -1:
+        cs = attrs.get(b"charset")
+        name = None
+        if cs is not None:
+            name = _charset.lookup(cs.decode("latin-1"))
+        else:
+            equiv = attrs.get(b"http-equiv")
+            content = attrs.get(b"content")
+            if equiv is not None and content is not None and equiv.lower() == b"content-type":
+                name = _charset.charset_from_content(content)
+        if name is None:
+            return 0
+        self._tentative = False
+        if name in ("utf-16be", "utf-16le"):
+            name = "utf-8"
+        elif name == "x-user-defined":
+            name = "windows-1252"
+        if name != self.encoding and name not in _charset.TRANSCODE and name != "replacement":
+            self._decide(name)
+        return 0
+
+    # Tags ---------------------------------------------------------------------------------
+
+    cdef int _start(self, bytes name, dict attrs, bint sc, list out) except -1:
+        """A complete start tag: links, then the tokenizer state the tree builder would set."""
+        cdef list foreign = self._foreign
+        cdef int k
+        if foreign:
+            top = foreign[-1]
+            if name in _BREAKOUT or (
+                name == b"font" and (b"color" in attrs or b"face" in attrs or b"size" in attrs)
+            ):
+                while foreign and foreign[-1] not in _INTEGRATION:
+                    foreign.pop()
+            elif top not in _INTEGRATION or (
+                top[0] == 0x6D and (name == b"mglyph" or name == b"malignmark")
+            ):
+                if name == b"a" and name in self._links:
+                    self._emit(name, attrs, out)
+                if not sc:
+                    if name == b"svg" and top.startswith(b"m:annotation-xml"):
+                        entry = b"s:svg"
+                    elif name == b"annotation-xml" and top[0] == 0x6D:
+                        entry = b"m:annotation-xml"
+                        enc = attrs.get(b"encoding")
+                        if enc is not None and enc.lower() in (
+                            b"text/html",
+                            b"application/xhtml+xml",
+                        ):
+                            entry = b"m:annotation-xml+html"
+                    else:
+                        entry = top[:2] + name
+                    foreign.append(entry)
+                return 0
+        if name in self._want:
+            self._emit(name, attrs, out)
+        if name in self._entry_names:
+            k = self._entry_names.index(name)
+            self._switch(k)
+        if self._entries_sw_none(name):
+            if name == b"svg" and not sc:
+                foreign.append(b"s:svg")
+            elif name == b"math" and not sc:
+                foreign.append(b"m:math")
+        return 0
+
+    cdef bint _entries_sw_none(self, bytes name):
+        cdef int k
+        if name in self._entry_names:
+            k = self._entry_names.index(name)
+            return self._entries[k].sw == 0
+        return True
+
+    cdef inline void _switch(self, int k) noexcept:
+        cdef int sw = self._entries[k].sw
+        if sw != 0:
+            self._state = sw
+            if sw == S_RAWTEXT:
+                self._rawidx = self._entries[k].rawidx
+
+    cdef int _end(self, bytes name) except -1:
+        cdef list foreign = self._foreign
+        cdef Py_ssize_t i
+        if not foreign:
+            return 0
+        if name == b"br" or name == b"p":
+            while foreign and foreign[-1] not in _INTEGRATION:
+                foreign.pop()
+            return 0
+        for i in range(len(foreign) - 1, -1, -1):
+            entry = foreign[i]
+            if entry[2:] == name or (
+                entry == b"m:annotation-xml+html" and name == b"annotation-xml"
+            ):
+                del foreign[i:]
+                return 0
+        return 0
+
+    # The streaming tag machine --------------------------------------------------------------
+
+    cdef inline void _begin_tag(self, bint end) noexcept:
+        self._state = S_TAG
+        self._ts = TS_NAME
+        self._t_end = end
+        self._t_nlen = 0
+        self._t_tag = -1
+        self._t_slash = False
+        self._a_mode = A_NONE
+
+    cdef void _name_end(self) noexcept:
+        """The tag name is complete: find its entry; clear the kept attributes."""
+        cdef int i
+        cdef Entry* e
+        cdef const unsigned char* pool = <const unsigned char*>PyBytes_AS_STRING(self._pool)
+        self._t_tag = -1
+        if self._t_nlen <= ANAME_CAP:
+            for i in range(self._nentries):
+                e = &self._entries[i]
+                if e.nlen == self._t_nlen and pool[e.noff] == self._t_name[0] \
+                        and memcmp(pool + e.noff, self._t_name, self._t_nlen) == 0:
+                    self._t_tag = i
+                    break
+        if self._t_tag >= 0:
+            e = &self._entries[self._t_tag]
+            for i in range(e.nwant):
+                self._sl_state[i] = 0
+        self._arena_len = 0
+
+    cdef inline void _begin_attr(self, unsigned char c) noexcept:
+        if self._t_tag >= 0 and not self._t_end and self._entries[self._t_tag].nwant > 0:
+            self._a_mode = A_NAME
+            self._a_name[0] = LOWER[c]
+            self._a_nlen = 1
+        else:
+            self._a_mode = A_NONE
+
+    cdef void _aname_done(self) noexcept:
+        cdef Entry* e
+        cdef int i
+        cdef WAttr* w
+        cdef const unsigned char* pool
+        if self._a_mode != A_NAME:
+            return
+        self._a_mode = A_NONE
+        e = &self._entries[self._t_tag]
+        pool = <const unsigned char*>PyBytes_AS_STRING(self._pool)
+        for i in range(e.nwant):
+            w = &self._wattrs[e.wfirst + i]
+            if w.len == self._a_nlen and memcmp(pool + w.off, self._a_name, w.len) == 0:
+                self._a_mode = A_VALUE
+                self._a_slot = i
+                self._a_off = self._arena_len
+                self._a_len = 0
+                self._a_over = False
+                return
+
+    cdef int _add_val(self, const unsigned char* p, Py_ssize_t s, Py_ssize_t e) except -1:
+        cdef Py_ssize_t need, cap
+        cdef unsigned char* a
+        if self._a_mode != A_VALUE or e <= s or self._a_over:
+            return 0
+        self._a_len += e - s
+        if self._a_len > self._max:
+            self._a_over = True
+            self._arena_len = self._a_off
+            return 0
+        need = self._arena_len + (e - s)
+        if need > self._arena_cap:
+            cap = need * 2
+            a = <unsigned char*>realloc(self._arena, cap)
+            if a == NULL:
+                raise MemoryError()
+            self._arena = a
+            self._arena_cap = cap
+        memcpy(self._arena + self._arena_len, p + s, e - s)
+        self._arena_len = need
+        return 0
+
+    cdef inline void _end_attr(self) noexcept:
+        """The attribute ends (with the value read so far, or empty): keep it if first."""
+        cdef int slot
+        if self._a_mode == A_VALUE:
+            slot = self._a_slot
+            if self._sl_state[slot] == 0:
+                if self._a_over:
+                    self._sl_state[slot] = 2
+                else:
+                    self._sl_state[slot] = 1
+                    self._sl_off[slot] = self._a_off
+                    self._sl_len[slot] = self._a_len
+            else:
+                self._arena_len = self._a_off
+        self._a_mode = A_NONE
+
+    cdef dict _attrs(self):
+        """The kept attributes of the current tag as the reference's dict."""
+        cdef dict attrs = {}
+        cdef int i
+        cdef Entry* e
+        if self._t_tag < 0:
+            return attrs
+        e = &self._entries[self._t_tag]
+        wn = self._entry_wnames[self._t_tag]
+        for i in range(e.nwant):
+            st = self._sl_state[i]
+            if st == 1:
+                attrs[wn[i]] = PyBytes_FromStringAndSize(
+                    <const char*>self._arena + self._sl_off[i], self._sl_len[i])
+            elif st == 2:
+                attrs[wn[i]] = None
+        return attrs
+
+    cdef int _tag_done(self, list out) except -1:
+        cdef Entry* e
+        cdef int k = self._t_tag
+        self._state = S_DATA
+        if self._t_end:
+            if PyList_GET_SIZE(self._foreign):
+                self._end(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen))
+            return 0
+        if k >= 0:
+            e = &self._entries[k]
+            if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH)):
+                if e.flags & F_WANT:
+                    self._emit(self._entry_names[k], self._attrs(), out)
+                self._switch(k)
+                return 0
+        elif PyList_GET_SIZE(self._foreign) == 0:
+            return 0
+        self._start(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen),
+                    self._attrs(), self._t_slash, out)
+        return 0
+
+    cdef Py_ssize_t _tag_stream(self, const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
+                                list out) except -2:
+        """Continue the current tag; return where it stopped (n, or just after its '>')."""
+        cdef int ts
+        cdef unsigned char c
+        cdef Py_ssize_t e, k
+        cdef const unsigned char* q
+        while pos < n:
+            ts = self._ts
+            if ts == TS_ATTRS:
+                e = pos
+                while e < n and (CLS[p[e]] & (C_WS | C_SLASH)):
+                    e += 1
+                if e > pos:
+                    self._t_slash = p[e - 1] == 0x2F
+                    pos = e
+                    if pos >= n:
+                        return pos
+                c = p[pos]
+                if c == 0x3E:
+                    self._tag_done(out)
+                    return pos + 1
+                self._t_slash = False
+                self._begin_attr(c)
+                self._ts = TS_ANAME
+                pos += 1
+            elif ts == TS_ANAME:
+                e = pos
+                while e < n and not (CLS[p[e]] & (C_WS | C_SLASH | C_GT | C_EQ)):
+                    e += 1
+                if self._a_mode == A_NAME and e > pos:
+                    if self._a_nlen + (e - pos) > ANAME_CAP:
+                        self._a_mode = A_NONE
+                    else:
+                        for k in range(e - pos):
+                            self._a_name[self._a_nlen + k] = LOWER[p[pos + k]]
+                        self._a_nlen += e - pos
+                pos = e
+                if pos >= n:
+                    return pos
+                self._aname_done()
+                c = p[pos]
+                if c == 0x3D:
+                    self._ts = TS_BEFORE_VALUE
+                    pos += 1
+                elif c == 0x2F or c == 0x3E:
+                    self._end_attr()
+                    self._ts = TS_ATTRS
+                else:
+                    self._ts = TS_AFTER_NAME
+            elif ts == TS_AFTER_NAME:
+                while pos < n and (CLS[p[pos]] & C_WS):
+                    pos += 1
+                if pos >= n:
+                    return pos
+                if p[pos] == 0x3D:
+                    self._ts = TS_BEFORE_VALUE
+                    pos += 1
+                else:
+                    self._end_attr()
+                    self._ts = TS_ATTRS
+            elif ts == TS_BEFORE_VALUE:
+                while pos < n and (CLS[p[pos]] & C_WS):
+                    pos += 1
+                if pos >= n:
+                    return pos
+                c = p[pos]
+                if c == 0x22:
+                    self._ts = TS_DQ
+                    pos += 1
+                elif c == 0x27:
+                    self._ts = TS_SQ
+                    pos += 1
+                elif c == 0x3E:
+                    self._end_attr()
+                    self._ts = TS_ATTRS
+                else:
+                    self._ts = TS_UNQ
+            elif ts == TS_DQ or ts == TS_SQ:
+                q = <const unsigned char*>memchr(p + pos, 0x22 if ts == TS_DQ else 0x27, n - pos)
+                if q == NULL:
+                    self._add_val(p, pos, n)
+                    return n
+                e = q - p
+                self._add_val(p, pos, e)
+                self._end_attr()
+                self._ts = TS_ATTRS
+                pos = e + 1
+            elif ts == TS_UNQ:
+                e = pos
+                while e < n and not (CLS[p[e]] & (C_WS | C_GT)):
+                    e += 1
+                self._add_val(p, pos, e)
+                pos = e
+                if pos >= n:
+                    return pos
+                self._end_attr()
+                self._ts = TS_ATTRS
+            else:  # TS_NAME
+                e = pos
+                while e < n and not (CLS[p[e]] & (C_WS | C_SLASH | C_GT)):
+                    e += 1
+                if e > pos:
+                    k = e - pos
+                    if self._t_nlen + k > NAME_CAP:
+                        k = NAME_CAP - self._t_nlen
+                    for k in range(k):
+                        self._t_name[self._t_nlen + k] = LOWER[p[pos + k]]
+                    if e - pos > NAME_CAP - self._t_nlen:
+                        self._t_nlen = NAME_CAP
+                    else:
+                        self._t_nlen += e - pos
+                    pos = e
+                if pos >= n:
+                    return pos
+                self._name_end()
+                self._ts = TS_ATTRS
+                self._t_slash = False
+        return pos
+
+    # The scanner --------------------------------------------------------------------------
+
+    cdef int _scan(self, bytes data, bint final, list out) except -1:
+        cdef bytes buf = self._buf + data if self._buf else data
+        cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(buf)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
+        cdef Py_ssize_t pos = 0, keep = -1, i, end = 0
+        cdef const unsigned char* q
+        cdef unsigned char c
+        cdef int state
+        cdef bytes rn
+        cdef bint foreign
+        self._buf = b""
+        while pos < n:
+            state = self._state
+            if state == S_DATA:
+                q = <const unsigned char*>memchr(p + pos, 0x3C, n - pos)
+                if q == NULL:
+                    pos = n
+                    break
+                pos = q - p
+                if pos + 1 >= n:
+                    keep = pos
+                    break
+                c = p[pos + 1]
+                if CLS[c] & C_ALPHA:
+                    self._begin_tag(False)
+                    pos += 1
+                elif c == 0x2F:
+                    if pos + 2 >= n:
+                        keep = pos
+                        break
+                    c = p[pos + 2]
+                    if CLS[c] & C_ALPHA:
+                        self._begin_tag(True)
+                        pos += 2
+                    elif c == 0x3E:
+                        pos += 3
+                    else:
+                        self._state = S_BOGUS
+                        pos += 2
+                elif c == 0x21:
+                    foreign = PyList_GET_SIZE(self._foreign) > 0
+                    if pos + 3 < n and p[pos + 2] == 0x2D and p[pos + 3] == 0x2D:
+                        self._state = S_COMMENT_START
+                        pos += 4
+                    elif foreign and pos + 8 < n and memcmp(p + pos + 2, b"[CDATA[", 7) == 0:
+                        self._state = S_CDATA
+                        pos += 9
+                    elif n - (pos + 2) < 7 and (
+                        memcmp(p + pos + 2, b"--", n - (pos + 2) if n - (pos + 2) < 2 else 2) == 0
+                        and n - (pos + 2) < 2
+                        or foreign and memcmp(p + pos + 2, b"[CDATA[", n - (pos + 2)) == 0
+                    ):
+                        keep = pos
+                        break
+                    else:
+                        self._state = S_BOGUS
+                        pos += 2
+                elif c == 0x3F:
+                    self._state = S_BOGUS
+                    pos += 1
+                else:
+                    pos += 1
+            elif state == S_TAG:
+                pos = self._tag_stream(p, pos, n, out)
+            elif state == S_COMMENT_START:
+                c = p[pos]
+                if c == 0x3E:
+                    self._state = S_DATA
+                    pos += 1
+                elif c == 0x2D:
+                    if pos + 1 >= n:
+                        keep = pos
+                        break
+                    if p[pos + 1] == 0x3E:
+                        self._state = S_DATA
+                        pos += 2
+                    else:
+                        self._state = S_COMMENT
+                else:
+                    self._state = S_COMMENT
+            elif state == S_COMMENT:
+                i = _find_comment_end(p, pos, n, &end)
+                if i < 0:
+                    keep = max(pos, n - 3)
+                    break
+                self._state = S_DATA
+                pos = end
+            elif state == S_BOGUS:
+                q = <const unsigned char*>memchr(p + pos, 0x3E, n - pos)
+                if q == NULL:
+                    pos = n
+                    break
+                self._state = S_DATA
+                pos = q - p + 1
+            elif state == S_CDATA:
+                i = _find3(p, pos, n, 0x5D, 0x5D, 0x3E)
+                if i < 0:
+                    keep = max(pos, n - 2)
+                    break
+                self._state = S_DATA
+                pos = i + 3
+            elif state == S_RAWTEXT:
+                rn = self._raw_names[self._rawidx]
+                i = _find_end_tag(p, pos, n, <const unsigned char*>PyBytes_AS_STRING(rn),
+                                  PyBytes_GET_SIZE(rn))
+                if i < 0:
+                    keep = max(pos, n - 10)
+                    break
+                self._state = S_DATA
+                pos = i
+            elif state == S_SCRIPT:
+                i = _find_script_data(p, pos, n)
+                if i < 0:
+                    keep = max(pos, n - 8)
+                    break
+                if p[i + 1] == 0x21:
+                    self._state = S_SCRIPT_ESC
+                    pos = i + 2
+                else:
+                    self._state = S_DATA
+                    pos = i
+            elif state == S_SCRIPT_ESC:
+                i = _find_script_esc(p, pos, n, True)
+                if i < 0:
+                    keep = max(pos, n - 8)
+                    break
+                if p[i] == 0x2D:
+                    self._state = S_SCRIPT
+                    pos = i + 3
+                elif p[i + 1] == 0x2F:
+                    self._state = S_DATA
+                    pos = i
+                else:
+                    self._state = S_SCRIPT_DESC
+                    pos = i + 8
+            elif state == S_SCRIPT_DESC:
+                i = _find_script_esc(p, pos, n, False)
+                if i < 0:
+                    keep = max(pos, n - 8)
+                    break
+                if p[i] == 0x2D:
+                    self._state = S_SCRIPT
+                    pos = i + 3
+                else:
+                    self._state = S_SCRIPT_ESC
+                    pos = i + 9
+            else:  # S_PLAINTEXT, S_DEAD
+                pos = n
+        if keep >= 0 and not final:
+            self._buf = buf[keep:]
+        return 0
