@@ -565,7 +565,9 @@ class _PageState:
             return self.feed_sitemap
         if not res.is_html:
             return None
-        self.page.links = []  # a retried attempt starts the page over
+        if self.page.links:  # a retried attempt starts the page over: uncount the last one
+            crawler.stats.links_found -= len(self.page.links)
+            self.page.links = []
         self.extractor = LinkExtractor(self.url, res.charset, link_set=crawler.config.link_set)
         return self.feed
 

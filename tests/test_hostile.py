@@ -246,6 +246,9 @@ class Run:
         kinds = Counter(p.error for p in self.pages if p.error is not None)
         assert kinds == stats.errors, f"pages say {dict(kinds)}, stats say {dict(stats.errors)}"
         assert stats.pages == len(self.pages)
+        assert stats.links_found == sum(len(p.links) for p in self.pages), "links counted twice"
+        assert stats.bytes == sum(p.bytes for p in self.pages)
+        assert stats.retries == sum(p.retries for p in self.pages)
         assert stats.pages_ok == sum(1 for p in self.pages if p.error is None)
         assert self.sink.closed == 1
         assert len(self.sink.pages) == len(self.pages)
@@ -380,7 +383,7 @@ async def test_reset_before_headers(h: Harness) -> None:
 
 async def test_reset_mid_body(h: Harness) -> None:
     srv = h.server()
-    run = await h.crawl(srv, "reset-mid-body", bound=10, retries=0)
+    run = await h.crawl(srv, "reset-mid-body", bound=10, retries=1)
     run.fault("/broken/reset-mid-body", "disconnected")
     run.fetched_ok("/ok/reset-mid-body/early")
     run.check_site(["/broken/reset-mid-body", "/ok/reset-mid-body/early"])
