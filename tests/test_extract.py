@@ -14,6 +14,7 @@ from typing import Any
 
 import html5lib
 import pytest
+from selectolax.lexbor import LexborHTMLParser
 
 from crawler.extract import (
     IMPLEMENTATION,
@@ -194,6 +195,15 @@ TOKENIZER_CASES = [
     ("<math><mi><textarea><a href=nope></textarea></mi></math><a href=x>", ["x"]),
     ("<math><title><a href=m></title></math><style><a href=nope></style>", ["m"]),
     ("<svg><desc><![CDATA[x]]><a href=y></desc></svg>", ["y"]),
+    ('<math><annotation-xml encoding="text/html"><style><a href=nope></style>', []),
+    ("<math><annotation-xml><style><a href=m></style></math><a href=x>", ["m", "x"]),
+    ("<math><annotation-xml><svg><foreignObject><style><a href=nope></style>", []),
+    ("<math><svg><foreignObject><style><a href=m></style></math>", ["m"]),
+    ("<svg><math><mi><style><a href=s></style></svg><a href=x>", ["s", "x"]),
+    ("<svg><a href=s/><a href=t></svg>", ["s/", "t"]),
+    ("<svg><style/><a href=s></svg>", ["s"]),
+    ("<svg><script><a href=s></script></svg>", ["s"]),
+    ("<svg></p><style><a href=nope></style>", []),
     # Unrelated tree-building is not needed: misnested and duplicated anchors.
     ("<a href=1><p><a href=2></p></a>", ["1", "2"]),
     ("<table><a href=t><tr><td><a href=u></td></tr></table>", ["t", "u"]),
@@ -203,8 +213,13 @@ TOKENIZER_CASES = [
 @pytest.mark.parametrize(("html", "expected"), TOKENIZER_CASES)
 def test_tokenizer(impl: Any, html: str, expected: list[str]) -> None:
     assert raws(impl, html) == expected
-    # Same as the standard's DOM (sets: the tree builder may clone anchors).
-    assert set(html5lib_hrefs(html)) == set(expected)
+    # Same as the standard's DOM (sets: the tree builder may clone anchors). html5lib 1.1
+    # predates the rule that </p> leaves svg/math (2021); Lexbor implements it.
+    if "</p>" in html and ("<svg" in html or "<math" in html):
+        dom = {n.attributes.get("href") for n in LexborHTMLParser(html).css("a[href]")}
+        assert dom == set(expected)
+    else:
+        assert set(html5lib_hrefs(html)) == set(expected)
 
 
 @pytest.mark.parametrize(("html", "expected"), TOKENIZER_CASES)
