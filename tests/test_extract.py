@@ -684,3 +684,17 @@ def test_fixture_pages(impl: Any, expected_file: Path) -> None:
     assert ex.nofollow is spec["nofollow"]
     assert ex.base_url == spec["final_base"]
     assert run_split(impl, data, [1] * len(data), base=spec["base_url"]) == links
+
+
+def test_deep_foreign_nesting_is_bounded(impl: Any) -> None:
+    ex = new(impl, encoding="utf-8")
+    for _ in range(100):
+        ex.feed(b"<svg><g>" * 1000)
+    assert ex.feed(b"<a href=in-svg>") == [
+        Link("https://example.org/dir/in-svg", "in-svg", "a", "href", False)
+    ]
+    if hasattr(ex, "_foreign"):  # the pure-Python state is inspectable
+        assert len(ex._foreign) <= 1024
+    # A breakout tag leaves every level: <style> is raw text again.
+    assert [x.raw for x in ex.feed(b"<p><style><a href=nope></style><a href=x>")] == ["x"]
+    assert ex.close() == []

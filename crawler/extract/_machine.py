@@ -73,6 +73,9 @@ from ._link import Link, make_link
 from ._resolve import Resolver
 
 MAX_TOKEN = 64 * 1024
+# Open svg/math elements tracked; deeper nesting is not recorded (memory stays bounded on
+# a page of a million unclosed <g>); its end tags then close the nearest recorded ancestor.
+_MAX_FOREIGN_DEPTH = 1024
 _new = tuple.__new__
 
 # Main states.
@@ -622,8 +625,10 @@ class LinkExtractor:
                         ):
                             entry = b"m:annotation-xml+html"
                     else:
-                        entry = top[:2] + name
-                    foreign.append(entry)
+                        # (an over-long name is stored short: no end tag can name it anyway)
+                        entry = top[:2] + (name if len(name) <= 64 else b"\x00")
+                    if len(foreign) < _MAX_FOREIGN_DEPTH:
+                        foreign.append(entry)
                 return
         if name in self._want:
             self._emit(name, attrs, out)
@@ -632,10 +637,9 @@ class LinkExtractor:
             self._state = sw
             if sw == S_RAWTEXT:
                 self._end_re = _RAWTEXT_END[name]
-        elif name == b"svg" and not sc:
-            foreign.append(b"s:svg")
-        elif name == b"math" and not sc:
-            foreign.append(b"m:math")
+        elif (name == b"svg" or name == b"math") and not sc:
+            if len(foreign) < _MAX_FOREIGN_DEPTH:
+                foreign.append(b"s:svg" if name == b"svg" else b"m:math")
 
     def _end(self, name: bytes) -> None:
         foreign = self._foreign
