@@ -141,7 +141,7 @@ def make_session(config: CrawlConfig) -> aiohttp.ClientSession:
         sock_connect=config.connect_timeout or None,
         sock_read=config.read_timeout or None,
     )
-    return aiohttp.ClientSession(
+    session = aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
         headers={"User-Agent": config.user_agent, "Accept": ACCEPT},
@@ -150,6 +150,13 @@ def make_session(config: CrawlConfig) -> aiohttp.ClientSession:
         trust_env=False,
         raise_for_status=False,
     )
+    # aiohttp silently resends a GET once when the connection drops before the response
+    # (ServerDisconnectedError / ClientOSError), on top of our own retries: a server that
+    # resets got 2 x (1 + retries) requests. Our retry loop already covers that case (with
+    # backoff), so turn the hidden one off and let ``retries`` mean what it says.
+    if hasattr(session, "_retry_connection"):
+        session._retry_connection = False
+    return session
 
 
 class Fetcher:
