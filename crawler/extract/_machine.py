@@ -69,6 +69,17 @@ from typing import Any
 
 from . import charset as _charset
 from ._entities import unescape_attr
+from ._html import (  # noqa: F401 - re-exported for the compiled twin
+    _AUX,
+    _BREAKOUT,
+    _INTEGRATION,
+    _RAWTEXT_NAMES,
+    _SWITCH_NAMES,
+    _WS_SPLIT,
+    LINK_SETS,
+    parse_srcset,
+    refresh_url,
+)
 from ._link import Link, make_link
 from ._resolve import Resolver
 
@@ -136,24 +147,11 @@ _SCRIPT_DATA = re.compile(rb"<!--|</(?i:script)[" + _WS + rb"/>]")
 _SCRIPT_ESC = re.compile(rb"-->|</(?i:script)[" + _WS + rb"/>]|<(?i:script)[" + _WS + rb"/>]")
 _SCRIPT_DESC = re.compile(rb"-->|</(?i:script)[" + _WS + rb"/>]")
 
-_RAWTEXT_NAMES = (b"style", b"xmp", b"iframe", b"noembed", b"noframes", b"title", b"textarea")
 _RAWTEXT_END = {n: re.compile(rb"</(?i:" + n + rb")[" + _WS + rb"/>]") for n in _RAWTEXT_NAMES}
 # Start tags (in HTML content) that switch the tokenizer state.
 _SWITCH = dict.fromkeys(_RAWTEXT_NAMES, S_RAWTEXT)
 _SWITCH[b"script"] = S_SCRIPT
 _SWITCH[b"plaintext"] = S_PLAINTEXT
-# A foreign (svg/math) subtree ends at these HTML start tags ("breakout").
-_BREAKOUT = frozenset(
-    b"b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i "
-    b"img li listing menu meta nobr ol p pre ruby s small span strong strike sub sup table tt "
-    b"u ul var".split()
-)
-# Inside these foreign elements, tags are tokenized as HTML again.
-# Entries of the foreign stack are b"s:name" (SVG) or b"m:name" (MathML).
-_INTEGRATION = frozenset(
-    b"s:foreignobject s:desc s:title m:mi m:mo m:mn m:ms m:mtext m:annotation-xml+html".split()
-)
-
 _COMMON = (
     rb"[^<]++"
     rb"|<+(?=[^A-Za-z!/?])"
@@ -192,121 +190,6 @@ def _boring(names: list[bytes]) -> re.Pattern[bytes]:
 
 # In foreign content every tag matters (the element stack), and CDATA sections exist.
 _BORING_FOREIGN = re.compile(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
-
-LINK_SETS: dict[str, dict[str, tuple[str, ...]]] = {
-    "links": {"a": ("href",), "area": ("href",), "frame": ("src",), "iframe": ("src",)},
-}
-LINK_SETS["resources"] = dict(
-    LINK_SETS["links"],
-    img=("src", "srcset"),
-    script=("src",),
-    link=("href",),
-    source=("src", "srcset"),
-    video=("src", "poster"),
-    audio=("src",),
-    track=("src",),
-    embed=("src",),
-    object=("data",),
-    form=("action",),
-    button=("formaction",),
-    input=("src", "formaction"),
-)
-# Attributes read for reasons other than producing a link.
-_AUX: dict[bytes, tuple[bytes, ...]] = {
-    b"a": (b"rel",),
-    b"area": (b"rel",),
-    b"form": (b"rel",),
-    b"base": (b"href",),
-    b"meta": (b"http-equiv", b"content", b"name", b"charset"),
-    b"font": (b"color", b"face", b"size"),
-    b"annotation-xml": (b"encoding",),
-}
-_SWITCH_NAMES = [*_RAWTEXT_NAMES, b"script", b"plaintext", b"svg", b"math", b"base", b"meta"]
-
-_ASCII_WS = "\t\n\f\r "
-_WS_SPLIT = re.compile(r"[\t\n\f\r ]+")
-_SRCSET_URL = re.compile(r"[\t\n\f\r ,]*([^\t\n\f\r ]+)")
-_SRCSET_DESC = re.compile(r"(?:[^,(]+|\([^)]*\)?)*,?")
-
-
-def parse_srcset(value: str) -> list[str]:
-    """The URLs of a srcset value, split as the standard's srcset parser splits them.
-
-    Descriptors are skipped (with their parentheses) but not validated: a candidate with an
-    invalid descriptor is still returned (the standard drops it).
-    """
-    urls: list[str] = []
-    pos = 0
-    n = len(value)
-    while pos < n:
-        m = _SRCSET_URL.match(value, pos)
-        if m is None:
-            break
-        url = m.group(1)
-        pos = m.end()
-        if url.endswith(","):
-            url = url.rstrip(",")
-        else:
-            d = _SRCSET_DESC.match(value, pos)
-            if d is not None:
-                pos = d.end()
-        if url:
-            urls.append(url)
-    return urls
-
-
-def refresh_url(content: str) -> str | None:
-    """The URL of a meta refresh ``content``, per the standard's declarative refresh steps.
-
-    Returns None when the value is invalid or names no URL (a refresh of the same page).
-    """
-    n = len(content)
-    pos = 0
-    while pos < n and content[pos] in _ASCII_WS:
-        pos += 1
-    start = pos
-    while pos < n and "0" <= content[pos] <= "9":
-        pos += 1
-    if pos == start and (pos >= n or content[pos] != "."):
-        return None
-    while pos < n and ("0" <= content[pos] <= "9" or content[pos] == "."):
-        pos += 1
-    if pos >= n:
-        return None
-    c = content[pos]
-    if c not in ";," and c not in _ASCII_WS:
-        return None
-    while pos < n and content[pos] in _ASCII_WS:
-        pos += 1
-    if pos < n and content[pos] in ";,":
-        pos += 1
-    while pos < n and content[pos] in _ASCII_WS:
-        pos += 1
-    if pos >= n:
-        return None
-    if content[pos] in "Uu":
-        pos += 1
-        if pos < n and content[pos] in "Rr":
-            pos += 1
-            if pos < n and content[pos] in "Ll":
-                pos += 1
-                while pos < n and content[pos] in _ASCII_WS:
-                    pos += 1
-                if pos < n and content[pos] == "=":
-                    pos += 1
-                    while pos < n and content[pos] in _ASCII_WS:
-                        pos += 1
-    quote = ""
-    if pos < n and content[pos] in "\"'":
-        quote = content[pos]
-        pos += 1
-    url = content[pos:]
-    if quote:
-        q = url.find(quote)
-        if q >= 0:
-            url = url[:q]
-    return url
-
 
 _Config = tuple[
     dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any

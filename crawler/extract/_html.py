@@ -1,0 +1,138 @@
+"""What the HTML standard says about links, as tables and small value parsers.
+
+Which elements carry links (`LINK_SETS`), which attributes are read for other reasons
+(`_AUX`), the tags that change the tokenizer state or leave foreign content, and the parsers for
+``srcset`` and meta refresh ``content`` values. Shared by `_machine` and its compiled twin.
+"""
+
+from __future__ import annotations
+
+import re
+
+_RAWTEXT_NAMES = (b"style", b"xmp", b"iframe", b"noembed", b"noframes", b"title", b"textarea")
+
+# A foreign (svg/math) subtree ends at these HTML start tags ("breakout").
+_BREAKOUT = frozenset(
+    b"b big blockquote body br center code dd div dl dt em embed h1 h2 h3 h4 h5 h6 head hr i "
+    b"img li listing menu meta nobr ol p pre ruby s small span strong strike sub sup table tt "
+    b"u ul var".split()
+)
+# Inside these foreign elements, tags are tokenized as HTML again.
+# Entries of the foreign stack are b"s:name" (SVG) or b"m:name" (MathML).
+_INTEGRATION = frozenset(
+    b"s:foreignobject s:desc s:title m:mi m:mo m:mn m:ms m:mtext m:annotation-xml+html".split()
+)
+
+LINK_SETS: dict[str, dict[str, tuple[str, ...]]] = {
+    "links": {"a": ("href",), "area": ("href",), "frame": ("src",), "iframe": ("src",)},
+}
+LINK_SETS["resources"] = dict(
+    LINK_SETS["links"],
+    img=("src", "srcset"),
+    script=("src",),
+    link=("href",),
+    source=("src", "srcset"),
+    video=("src", "poster"),
+    audio=("src",),
+    track=("src",),
+    embed=("src",),
+    object=("data",),
+    form=("action",),
+    button=("formaction",),
+    input=("src", "formaction"),
+)
+# Attributes read for reasons other than producing a link.
+_AUX: dict[bytes, tuple[bytes, ...]] = {
+    b"a": (b"rel",),
+    b"area": (b"rel",),
+    b"form": (b"rel",),
+    b"base": (b"href",),
+    b"meta": (b"http-equiv", b"content", b"name", b"charset"),
+    b"font": (b"color", b"face", b"size"),
+    b"annotation-xml": (b"encoding",),
+}
+_SWITCH_NAMES = [*_RAWTEXT_NAMES, b"script", b"plaintext", b"svg", b"math", b"base", b"meta"]
+
+_ASCII_WS = "\t\n\f\r "
+_WS_SPLIT = re.compile(r"[\t\n\f\r ]+")
+_SRCSET_URL = re.compile(r"[\t\n\f\r ,]*([^\t\n\f\r ]+)")
+_SRCSET_DESC = re.compile(r"(?:[^,(]+|\([^)]*\)?)*,?")
+
+
+def parse_srcset(value: str) -> list[str]:
+    """The URLs of a srcset value, split as the standard's srcset parser splits them.
+
+    Descriptors are skipped (with their parentheses) but not validated: a candidate with an
+    invalid descriptor is still returned (the standard drops it).
+    """
+    urls: list[str] = []
+    pos = 0
+    n = len(value)
+    while pos < n:
+        m = _SRCSET_URL.match(value, pos)
+        if m is None:
+            break
+        url = m.group(1)
+        pos = m.end()
+        if url.endswith(","):
+            url = url.rstrip(",")
+        else:
+            d = _SRCSET_DESC.match(value, pos)
+            if d is not None:
+                pos = d.end()
+        if url:
+            urls.append(url)
+    return urls
+
+
+def refresh_url(content: str) -> str | None:
+    """The URL of a meta refresh ``content``, per the standard's declarative refresh steps.
+
+    Returns None when the value is invalid or names no URL (a refresh of the same page).
+    """
+    n = len(content)
+    pos = 0
+    while pos < n and content[pos] in _ASCII_WS:
+        pos += 1
+    start = pos
+    while pos < n and "0" <= content[pos] <= "9":
+        pos += 1
+    if pos == start and (pos >= n or content[pos] != "."):
+        return None
+    while pos < n and ("0" <= content[pos] <= "9" or content[pos] == "."):
+        pos += 1
+    if pos >= n:
+        return None
+    c = content[pos]
+    if c not in ";," and c not in _ASCII_WS:
+        return None
+    while pos < n and content[pos] in _ASCII_WS:
+        pos += 1
+    if pos < n and content[pos] in ";,":
+        pos += 1
+    while pos < n and content[pos] in _ASCII_WS:
+        pos += 1
+    if pos >= n:
+        return None
+    if content[pos] in "Uu":
+        pos += 1
+        if pos < n and content[pos] in "Rr":
+            pos += 1
+            if pos < n and content[pos] in "Ll":
+                pos += 1
+                while pos < n and content[pos] in _ASCII_WS:
+                    pos += 1
+                if pos < n and content[pos] == "=":
+                    pos += 1
+                    while pos < n and content[pos] in _ASCII_WS:
+                        pos += 1
+    quote = ""
+    if pos < n and content[pos] in "\"'":
+        quote = content[pos]
+        pos += 1
+    url = content[pos:]
+    if quote:
+        q = url.find(quote)
+        if q >= 0:
+            url = url[:q]
+    return url
