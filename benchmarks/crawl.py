@@ -209,8 +209,12 @@ def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> R
     err_path = workdir / f"{run.name}.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         t0 = time.perf_counter()
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
         proc = subprocess.Popen(
-            run.cmd, stdout=out, stderr=err, cwd=workdir, preexec_fn=_pin({core})
+            run.cmd, stdout=out, stderr=err, cwd=workdir, env=env, preexec_fn=_pin({core})
         )
         deadline = t0 + limit + 15  # the crawler's own limit first, then ours
         ru = None
@@ -402,6 +406,34 @@ def profile_report(path: str, top: int = 30) -> str:
     return buf.getvalue()
 
 
+def pyspy_report(path: str, top: int = 25) -> str:
+    """Self and inclusive shares of py-spy's collapsed stacks, grouped by function."""
+    import re  # noqa: PLC0415
+    from collections import Counter  # noqa: PLC0415
+
+    strip = re.compile(r" \((?:.*/)?([^/]+?):\d+\)$")
+    self_c: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = [strip.sub(r" (\1)", f) for f in stack.split(";")]
+        k = int(count)
+        total += k
+        self_c[frames[-1]] += k
+        for f in set(frames):
+            incl[f] += k
+    if not total:
+        return "no samples"
+    out = [f"{total} samples", "", "self %  function (file)"]
+    out += [f"{100 * c / total:6.1f}  {f}" for f, c in self_c.most_common(top)]
+    out += ["", "incl %  function (file)"]
+    out += [f"{100 * c / total:6.1f}  {f}" for f, c in incl.most_common(top)]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -426,6 +458,13 @@ def main(argv: list[str] | None = None) -> int:
         const="/tmp/crawlbench/ours.prof",
         default=None,
         help="also run ours under cProfile (output file; default %(const)s)",
+    )
+    ap.add_argument(
+        "--py-spy",
+        nargs="?",
+        const="/tmp/crawlbench/ours.pyspy.txt",
+        default=None,
+        help="also run ours under py-spy (sampling, collapsed stacks; default %(const)s)",
     )
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args(argv)
@@ -482,6 +521,21 @@ def main(argv: list[str] | None = None) -> int:
             log(f"running {prun.name}: {' '.join(cmd)}")
             run_one(prun, nginx, args.crawler_core, args.time_limit, workdir)
             runs.append(prun)
+        if args.py_spy:
+            spy = shutil.which("py-spy")
+            if spy is None:
+                subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True)
+                spy = shutil.which("py-spy") or "py-spy"
+            prof = Path(args.py_spy)
+            prof.parent.mkdir(parents=True, exist_ok=True)
+            cmd = [spy, "record", "--rate", "250", "--nonblocking", "--format", "raw",
+                   "--output", str(prof), "--", sys.executable,
+                   str(HERE / "crawl" / "run_ours.py"), url, "--concurrency", str(args.concurrency),
+                   "--time-limit", str(args.time_limit)]  # fmt: skip
+            srun = Run("ours+py-spy", cmd, profile=str(prof))
+            log(f"running {srun.name}: {' '.join(cmd)}")
+            run_one(srun, nginx, args.crawler_core, args.time_limit, workdir)
+            runs.append(srun)
     finally:
         server_errors = nginx.errors()
         nginx.stop()
@@ -506,7 +560,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"({r.rate:.0f} pages/s under the profiler); "
                 f"profile {r.profile}\n"
             )
-            print(profile_report(r.profile))
+            if r.name.endswith("py-spy"):
+                print(pyspy_report(r.profile))
+            else:
+                print(profile_report(r.profile))
     if server_errors:
         print(f"\nWARNING: nginx logged {len(server_errors)} errors; the figures are suspect:")
         print("\n".join(server_errors[:10]))
