@@ -20,15 +20,17 @@ doctype, raw text, RCDATA, script data with its escaped states, plaintext, CDATA
 content). It is not walked character by character: each state is one compiled regular
 expression or ``bytes.find`` that jumps to where that state ends.
 
-* In the data state, `_BORING` (one regex in C) skips text, comments, bogus comments,
-  doctypes, end tags and every start tag whose name cannot matter, matching each tag in full
+* In the data state, the "boring" regex (`_boring`, one per link set, run in C) skips text,
+  comments, bogus comments, doctypes, end tags and every start tag whose name cannot matter,
+  matching each tag in full
   so that quotes in attribute values are honoured. It stops at a start tag that matters
   (link tags, ``base``, ``meta``, raw-text switches, ``svg``/``math``) or at a construct that
   the buffer does not hold completely.
 * A tag that matters is matched whole by `_TAG`; the attributes of interest are taken from it
   with `_ATTR`. A tag split by the end of the buffer is finished by the streaming tag machine
   (`_tag_stream`, sub-states ``TS_*``), which keeps only the tag name, the attribute being
-  read and the attributes of interest.
+  read and the attributes of interest; the attributes a chunk holds whole are taken in one
+  `_COMPLETE_ATTRS` match, so an endless tag costs one regex run per chunk.
 * Comments, bogus comments, CDATA, raw text and script data are searched for their end with
   one regex each; when the end is not in the buffer, only the last few bytes (a possible
   partial end marker) are kept.
@@ -39,11 +41,12 @@ Rules this module keeps
    instance attributes only; a construct cut by the buffer end is either kept whole (a few
    bytes at most: ``<``, ``<!-``, ``</``...) or carried by an explicit state.
 2. Linear time whatever the chunking: no state rescans data it has already searched. The
-   unconsumed tail carried between feeds is at most ``len("</script") `` bytes, plus the
+   unconsumed tail carried between feeds is at most 10 bytes (``</noframes``), plus the
    value of the attribute being read.
 3. Bounded memory: an attribute value longer than ``max_token`` bytes (default 64 KiB) is
    dropped whole (never cut into a wrong URL) and the tag still ends where the standard says.
-   Only attributes that can produce a link are kept at all.
+   Only attributes that can produce a link are kept at all; the stack of open svg/math
+   elements is capped at 1024 entries; the URL cache of a resolver at 4096.
 4. Never raises on any input: malformed markup is tokenized as the standard says; an
    unexpected internal error (a bug) stops extraction for that document and returns the
    links found so far, unless ``_strict`` is set (the tests set it).
@@ -57,7 +60,12 @@ Deviations, on purpose
   ``svg``/``math`` subtrees are tracked with a stack of foreign element names (breakout tags,
   HTML and MathML text integration points); ``noscript`` is parsed as if scripting were off
   (as html5lib does by default, and what a crawler wants); a link inside ``<select>`` or after
-  ``<frameset>`` (which a browser drops) is still reported.
+  ``<frameset>`` (which a browser drops) is still reported. HTML elements opened inside an
+  integration point (``<svg><foreignObject><div>``) are not tracked: there a CDATA section
+  is taken as CDATA, and an end tag matching no open svg/math element is ignored (a browser
+  closes the svg when an enclosing HTML element has that name).
+* A ``<meta charset>`` past the 1024-byte prescan, while the encoding is only a guess, is
+  applied to the values that follow it (a browser re-parses the whole document).
 """
 
 from __future__ import annotations
