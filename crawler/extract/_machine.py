@@ -22,8 +22,8 @@ expression or ``bytes.find`` that jumps to where that state ends.
 
 * In the data state, the "boring" regex (`_boring`, one per link set, run in C) skips text,
   comments, bogus comments, doctypes, end tags and every start tag whose name cannot matter,
-  matching each tag in full
-  so that quotes in attribute values are honoured. It stops at a start tag that matters
+  matching each tag in full so that quotes in attribute values are honoured. It stops at a
+  start tag that matters
   (link tags, ``base``, ``meta``, raw-text switches, ``svg``/``math``) or at a construct that
   the buffer does not hold completely.
 * A tag that matters is matched whole by `_TAG`; the attributes of interest are taken from it
