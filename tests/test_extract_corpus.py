@@ -17,6 +17,7 @@ import html5lib
 import pytest
 
 from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
+from crawler.extract._html import LINK_SETS, parse_srcset
 
 CORPUS = Path("/work/shared/corpus/pages")
 PAGES = sorted(CORPUS.glob("*.html")) if CORPUS.is_dir() else []
@@ -72,16 +73,30 @@ class _RawResolver:
         return raw
 
 
-def _dom_hrefs(data: bytes) -> set[str]:
+def _dom_links(data: bytes) -> tuple[set[str], set[tuple[str, str, str]]]:
+    """From html5lib's DOM: the a/area href values, and the (tag, attr, value) of every
+    attribute of the "resources" link set (srcset split into its URLs)."""
     doc = html5lib.parse(data, treebuilder="etree", namespaceHTMLElements=True)
-    out = set()
+    hrefs = set()
+    resources = set()
     for el in doc.iter():
         tag = el.tag if isinstance(el.tag, str) else ""
         if tag in _LINK_ELEMENTS:
             href = el.get("href")
             if href is not None:
-                out.add(href)
-    return out
+                hrefs.add(href)
+                resources.add((tag.rpartition("}")[2], "href", href))
+        if tag.startswith(f"{{{_HTML}}}"):
+            name = tag.rpartition("}")[2]
+            for attr in LINK_SETS["resources"].get(name, ()):
+                value = el.get(attr)
+                if value is None:
+                    continue
+                if attr == "srcset":
+                    resources.update((name, attr, u) for u in parse_srcset(value))
+                else:
+                    resources.add((name, attr, value))
+    return hrefs, resources
 
 
 def test_corpus_is_there() -> None:
@@ -89,14 +104,17 @@ def test_corpus_is_there() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
-def test_same_hrefs_as_html5lib(impl: Any, page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_same_links_as_html5lib(impl: Any, page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = page.read_bytes()
     monkeypatch.setattr(sys.modules[impl.__module__], "Resolver", _RawResolver)
+    hrefs, resources = _dom_links(data)
     ex = new(impl)
     links = ex.feed(data) + ex.close()
-    ours = {x.raw for x in links if x.tag in ("a", "area")}
     # No page of the corpus needs an exception: any difference is a bug.
-    assert ours == _dom_hrefs(data)
+    assert {x.raw for x in links if x.tag in ("a", "area")} == hrefs
+    ex = new(impl, link_set="resources")
+    links = ex.feed(data) + ex.close()
+    assert {(x.tag, x.attr, x.raw) for x in links} == resources
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
