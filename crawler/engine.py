@@ -185,7 +185,7 @@ class Crawler:
         cfg = self.config
         self._wakeup = asyncio.Event()
         self._fetcher = Fetcher(cfg)
-        self._robots = RobotsCache(self._fetcher, cfg.user_agent)
+        self._robots = RobotsCache(self._fetcher, cfg.user_agent, self._policy.in_scope)
         self.stats.started = time.time()
         self._t0 = time.monotonic()
         for seed in cfg.seeds:

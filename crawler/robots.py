@@ -4,7 +4,11 @@ The rules come from Protego (longest match, ``*`` and ``$``, user-agent groups).
 says about fetching, and what this module does:
 
 * 2xx: parse the first 500 KiB (the RFC's minimum; the rest is ignored);
-* redirects: followed up to 5 hops (across hosts too), then "unavailable";
+* redirects: followed up to 5 hops, then "unavailable". Across hosts too (the RFC recommends
+  it: http -> https, example.org -> www.example.org), but out of the crawl's scope only to
+  another ``/robots.txt``: a hostile robots.txt must not make the crawler GET arbitrary URLs
+  on other hosts (internal ones included) that its pages' redirects could not reach. Any
+  other redirect out of scope counts as "unavailable";
 * 4xx (except 429): "unavailable", everything is allowed;
 * 5xx, 429, timeouts, resets: "unreachable", everything is disallowed (after the fetcher's
   bounded retries);
@@ -23,6 +27,7 @@ import re
 import zlib
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from protego import Protego
 
@@ -92,11 +97,19 @@ class RobotsCache:
     Args:
         fetcher: the crawl's Fetcher (same session, timeouts and retries as pages).
         user_agent: matched against the file's User-agent groups.
+        in_scope: the crawl's scope test; a redirect out of it is followed only to another
+            host's ``/robots.txt``. None: every http(s) redirect is followed.
     """
 
-    def __init__(self, fetcher: Fetcher, user_agent: str) -> None:
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        user_agent: str,
+        in_scope: Callable[[str], bool] | None = None,
+    ) -> None:
         self._fetcher = fetcher
         self._user_agent = user_agent
+        self._in_scope = in_scope
         self._rules: dict[str, RobotsRules] = {}
         self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
         self.fetched = 0
@@ -139,13 +152,17 @@ class RobotsCache:
             chunks.clear()  # a retried attempt starts over
             return chunks.append if r.status is not None and 200 <= r.status < 300 else None
 
-        for _hop in range(MAX_ROBOTS_REDIRECTS + 1):
+        for hop in range(MAX_ROBOTS_REDIRECTS + 1):
             res = await self._fetcher.fetch(url, on_headers, max_bytes=MAX_ROBOTS_BYTES)
             status = res.status
             if status is not None and 300 <= status < 400 and res.error is None:
                 target = join(url, res.location) if res.location else None
                 if target is None or not target.startswith(("http://", "https://")):
                     return RobotsRules(allow_all=True, why=f"robots.txt bad redirect ({status})")
+                if not self._may_follow(target):
+                    return RobotsRules(
+                        allow_all=True, why=f"robots.txt redirects out of scope: {target[:200]}"
+                    )
                 url = target
                 continue
             if status is not None and 200 <= status < 300 and res.error in (None, "too_large"):
@@ -153,7 +170,9 @@ class RobotsCache:
                 return RobotsRules.parse(text, self._user_agent)
             if status is not None and 400 <= status < 500 and status != 429:
                 return RobotsRules(allow_all=True, why=f"robots.txt unavailable ({status})")
-            if status is None and res.error in UNREACHABLE_KINDS:
+            # Only the origin's own host being unreachable is the origin's error; a redirect
+            # target that cannot be reached is an unreachable robots.txt (disallow, below).
+            if status is None and res.error in UNREACHABLE_KINDS and hop == 0:
                 return RobotsRules(
                     allow_all=False,
                     why=f"host unreachable: {res.error_detail}",
@@ -164,6 +183,12 @@ class RobotsCache:
                 why=f"robots.txt unreachable ({res.error or status}): disallow all",
             )
         return RobotsRules(allow_all=True, why="robots.txt: too many redirects")
+
+    def _may_follow(self, target: str) -> bool:
+        if self._in_scope is None or self._in_scope(target):
+            return True
+        parts = urlsplit(target)
+        return parts.path == "/robots.txt" and not parts.query
 
 
 _LOC = re.compile(rb"<(?:[A-Za-z0-9_]+:)?loc\s*>\s*([^<\s]+)\s*</", re.IGNORECASE)

@@ -170,8 +170,9 @@ BR_PREFIX = b'<html><a href="/ok/br-bomb/early">early</a>'
 
 class FaultServer:
     """The hostile site. ``robots`` picks the robots.txt fault: ``allow`` (Disallow: /private/),
-    ``404``, ``500``, ``redirect``, ``redirect-loop``, ``never`` (no answer), ``enormous``,
-    ``garbage``.
+    ``404``, ``500``, ``redirect``, ``redirect-loop``, ``redirect-other-host``,
+    ``redirect-elsewhere``, ``redirect-dead-host``, ``never`` (no answer), ``endless``,
+    ``enormous``, ``garbage``, ``sitemaps``.
     """
 
     def __init__(
@@ -407,6 +408,14 @@ class FaultServer:
             return web.Response(status=500, text="robots broke")
         if mode == "redirect":
             raise web.HTTPFound("/robots-real.txt")
+        if mode == "redirect-other-host":  # to the same file under another host name
+            if request.host.startswith("localhost:"):
+                return web.Response(text=rules, content_type="text/plain")
+            raise web.HTTPFound(f"http://localhost:{self.port}/robots.txt")
+        if mode == "redirect-elsewhere":  # to some other URL on another host
+            raise web.HTTPFound(f"http://localhost:{self.port}/outside/admin?delete=1")
+        if mode == "redirect-dead-host":
+            raise web.HTTPFound("http://robots.nonexistent.invalid/robots.txt")
         if mode == "redirect-loop":
             raise web.HTTPFound("/robots-loop-1.txt")
         if mode == "never":

@@ -829,6 +829,13 @@ async def test_503_forever_stops_at_retry_count(h: Harness) -> None:
         ("redirect", False, True),  # followed (at least five hops)
         ("enormous", False, True),  # 8 MiB: the rules at the top still count
         ("redirect-loop", True, True),  # RFC 9309 2.3.1.2: > 5 redirects -> unavailable
+        # across hosts, to another robots.txt: followed (the one request out of scope)
+        ("redirect-other-host", False, True),
+        # out of scope to anything else: not followed (no SSRF), unavailable -> allow
+        ("redirect-elsewhere", True, True),
+        # to a host that does not resolve: unreachable -> disallow, but no "dns" error on
+        # the pages of the origin, which resolves fine
+        ("redirect-dead-host", False, False),
         ("endless", False, True),  # never ends: read up to a cap, the rules at the top count
         ("never", False, False),  # no answer: a timeout is "unreachable" -> disallow
         ("garbage", True, True),  # no rules in it -> allow
@@ -840,6 +847,10 @@ async def test_robots_txt_faults(
     srv = h.server(robots=mode)
     run = await h.crawl(srv, "robots", bound=20, ignore_robots=False, retries=1)
     stats = run.result.stats
+    if mode == "redirect-other-host":
+        foreign = [r for r in srv.log if r.host != srv.host]
+        assert [(r.host, r.path) for r in foreign] == [(f"localhost:{srv.port}", "/robots.txt")]
+        srv.log[:] = [r for r in srv.log if r.host == srv.host]  # the one allowed exception
     assert 1 <= srv.count("/robots.txt") <= 4
     if mode == "endless":
         await asyncio.sleep(0.3)
@@ -851,6 +862,9 @@ async def test_robots_txt_faults(
         assert set(srv.paths()) == {"/robots.txt"}, srv.paths()
         assert run.pages == []
         assert stats.robots_disallowed >= 1
+        if mode == "redirect-dead-host":
+            assert h.guard.names == ["robots.nonexistent.invalid"] * len(h.guard.names)
+            h.guard.names.clear()
         return
     for path in ["/hub/robots", "/public/page", "/ok/robots/a", "/ok/robots/b", "/ok/robots/c"]:
         run.fetched_ok(path)
