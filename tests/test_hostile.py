@@ -24,12 +24,14 @@ import gc
 import ipaddress
 import logging
 import socket
+import sys
 import time
 import tracemalloc
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -999,3 +1001,50 @@ async def test_content_type_mismatches(h: Harness) -> None:
             "/content/huge-binary",
         ]
     )
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+async def test_command_line_summary_shows_every_kind(h: Harness) -> None:
+    # The CLI in a subprocess against a hub of faults: it ends, lists the in-scope URLs on
+    # stdout and prints every error kind with its count in the summary on stderr.
+    srv = h.server()
+    urls = [
+        srv.url("/hub/status-4xx"),
+        srv.url("/hub/never"),
+        srv.url("/hub/reset-before-headers"),
+        srv.url("/hub/redirect-loop"),
+    ]
+    cmd = [sys.executable, "-m", "crawler", "crawl", *urls, "--ignore-robots", "--retries", "0"]
+    cmd += ["--timeout", "3", "--read-timeout", "1", "--format", "urls"]
+    t0 = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *cmd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert time.monotonic() - t0 < 30
+    text = err.decode()
+    assert proc.returncode == 0, text  # some pages failed, most did not: exit 0
+    summary = next(line for line in text.splitlines() if line.startswith("crawler: errors:"))
+    for kind, n in [
+        ("http_404", 1),
+        ("http_410", 1),
+        ("http_403", 1),
+        ("timeout", 1),
+        ("disconnected", 1),
+        ("redirect_loop", 2),
+    ]:
+        assert f"{kind} {n}" in summary, summary
+    listed = out.decode().split()
+    assert srv.url("/status/404") in listed and srv.url("/ok/never/c") in listed
+    assert all(u.startswith(srv.base + "/") for u in listed), listed
+    assert all(r.host == srv.host for r in srv.log)
