@@ -497,6 +497,26 @@ async def test_stopping_during_a_hung_fetch_is_prompt(h: Harness, how: str) -> N
     assert all(r.host == srv.host for r in srv.log)
 
 
+async def test_breaking_out_of_iteration_during_a_hung_fetch(h: Harness) -> None:
+    # `async for page in crawler: ... break` with a fetch still hanging, then leaving the
+    # context: prompt, nothing left running, no warning about an unfinished generator.
+    srv = h.server()
+    before = asyncio.all_tasks()
+    config = CrawlConfig(
+        seeds=(srv.url("/hub/never"),), ignore_robots=True, timeout=60, read_timeout=60
+    )
+    t0 = time.monotonic()
+    async with Crawler(config) as crawler:
+        async for page in crawler:
+            assert page.url == srv.url("/hub/never")
+            break
+        while not srv.count("/slow/never"):
+            await asyncio.sleep(0.02)
+    assert time.monotonic() - t0 < 5
+    assert crawler.stats.cancelled and crawler.in_flight == 0
+    await h.assert_clean(before)
+
+
 async def test_dns_failure_for_a_host_in_scope(h: Harness) -> None:
     # RFC 6761: .invalid never resolves; the guard makes sure the query never leaves the box.
     srv = h.server()
