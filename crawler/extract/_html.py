@@ -56,14 +56,42 @@ _SWITCH_NAMES = [*_RAWTEXT_NAMES, b"script", b"plaintext", b"svg", b"math", b"ba
 _ASCII_WS = "\t\n\f\r "
 _WS_SPLIT = re.compile(r"[\t\n\f\r ]+")
 _SRCSET_URL = re.compile(r"[\t\n\f\r ,]*([^\t\n\f\r ]+)")
-_SRCSET_DESC = re.compile(r"(?:[^,(]+|\([^)]*\)?)*,?")
+_SRCSET_DESC = re.compile(r"((?:[^,(]+|\([^)]*\)?)*),?")
+_DESC_TOKEN = re.compile(r"(?:[^\t\n\f\r (]+|\([^)]*\)?)+")
+_NON_NEG_INT = re.compile(r"[0-9]+")
+_FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _valid_descriptors(desc: str) -> bool:
+    """The descriptor checks of the standard's srcset parser (step "descriptor parser")."""
+    width = density = height = False
+    for d in _DESC_TOKEN.findall(desc):
+        kind = d[-1]
+        num = d[:-1]
+        if kind == "w":
+            if width or density or _NON_NEG_INT.fullmatch(num) is None or int(num) == 0:
+                return False
+            width = True
+        elif kind == "x":
+            if width or density or height or _FLOAT.fullmatch(num) is None:
+                return False
+            if float(num) < 0:
+                return False
+            density = True
+        elif kind == "h":
+            if height or density or _NON_NEG_INT.fullmatch(num) is None or int(num) == 0:
+                return False
+            height = True
+        else:
+            return False
+    return width or not height
 
 
 def parse_srcset(value: str) -> list[str]:
-    """The URLs of a srcset value, split as the standard's srcset parser splits them.
+    """The URLs of a srcset value, as the standard's srcset parser finds them.
 
-    Descriptors are skipped (with their parentheses) but not validated: a candidate with an
-    invalid descriptor is still returned (the standard drops it).
+    Candidates whose descriptors are invalid (``1x 2x``, ``10h`` without a width, ``-1x``,
+    ``foo``) are dropped, as the standard drops them.
     """
     urls: list[str] = []
     pos = 0
@@ -80,6 +108,8 @@ def parse_srcset(value: str) -> list[str]:
             d = _SRCSET_DESC.match(value, pos)
             if d is not None:
                 pos = d.end()
+                if not _valid_descriptors(d.group(1)):
+                    continue
         if url:
             urls.append(url)
     return urls
