@@ -144,6 +144,9 @@ TOKENIZER_CASES = [
     ("<!-- ---><a href=x>", ["x"]),
     ("<!--a--!-><a href=nope>--><a href=x>", ["x"]),
     ("<!-- <a href=nope>", []),
+    ("<!--<!--><a href=x>", ["x"]),
+    ("<!--<!-- --><a href=x>", ["x"]),
+    ("<!--<!---><a href=y>--><a href=x>", ["y", "x"]),
     ("<!-<a href=nope>", []),
     # Bogus comments, doctype, CDATA outside foreign content.
     ("<?php <a href=nope> ?><a href=x>", ["x"]),
@@ -181,6 +184,17 @@ TOKENIZER_CASES = [
     ("<script><!--<scripts></script><a href=x>", ["x"]),
     ("<script/><a href=nope></script><a href=x>", ["x"]),
     ("<SCRIPT><a href=nope></sCrIpT\t><a href=x>", ["x"]),
+    ("<script><!-- - -- ---><a href=nope></script><a href=x>", ["x"]),
+    ("<script><!--<script></script ><a href=nope></script><a href=x>", ["x"]),
+    ("<script><!--<script><!--</script>--><a href=nope></script><a href=x>", ["x"]),
+    ("<script><!--<script/x></script><a href=nope></script><a href=x>", ["x"]),
+    ("<script><!--<SCRIPT>--></script><a href=x>", ["x"]),
+    ("<script><!--<script>-- ></script><a href=nope></script>--></script><a href=x>", ["x"]),
+    ("<script></script\x00><a href=nope></script><a href=x>", ["x"]),
+    ("<textarea></textarea\x00><a href=nope></textarea><a href=x>", ["x"]),
+    ("<title>&lt;/title><a href=nope></title><a href=x>", ["x"]),
+    ('<a href="x"/>', ["x"]),
+    ("<a href=x\x0c>", ["x"]),
     # noscript is parsed with scripting off (html5lib's default, and what a crawler wants).
     ("<noscript><a href=x></noscript>", ["x"]),
     # Foreign content: SVG / MathML.
