@@ -44,21 +44,12 @@ from crawler.engine import Crawler, crawl
 from crawler.progress import format_summary
 from crawler.results import CrawlResult, PageResult
 from crawler.robots import SitemapParser
-
-try:
-    from tests.faultserver import (
-        LONG_URL_LEN,
-        FaultServer,
-        garbage_html_body,
-        gzip_bomb_parts,
-    )
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from faultserver import (  # type: ignore[no-redef]
-        LONG_URL_LEN,
-        FaultServer,
-        garbage_html_body,
-        gzip_bomb_parts,
-    )
+from tests.faultserver import (
+    LONG_URL_LEN,
+    FaultServer,
+    garbage_html_body,
+    gzip_bomb_parts,
+)
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -36,11 +36,7 @@ import pytest
 
 from crawler.config import CrawlConfig
 from crawler.engine import Crawler
-
-try:
-    from tests.faultserver import LoadPlan
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    from faultserver import LoadPlan  # type: ignore[no-redef]
+from tests.faultserver import LoadPlan
 
 FAULTSERVER = Path(__file__).with_name("faultserver.py")
 PAGE = os.sysconf("SC_PAGE_SIZE")
