@@ -54,6 +54,7 @@ HUBS: dict[str, list[str]] = {
     "never": ["/slow/never"],
     "loris": ["/slow/loris"],
     "stall": ["/slow/stall"],
+    "loris-headers": ["/slow/loris-headers"],
     "reset-before-headers": ["/broken/reset-before-headers"],
     "reset-mid-body": ["/broken/reset-mid-body"],
     "chunked-truncated": ["/broken/chunked-truncated"],
@@ -325,6 +326,7 @@ class FaultServer:
         r.add_get("/slow/never/{n}", self.slow_never)
         r.add_get("/slow/loris", self.slow_loris)
         r.add_get("/slow/stall", self.slow_stall)
+        r.add_get("/slow/loris-headers", self.slow_loris_headers)
         r.add_get("/broken/reset-before-headers", self.reset_before_headers)
         r.add_get("/broken/reset-mid-body", self.reset_mid_body)
         r.add_get("/broken/chunked-truncated", self.chunked_truncated)
@@ -536,6 +538,15 @@ class FaultServer:
             if not await self._write(resp, b" "):
                 return resp
             self.sent[request.path] += 1
+
+    async def slow_loris_headers(self, request: web.Request) -> web.Response:
+        # The status line, then a header that never ends, a byte at a time.
+        _raw(request, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: ")
+        while request.transport is not None and not request.transport.is_closing():
+            await asyncio.sleep(self.loris_interval)
+            _raw(request, b"z")
+            self.sent[request.path] += 1
+        return web.Response(text="never sent")
 
     async def slow_stall(self, request: web.Request) -> web.StreamResponse:
         resp = await self._html_stream(request)

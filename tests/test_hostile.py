@@ -354,6 +354,15 @@ async def test_slow_loris_body_stops_at_total_timeout(h: Harness) -> None:
     run.check_site(["/slow/loris", "/ok/loris/early"])
 
 
+async def test_slow_loris_headers_stop_at_total_timeout(h: Harness) -> None:
+    srv = h.server(loris_interval=0.5)
+    run = await h.crawl(srv, "loris-headers", bound=10, timeout=2.5, read_timeout=1.5, retries=0)
+    p = run.fault("/slow/loris-headers", "timeout")
+    assert p.status is None and p.elapsed_ms >= 2000, (p.status, p.elapsed_ms)
+    assert srv.sent["/slow/loris-headers"] >= 3
+    run.check_site(["/slow/loris-headers"])
+
+
 async def test_stall_mid_body_stops_at_read_timeout(h: Harness) -> None:
     srv = h.server()
     run = await h.crawl(srv, "stall", bound=10, timeout=10, read_timeout=1.0, retries=0)
