@@ -25,6 +25,7 @@ from crawler.extract import (
     extract_links,
 )
 from crawler.extract._machine import parse_srcset, refresh_url
+from crawler.extract.charset import prescan
 
 BASE = "https://example.org/dir/page.html"
 # Elements whose href is a link: HTML a/area, and a in SVG and MathML (an SVG or MathML
@@ -585,6 +586,37 @@ def test_utf16(impl: Any, codec: str, bom: bytes, transport: str | None) -> None
             run_split(impl, data, [rnd.randint(1, 5) for _ in range(40)], encoding=transport)
             == links
         )
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"<meta charset=koi8-r>", "koi8-r"),
+        (b"<META CHARSET='KOI8-R'>", "koi8-r"),
+        (b'<meta charset="  koi8-r  ">', "koi8-r"),
+        (b"<meta/charset=koi8-r>", "koi8-r"),
+        (b"<!--><meta charset=koi8-r>", "koi8-r"),  # "-->" may reuse the dashes of "<!--"
+        (b"<!-- <meta charset=big5> --><meta charset=koi8-r>", "koi8-r"),
+        (b"<metax charset=koi8-r>", None),  # not a meta: its attributes are skipped
+        (b'<p title="<meta charset=big5>">', None),
+        (b'<p title="<meta charset=big5>', None),  # an unclosed quote runs to the end
+        (b'<meta charset="koi8-r', None),
+        (b"<meta http-equiv=content-type content=\"text/html; charset='big5'\">", "big5"),
+        (b'<meta content="charset=koi8-r" http-equiv="Content-Type">', "koi8-r"),
+        (b'<meta content="text/html; charset=big5">', None),  # no http-equiv pragma
+        (b'<meta http-equiv=content-type content="charset=koi8-r" charset=big5>', "koi8-r"),
+        (b'<meta charset=big5 http-equiv=content-type content="charset=koi8-r">', "big5"),
+        (b"<meta charset=koi8-r charset=big5>", "koi8-r"),
+        (b"<meta charset=bogus><meta charset=koi8-r>", "koi8-r"),
+        (b"<meta charset=utf-16be>", "utf-8"),
+        (b"<meta charset=x-user-defined>", "windows-1252"),
+        (b"<?xml encoding=big5?><meta charset=koi8-r>", "koi8-r"),
+        (b"</meta charset=big5><meta charset=koi8-r>", "koi8-r"),
+        (b" " * 1020 + b"<meta charset=koi8-r>", None),  # past the first 1024 bytes
+    ],
+)
+def test_prescan(head: bytes, expected: str | None) -> None:
+    assert prescan(head) == expected
 
 
 def test_utf8_bom_wins(impl: Any) -> None:

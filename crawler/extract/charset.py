@@ -141,7 +141,7 @@ _WS = rb"\t\n\f\r "
 _PRE_TOKEN = re.compile(rb"<!--|<(?i:meta)[" + _WS + rb"/]|</?[A-Za-z]|<[!/?]")
 _PRE_ATTR = re.compile(
     rb"[" + _WS + rb"/]*([^" + _WS + rb"/>][^" + _WS + rb"/=>]*)"
-    rb"(?:[" + _WS + rb"]*=[" + _WS + rb"]*(?:\"([^\"]*)\"|'([^']*)'|([^" + _WS + rb">]*)))?"
+    rb"(?:[" + _WS + rb"]*=[" + _WS + rb"]*(?:\"([^\"]*)\"?|'([^']*)'?|([^" + _WS + rb">]*)))?"
 )
 _PRE_ATTR_END = re.compile(rb"[" + _WS + rb"/]*>")
 _NAME_END = re.compile(rb"[" + _WS + rb">]")
