@@ -59,11 +59,12 @@ Deviations, on purpose
 * Tree construction is not run. It matters for links in a few places, approximated thus:
   ``svg``/``math`` subtrees are tracked with a stack of foreign element names (breakout tags,
   HTML and MathML text integration points); ``noscript`` is parsed as if scripting were off
-  (as html5lib does by default, and what a crawler wants); a link inside ``<select>`` or after
-  ``<frameset>`` (which a browser drops) is still reported. HTML elements opened inside an
-  integration point (``<svg><foreignObject><div>``) are not tracked: there a CDATA section
-  is taken as CDATA, and an end tag matching no open svg/math element is ignored (a browser
-  closes the svg when an enclosing HTML element has that name).
+  (as html5lib does by default, and what a crawler wants); a link inside ``<select>`` is
+  reported (the current standard keeps it; html5lib 1.1 drops it), so are links inside
+  ``<template>`` (inert in a browser) and after ``<frameset>`` (dropped by a browser).
+  HTML elements opened inside an integration point (``<svg><foreignObject><div>``) are not
+  tracked: there a CDATA section is taken as CDATA, and an end tag matching no open svg/math
+  element is ignored (a browser closes the svg when an enclosing HTML element has that name).
 * A ``<meta charset>`` past the 1024-byte prescan, while the encoding is only a guess, is
   applied to the values that follow it (a browser re-parses the whole document).
 """
