@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, boundscheck=False, cdivision=True, initializedcheck=False
 """Compiled twin of `_machine.LinkExtractor`: the same states, the same output, in C.
 
 The pure-Python module (`_machine.py`) is the reference; this one must give identical results
@@ -34,8 +34,8 @@ from . import _resolve
 from . import charset as _charset
 from ._entities import unescape_attr
 from ._link import Link
-from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH_NAMES, _WS_SPLIT
-from ._machine import LINK_SETS, MAX_TOKEN, parse_srcset, refresh_url
+from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
+from ._machine import LINK_SETS, MAX_TOKEN, _link_config, parse_srcset, refresh_url
 from ._resolve import Resolver
 
 cdef extern from "Python.h":
@@ -576,6 +576,107 @@ cdef class _FastResolver:
         return _absolute(<const unsigned char*>PyBytes_AS_STRING(full), PyBytes_GET_SIZE(full), self.sc)
 
 
+cdef class _Tables:
+    """The C tag table of one link set: every tag whose start tag does something in HTML
+    content (wanted attributes, a tokenizer switch, svg/math), built once per link set."""
+    cdef dict links
+    cdef dict want
+    cdef dict tagstr
+    cdef Entry* entries
+    cdef int nentries
+    cdef WAttr* wattrs
+    cdef bytes pool
+    cdef list entry_names
+    cdef list entry_wnames
+    cdef int maxw
+
+    def __cinit__(self):
+        self.entries = NULL
+        self.wattrs = NULL
+
+    def __dealloc__(self):
+        free(self.entries)
+        free(self.wattrs)
+
+    def __init__(self, spec):
+        cdef int i, j, nw
+        cdef Entry* e
+        # The reference's own table builder: same validation, same tables.
+        self.links, self.want, self.tagstr, _ = _link_config(spec)
+        names = list(self.want)
+        for t in _SWITCH_NAMES:
+            if t not in self.want:
+                names.append(t)
+        self.entry_names = names
+        self.entry_wnames = []
+        pool = bytearray()
+        self.nentries = len(names)
+        self.entries = <Entry*>malloc(max(1, self.nentries) * sizeof(Entry))
+        nw = sum(len(self.want.get(t, ())) for t in names)
+        self.wattrs = <WAttr*>malloc(max(1, nw) * sizeof(WAttr))
+        if self.entries == NULL or self.wattrs == NULL:
+            raise MemoryError()
+        self.maxw = 1
+        j = 0
+        for i, t in enumerate(names):
+            e = &self.entries[i]
+            e.noff = len(pool)
+            e.nlen = len(t)
+            pool += t
+            wn = sorted(self.want.get(t, ()))
+            self.entry_wnames.append(wn)
+            e.wfirst = j
+            e.nwant = len(wn)
+            self.maxw = max(self.maxw, len(wn))
+            for a in wn:
+                self.wattrs[j].off = len(pool)
+                self.wattrs[j].len = len(a)
+                pool += a
+                j += 1
+            e.flags = F_WANT if t in self.want else 0
+            if t == b"svg":
+                e.flags |= F_SVG
+            elif t == b"math":
+                e.flags |= F_MATH
+            e.sw = 0
+            e.rawidx = -1
+            if t in _RAWTEXT_NAMES:
+                e.sw = S_RAWTEXT
+                e.rawidx = _RAWTEXT_NAMES.index(t)
+            elif t == b"script":
+                e.sw = S_SCRIPT
+            elif t == b"plaintext":
+                e.sw = S_PLAINTEXT
+        self.pool = bytes(pool)
+
+
+cdef dict _TABLES = {}
+
+
+cdef _Tables _tables(link_set):
+    """The tables for a ``link_set`` argument, validated exactly as `_machine` validates it."""
+    if isinstance(link_set, str):
+        key = link_set
+        if link_set not in LINK_SETS:
+            raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
+    else:
+        try:
+            key = tuple(
+                sorted(
+                    (str(k), (v,) if isinstance(v, str) else tuple(str(a) for a in v))
+                    for k, v in link_set.items()
+                )
+            )
+        except (AttributeError, TypeError) as e:
+            msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
+            raise ValueError(msg) from e
+    tb = _TABLES.get(key)
+    if tb is None:
+        tb = _Tables(LINK_SETS[key] if isinstance(key, str) else dict(key))
+        _TABLES[key] = tb
+    return tb
+
+
 # The extractor ------------------------------------------------------------------------------
 
 cdef class LinkExtractor:
@@ -614,7 +715,8 @@ cdef class LinkExtractor:
     cdef int _rawidx
     cdef list _foreign
     cdef bint _closed
-    # tag table
+    # tag table (shared, per link set)
+    cdef _Tables _tb
     cdef Entry* _entries
     cdef int _nentries
     cdef WAttr* _wattrs
@@ -655,85 +757,35 @@ cdef class LinkExtractor:
         self._arena = NULL
 
     def __dealloc__(self):
-        free(self._entries)
-        free(self._wattrs)
         free(self._sl_state)
         free(self._sl_off)
         free(self._sl_len)
         free(self._arena)
 
     def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN):
-        cdef int i, j, nw
-        if isinstance(link_set, str):
-            spec = LINK_SETS.get(link_set)
-            if spec is None:
-                raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
-        else:
-            spec = {str(k): tuple(str(a) for a in v) for k, v in link_set.items()}
+        cdef _Tables tb = _tables(link_set)
+        self._tb = tb
+        self._links = tb.links
+        self._want = tb.want
+        self._tagstr = tb.tagstr
+        self._entries = tb.entries
+        self._nentries = tb.nentries
+        self._wattrs = tb.wattrs
+        self._pool = tb.pool
+        self._entry_names = tb.entry_names
+        self._entry_wnames = tb.entry_wnames
+        self._maxw = tb.maxw
+        self._raw_names = list(_RAWTEXT_NAMES)
         self._strict = False
         self._doc_url = base_url
         self._set_resolver(Resolver(base_url))
         self._base_seen = False
         self.nofollow = False
         self._max = max_token
-        self._links = {}
-        self._want = {}
-        self._tagstr = {}
-        for tag, attrs in spec.items():
-            t = tag.lower().encode("ascii")
-            self._links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
-            self._tagstr[t] = tag.lower()
-        for t in set(self._links) | set(_AUX):
-            self._want[t] = frozenset(
-                [a for a, _ in self._links.get(t, [])] + list(_AUX.get(t, ()))
-            )
-        # The C tag table: every tag whose start tag does something in HTML content.
-        names = list(self._want)
-        for t in _SWITCH_NAMES:
-            if t not in self._want:
-                names.append(t)
-        self._raw_names = list(_RAWTEXT_NAMES)
-        self._entry_names = names
-        self._entry_wnames = []
-        pool = bytearray()
-        self._nentries = len(names)
-        self._entries = <Entry*>malloc(max(1, self._nentries) * sizeof(Entry))
-        nw = sum(len(self._want.get(t, ())) for t in names)
-        self._wattrs = <WAttr*>malloc(max(1, nw) * sizeof(WAttr))
-        if self._entries == NULL or self._wattrs == NULL:
-            raise MemoryError()
-        self._maxw = 1
-        j = 0
-        for i, t in enumerate(names):
-            e = &self._entries[i]
-            e.noff = len(pool)
-            e.nlen = len(t)
-            pool += t
-            wn = sorted(self._want.get(t, ()))
-            self._entry_wnames.append(wn)
-            e.wfirst = j
-            e.nwant = len(wn)
-            self._maxw = max(self._maxw, len(wn))
-            for a in wn:
-                self._wattrs[j].off = len(pool)
-                self._wattrs[j].len = len(a)
-                pool += a
-                j += 1
-            e.flags = F_WANT if t in self._want else 0
-            if t == b"svg":
-                e.flags |= F_SVG
-            elif t == b"math":
-                e.flags |= F_MATH
-            e.sw = 0
-            e.rawidx = -1
-            if t in _RAWTEXT_NAMES:
-                e.sw = S_RAWTEXT
-                e.rawidx = _RAWTEXT_NAMES.index(t)
-            elif t == b"script":
-                e.sw = S_SCRIPT
-            elif t == b"plaintext":
-                e.sw = S_PLAINTEXT
-        self._pool = bytes(pool)
+        free(self._sl_state)
+        free(self._sl_off)
+        free(self._sl_len)
+        free(self._arena)
         self._sl_state = <int*>malloc(self._maxw * sizeof(int))
         self._sl_off = <Py_ssize_t*>malloc(self._maxw * sizeof(Py_ssize_t))
         self._sl_len = <Py_ssize_t*>malloc(self._maxw * sizeof(Py_ssize_t))
@@ -992,22 +1044,16 @@ cdef class LinkExtractor:
                 return 0
         if name in self._want:
             self._emit(name, attrs, out)
-        if name in self._entry_names:
-            k = self._entry_names.index(name)
-            self._switch(k)
-        if self._entries_sw_none(name):
-            if name == b"svg" and not sc:
-                foreign.append(b"s:svg")
-            elif name == b"math" and not sc:
-                foreign.append(b"m:math")
+        sw = _SWITCH.get(name)
+        if sw is not None:
+            self._state = sw
+            if sw == S_RAWTEXT:
+                self._rawidx = _RAWTEXT_NAMES.index(name)
+        elif name == b"svg" and not sc:
+            foreign.append(b"s:svg")
+        elif name == b"math" and not sc:
+            foreign.append(b"m:math")
         return 0
-
-    cdef bint _entries_sw_none(self, bytes name):
-        cdef int k
-        if name in self._entry_names:
-            k = self._entry_names.index(name)
-            return self._entries[k].sw == 0
-        return True
 
     cdef inline void _switch(self, int k) noexcept:
         cdef int sw = self._entries[k].sw
@@ -1174,7 +1220,7 @@ cdef class LinkExtractor:
         """Continue the current tag; return where it stopped (n, or just after its '>')."""
         cdef int ts
         cdef unsigned char c
-        cdef Py_ssize_t e, k
+        cdef Py_ssize_t e, k, i
         cdef const unsigned char* q
         while pos < n:
             ts = self._ts
@@ -1273,14 +1319,11 @@ cdef class LinkExtractor:
                     e += 1
                 if e > pos:
                     k = e - pos
-                    if self._t_nlen + k > NAME_CAP:
+                    if k > NAME_CAP - self._t_nlen:
                         k = NAME_CAP - self._t_nlen
-                    for k in range(k):
-                        self._t_name[self._t_nlen + k] = LOWER[p[pos + k]]
-                    if e - pos > NAME_CAP - self._t_nlen:
-                        self._t_nlen = NAME_CAP
-                    else:
-                        self._t_nlen += e - pos
+                    for i in range(k):
+                        self._t_name[self._t_nlen + i] = LOWER[p[pos + i]]
+                    self._t_nlen += k
                     pos = e
                 if pos >= n:
                     return pos
@@ -1332,16 +1375,15 @@ cdef class LinkExtractor:
                         pos += 2
                 elif c == 0x21:
                     foreign = PyList_GET_SIZE(self._foreign) > 0
-                    if pos + 3 < n and p[pos + 2] == 0x2D and p[pos + 3] == 0x2D:
+                    rest = buf[pos + 2 : pos + 9]
+                    if rest[:2] == b"--":
                         self._state = S_COMMENT_START
                         pos += 4
-                    elif foreign and pos + 8 < n and memcmp(p + pos + 2, b"[CDATA[", 7) == 0:
+                    elif foreign and rest == b"[CDATA[":
                         self._state = S_CDATA
                         pos += 9
-                    elif n - (pos + 2) < 7 and (
-                        memcmp(p + pos + 2, b"--", n - (pos + 2) if n - (pos + 2) < 2 else 2) == 0
-                        and n - (pos + 2) < 2
-                        or foreign and memcmp(p + pos + 2, b"[CDATA[", n - (pos + 2)) == 0
+                    elif len(rest) < 7 and (
+                        b"--".startswith(rest) or (foreign and b"[CDATA[".startswith(rest))
                     ):
                         keep = pos
                         break
@@ -1442,3 +1484,16 @@ cdef class LinkExtractor:
         if keep >= 0 and not final:
             self._buf = buf[keep:]
         return 0
+
+
+def resolve(str base, str raw):
+    """Resolve ``raw`` against ``base`` as the extractor does (C fast path, then
+    `_resolve.Resolver`): for the differential tests."""
+    cdef _FastResolver fr = _FastResolver(_ResolverType(base))
+    return fr.resolve(raw)
+
+
+def resolve_all(str base, raws):
+    """`resolve` for many values against one base (one resolver, as in a document)."""
+    cdef _FastResolver fr = _FastResolver(_ResolverType(base))
+    return [fr.resolve(r) for r in raws]
