@@ -123,6 +123,10 @@ class Progress:
             pass  # stderr gone: nothing useful left to do with progress
 
 
+def _seconds(t: float) -> str:
+    return f"{t:.2f}s" if t < 1 else f"{t:.1f}s"
+
+
 def format_summary(stats: CrawlStats, *, stopped_by: str | None = None) -> str:
     """The summary lines, e.g.::
 
@@ -133,7 +137,7 @@ def format_summary(stats: CrawlStats, *, stopped_by: str | None = None) -> str:
     how = f"stopped ({stopped_by})" if stopped_by else "done"
     failed = stats.pages - stats.pages_ok
     lines = [
-        f"crawler: {how} in {stats.duration:.1f}s: {stats.pages} pages"
+        f"crawler: {how} in {_seconds(stats.duration)}: {stats.pages} pages"
         f" ({stats.pages_ok} ok, {failed} failed), {stats.pages_per_second:.1f} pages/s,"
         f" {human_bytes(stats.bytes)}"
     ]

@@ -431,6 +431,32 @@ async def on_a_terminal(*args: str, stdout_too: bool) -> tuple[int, str]:
     return rc, b"".join(chunks).decode()
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+async def test_output_that_cannot_be_written_exits_1(site: str) -> None:
+    done = await run("crawl", site + "/", "-o", "/dev/full")
+    no_traceback(done)
+    assert done.rc == 1
+    assert "crawler: error: cannot write output: No space left on device" in done.err
+    assert "crawler: stopped" not in done.err and "crawler: done in" in done.err
+
+
+async def test_extract_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    path = tmp_path / "big.html"
+    path.write_bytes(b"".join(b'<a href="/p/%d">x</a>' % i for i in range(200_000)))
+    script = " ".join(f"'{a}'" for a in CRAWLER)
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        "-c",
+        f"set -o pipefail; {script} extract '{path}' --base https://s.test/ | head -2",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert out.decode().splitlines() == ["https://s.test/p/0", "https://s.test/p/1"]
+    assert err.decode() == ""
+    assert proc.returncode == 0
+
+
 async def test_live_progress_line_on_a_terminal(serve: Serve) -> None:
     base = await serve(endless_app(delay=0.05))
     args = ("crawl", base + "/n/0", "--max-pages", "30", "--concurrency", "2")

@@ -221,6 +221,9 @@ def test_summary_counts_and_errors_by_kind() -> None:
     assert lines[2] == "crawler: errors: http_404 2, timeout 1"
     assert format_summary(s, stopped_by="SIGINT").startswith("crawler: stopped (SIGINT) in 2.0s")
     assert "errors" not in format_summary(stats(pages=1, pages_ok=1, duration=1.0))
+    assert format_summary(stats(pages=5, pages_ok=5, duration=0.02)).startswith(
+        "crawler: done in 0.02s: 5 pages (5 ok, 0 failed), 250.0 pages/s"
+    )
 
 
 def test_human_bytes() -> None:
@@ -236,7 +239,7 @@ def test_not_a_tty_gives_only_the_summary() -> None:
     progress.draw(Snapshot(1, 2, 3, 0))
     assert err.getvalue() == ""
     progress.summary(stats(pages=1, pages_ok=1, duration=0.5))
-    assert err.getvalue().startswith("crawler: done in 0.5s: 1 pages")
+    assert err.getvalue().startswith("crawler: done in 0.50s: 1 pages")
     assert "\r" not in err.getvalue()
 
 
