@@ -84,6 +84,7 @@ HUBS: dict[str, list[str]] = {
     "long-url": ["/long-url"],
     "weird-links": ["/weird-links"],
     "charset-lies": ["/charset/lies", "/charset/unknown"],
+    "userinfo": [],  # links with user:password@ to this server, added by the hub
     "status-4xx": ["/status/404", "/status/410", "/status/403"],
     "status-429": ["/status/429-then-ok"],
     "status-recover": ["/status/500-recover", "/status/503-recover"],
@@ -192,6 +193,7 @@ class FaultServer:
         self.many_links = many_links
         self.enormous_robots = enormous_robots
         self.log: list[Req] = []
+        self.authorization: list[str] = []  # Authorization headers received
         self.sent: Counter[str] = Counter()  # body bytes written per path (streamed routes)
         self._hits: Counter[str] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -279,6 +281,8 @@ class FaultServer:
     @web.middleware
     async def _log_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         self.log.append(Req(request.method, request.raw_path, request.host, time.monotonic()))
+        if "Authorization" in request.headers:
+            self.authorization.append(request.headers["Authorization"])
         return await handler(request)
 
     def paths(self) -> list[str]:
@@ -383,6 +387,9 @@ class FaultServer:
             '<a href="data:text/html,&lt;a href=/data-link&gt;x&lt;/a&gt;">data</a>\n'
             '<a href="mailto:nobody@example.invalid">mail</a>\n'
         )
+        if tag == "userinfo":
+            for who in ("evil:secret", "a", "b:"):
+                faults += f'<a href="http://{who}@127.0.0.1:{self.port}/ok/userinfo/a">u</a>\n'
         if tag == "tls-mismatch":
             faults += f'<a href="https://127.0.0.1:{self.port}/tls/page">TLS to plain HTTP</a>\n'
         body = f"{faults}<a href='/ok/{tag}/a'>a</a>\n{never}"
