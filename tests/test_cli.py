@@ -384,6 +384,49 @@ async def test_signal_stops_cleanly(serve: Serve, sig: signal.Signals, code: int
     assert pages >= len(records)
 
 
+async def test_sigint_cancels_requests_in_flight(serve: Serve) -> None:
+    """A server that never answers: Ctrl-C must not wait for the 60 s timeout."""
+    hung, release = asyncio.Event(), asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            raise web.HTTPNotFound()
+        hung.set()
+        await release.wait()  # the server's shutdown would wait for a sleeping handler
+        return web.Response(text="late")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", hang)
+    base = await serve(app)
+    proc = await asyncio.create_subprocess_exec(
+        *CRAWLER,
+        "crawl",
+        base + "/hang",
+        "--timeout",
+        "60",
+        "--read-timeout",
+        "60",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await asyncio.wait_for(hung.wait(), 30)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        elapsed = loop.time() - t0
+    finally:
+        release.set()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130, err
+    assert elapsed < 10, f"took {elapsed:.1f}s to stop"
+    assert out.decode() == base + "/hang\n"
+    assert "crawler: stopped (SIGINT)" in err.decode()
+
+
 async def test_closed_pipe_ends_the_crawl_quietly(serve: Serve) -> None:
     base = await serve(endless_app(delay=0.01))
     script = " ".join(f"'{a}'" for a in CRAWLER)
