@@ -553,9 +553,50 @@ def test_encodings(impl: Any, decl: str, encoding: str, transport: str | None, h
     links = ex.feed(data) + ex.close()
     assert ex.encoding == ("gbk" if "gb2312" in decl else encoding)
     assert [link.raw for link in links] == [href]
-    # Paths are percent-encoded as UTF-8 (queries too: see the package docs).
-    assert links[0].url == extract_links(_page("", href).encode(), BASE, "utf-8")[0].url
+    # The path is percent-encoded as UTF-8, the query in the document's encoding (as browsers
+    # do: the URL parser's "encoding" argument).
+    path, _, query = href.partition("?")
+    want = extract_links(_page("", path).encode(), BASE, "utf-8")[0].url
+    if query:
+        want += "?" + LEGACY_QUERY[encoding]
+    assert links[0].url == want
     assert run_split(impl, data, [1] * len(data), encoding=transport) == links
+
+
+# "q=テスト" percent-encoded after encoding, worked out by hand from the encodings' tables.
+LEGACY_QUERY = {
+    "shift_jis": "q=%83e%83X%83g",  # 83 65 83 58 83 67: e, X, g are not percent-encoded
+    "euc-jp": "q=%A5%C6%A5%B9%A5%C8",
+    # ESC $ B 25 46 25 39 25 48 ESC ( B: only ESC is in the query percent-encode set
+    "iso-2022-jp": "q=%1B$B%F%9%H%1B(B",
+}
+
+
+@pytest.mark.parametrize(
+    ("encoding", "href", "url"),
+    [
+        ("windows-1251", "/п?q=п#п", "https://example.org/%D0%BF?q=%EF"),
+        ("windows-1252", "?q=é€日", "https://example.org/dir/page.html?q=%E9%80%26%2326085%3B"),
+        ("windows-1252", "?q=é x", "https://example.org/dir/page.html?q=%E9%20x"),
+        ("windows-1252", "mailto:a@b?subject=é", "mailto:a@b?subject=%C3%A9"),  # not special
+        ("windows-1252", "ftp://h/?é", "ftp://h/?%E9"),
+        ("windows-1252", "wss://h/?é", "wss://h/?%C3%A9"),  # ws/wss queries are UTF-8
+        ("shift_jis", "?ソ", "https://example.org/dir/page.html?%83\\"),  # 0x5C stays
+        ("utf-8", "?q=é", "https://example.org/dir/page.html?q=%C3%A9"),
+    ],
+)
+def test_query_in_document_encoding(impl: Any, encoding: str, href: str, url: str) -> None:
+    data = f"<a href='{href}'>".encode(
+        {"shift_jis": "cp932"}.get(encoding, encoding), "xmlcharrefreplace"
+    )
+    links = run(impl, data, encoding=encoding)
+    assert [x.url for x in links] == [url]
+
+
+def test_query_encoding_utf16_page_is_utf8(impl: Any) -> None:
+    data = "<a href='?q=é'>".encode("utf-16-le")
+    links = run(impl, b"\xff\xfe" + data)
+    assert [x.url for x in links] == ["https://example.org/dir/page.html?q=%C3%A9"]
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,7 @@ class _RawResolver:
 
     valid = True
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, query_codec: str | None = None) -> None:
         self.base = base
 
     def resolve(self, raw: str) -> str:

@@ -169,7 +169,7 @@ def _dom_hrefs(doc: str) -> set[str]:
 class _RawResolver:
     valid = True
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, query_codec: str | None = None) -> None:
         self.base = base
 
     def resolve(self, raw: str) -> str:

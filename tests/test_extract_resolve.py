@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.extract._resolve import _MISS, Resolver, _normalize, full_resolve
+from crawler.extract._resolve import _MISS, Resolver, _normalize, encode_query, full_resolve
 
 URLTESTDATA = Path("/work/shared/testdata/url/urltestdata.json")
 if not URLTESTDATA.exists():  # a copy travels with the tests
@@ -105,3 +105,16 @@ def test_normalize() -> None:
     assert _normalize("/a/.") == "/a/"
     assert _normalize("/../../x") == "/x"
     assert _normalize("/a//b") == "/a//b"
+
+
+def test_encode_query() -> None:
+    assert encode_query("/p?q=é#é", "cp1252", True) == "/p?q=%E9#é"
+    assert encode_query("/é?q=1", "cp1252", True) == "/é?q=1"  # the path stays UTF-8
+    assert encode_query("?日", "cp1252", True) == "?%26%2326085%3B"
+    assert encode_query("?日本", "cp932", True) == "?%93%FA%96{"  # 0x7B is not encoded
+    assert encode_query("mailto:a?é", "cp1252", True) == "mailto:a?é"
+    assert encode_query("?é", "cp1252", False) == "?é"  # relative to a non-special base
+    assert encode_query(" HTTPS://h/?é", "cp1252", False) == " HTTPS://h/?%E9"
+    r = Resolver("https://example.org/", "cp1251")
+    assert r.resolve("/?q=я") == "https://example.org/?q=%FF"
+    assert r.resolve("/я") == "https://example.org/%D1%8F"

@@ -14,9 +14,9 @@ Behaviour worth knowing (details in ``_machine.py``):
 * ``<base href>``: the first one sets the base for the links that follow it; links before it keep
   the document URL (a browser would resolve them against that base too).
 * ``Link.url`` is WHATWG-resolved (fragment dropped); values that do not resolve give no Link.
-  The query is percent-encoded as UTF-8 whatever the document's encoding (a browser uses the
-  document's encoding for the query of a link in, say, a Shift_JIS page; only non-ASCII query
-  characters are affected). ``Link.raw`` keeps the decoded text, so a caller can re-encode.
+  As in a browser, the query of an http(s)/ftp/file URL is percent-encoded in the document's
+  encoding (a Shift_JIS page's ``?q=テスト`` gives ``?q=%83e%83X%83g``; UTF-16 pages use UTF-8),
+  the rest of the URL in UTF-8. ``Link.raw`` keeps the decoded text.
 * Never raises on any input (a ``link_set`` name that does not exist is a ValueError at
   construction: that is a programming error, not input).
 

@@ -272,6 +272,7 @@ class LinkExtractor:
         self._links, self._want, self._tagstr, self._boring = config
         self._doc_url = base_url
         self._resolver = Resolver(base_url)
+        self._query_codec: str | None = None
         self._base_seen = False
         self.nofollow = False
         self._max = max_token
@@ -387,6 +388,11 @@ class LinkExtractor:
         else:
             self._estate = E_BYTES
             self._codec, self._errors = codec, errors
+        # Link queries are percent-encoded in the document's encoding (UTF-16 pages use UTF-8).
+        qc = None if name in ("utf-8", "utf-16le", "utf-16be") else codec
+        self._query_codec = qc
+        r = self._resolver
+        self._resolver = Resolver(r.base if r.valid else self._doc_url, qc)
 
     # Values and links ---------------------------------------------------------------------
 
@@ -437,7 +443,7 @@ class LinkExtractor:
                 assert href is not None
                 url = self._resolver.resolve(self._text(href))
                 if url is not None and not url.startswith(("data:", "javascript:")):
-                    self._resolver = Resolver(url)
+                    self._resolver = Resolver(url, self._query_codec)
         elif tag == b"meta":
             self._meta(attrs, out)
 

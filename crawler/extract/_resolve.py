@@ -15,6 +15,10 @@ else (backslashes, spaces, quotes, non-ASCII, ``%2e`` dot segments, IP addresses
 userinfo, other schemes) goes to Ada. A hypothesis test checks that the fast path agrees with
 Ada wherever it answers. Results are cached per resolver (a page repeats its links).
 
+In a document whose encoding is neither UTF-8 nor UTF-16, the non-ASCII characters of a
+query are first percent-encoded in that encoding (`encode_query`), as the URL parser does when
+a browser resolves a link; Ada then sees ASCII there.
+
 A value that does not resolve gives None, never an exception.
 """
 
@@ -76,12 +80,51 @@ def full_resolve(base: str, raw: str) -> str | None:
         return None
 
 
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+_SPECIAL = ("http", "https", "ftp", "file")  # ws/wss are special but their queries are UTF-8
+# Bytes the special-query percent-encode set covers (C0, space, " # ' < >, and >= 0x7F).
+_QUERY_SET = frozenset([*range(0x21), 0x22, 0x23, 0x27, 0x3C, 0x3E, *range(0x7F, 0x100)])
+
+
+def _encode_run(run: str, codec: str) -> str:
+    try:
+        data = run.encode(codec)
+    except (UnicodeError, LookupError):
+        if len(run) > 1:
+            return "".join([_encode_run(c, codec) for c in run])
+        # Not in the encoding: the URL standard writes it as an HTML numeric reference.
+        return f"%26%23{ord(run)}%3B"
+    return "".join([f"%{b:02X}" if b in _QUERY_SET else chr(b) for b in data])
+
+
+def encode_query(raw: str, codec: str, base_special: bool) -> str:
+    """Percent-encode the non-ASCII characters of the query of ``raw`` in ``codec``.
+
+    A browser encodes the query of a URL in a special scheme (http, https, ftp, file) with
+    the document's encoding (the URL parser's "encoding" argument); Ada encodes as UTF-8. The
+    rest of the URL (path, host, fragment) is UTF-8 either way, and ASCII is left to Ada.
+    """
+    h = raw.find("#")
+    end = h if h >= 0 else len(raw)
+    q = raw.find("?", 0, end)
+    if q < 0 or raw[q:end].isascii():
+        return raw
+    m = _SCHEME.match(raw.lstrip(_C0_SPACE))
+    special = base_special if m is None else m.group()[:-1].lower() in _SPECIAL
+    if not special:
+        return raw
+    query = _NON_ASCII_RUN.sub(lambda r: _encode_run(r.group(), codec), raw[q:end])
+    return raw[:q] + query + raw[end:]
+
+
 class Resolver:
     """Resolves attribute values against one base URL (see the module docstring)."""
 
     __slots__ = (
         "base",
         "valid",
+        "query_codec",
+        "_special",
         "_fast",
         "_scheme",
         "_prefix",
@@ -91,8 +134,12 @@ class Resolver:
         "_cache",
     )
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, query_codec: str | None = None) -> None:
+        # query_codec: the Python codec of the document's encoding when that is neither UTF-8
+        # nor UTF-16; link queries are then percent-encoded in it, as browsers do.
         self._cache: dict[str, object] = {}
+        self.query_codec = query_codec
+        self._special = False
         self._fast = False
         self._scheme = ""
         self._prefix = ""
@@ -110,6 +157,7 @@ class Resolver:
         self.valid = True
         self._base_nf = _strip_fragment(href)
         proto = u.protocol
+        self._special = proto[:-1] in _SPECIAL
         if proto == "http:" or proto == "https:":
             path = u.pathname
             start = len(proto) + 2
@@ -126,9 +174,12 @@ class Resolver:
         cache = self._cache
         r = cache.get(raw, _MISS)
         if r is _MISS:
-            r = self._fast_path(raw) if self._fast else _MISS
+            s = raw
+            if self.query_codec is not None and not raw.isascii():
+                s = encode_query(raw, self.query_codec, self._special)
+            r = self._fast_path(s) if self._fast else _MISS
             if r is _MISS:
-                r = self._slow(raw)
+                r = self._slow(s)
             if len(cache) >= _CACHE_MAX:
                 cache.clear()
             cache[raw] = r
