@@ -4,15 +4,16 @@ Every pipeline does the same work on each page of the corpus: find the ``a``/``a
 ``frame``/``iframe`` src values and turn them into absolute URLs without fragment, against the
 page URL. Pipelines:
 
-* ``crawler``            this project's streaming extractor (``crawler.extract``), whole page,
-* ``crawler 1KB chunks`` the same fed in 1 KiB chunks, as the fetcher feeds it,
+* ``crawler py``         this project's pure-Python streaming extractor (``LinkExtractorPy``),
+  whole page, then fed in 1 KiB chunks as the fetcher feeds it,
+* ``crawler c``          the compiled twin (``LinkExtractorC``), when it is built,
 * ``html.parser``        stdlib ``HTMLParser`` (text decoded as UTF-8) + ``urljoin``/``urldefrag``,
 * ``lxml``               ``lxml.html.fromstring`` + ``iter()`` + ``urljoin``/``urldefrag``,
 * ``selectolax``         Lexbor (``LexborHTMLParser``) + CSS selectors + ``urljoin``/``urldefrag``.
 
-Also printed: the share of the extractor's time spent resolving URLs (the run is repeated with
-a resolver that returns the raw value), and pathological documents fed in 1 KiB chunks next to
-a normal document of the same size.
+Also printed: URL resolution timed on its own (the values the extractor resolved, resolved
+again with our resolver, with Ada alone and with ``urljoin``) and its share of the extractor's
+time, and pathological documents fed in 1 KiB chunks next to a normal document of that size.
 
 Usage::
 
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import urldefrag, urljoin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -37,24 +39,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import lxml.html  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
-from crawler.extract import IMPLEMENTATION, LinkExtractor, _machine, extract_links  # noqa: E402
+from crawler.extract import LinkExtractorC, LinkExtractorPy, _machine  # noqa: E402
 from crawler.extract._resolve import Resolver, full_resolve  # noqa: E402
 
 BASE = "https://example.org/dir/page.html"
 TAGS = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
 
 
-def run_crawler(data: bytes) -> list[str]:
-    return [link.url for link in extract_links(data, BASE)]
+def _whole(cls: Any) -> Callable[[bytes], list[str]]:
+    def run(data: bytes) -> list[str]:
+        ex = cls(BASE)
+        return [link.url for link in ex.feed(data) + ex.close()]
+
+    return run
 
 
-def run_crawler_chunked(data: bytes) -> list[str]:
-    ex = LinkExtractor(BASE)
-    out = []
-    for i in range(0, len(data), 1024):
-        out += ex.feed(data[i : i + 1024])
-    out += ex.close()
-    return [link.url for link in out]
+def _chunked(cls: Any) -> Callable[[bytes], list[str]]:
+    def run(data: bytes) -> list[str]:
+        ex = cls(BASE)
+        out = []
+        for i in range(0, len(data), 1024):
+            out += ex.feed(data[i : i + 1024])
+        out += ex.close()
+        return [link.url for link in out]
+
+    return run
+
+
+run_crawler = _whole(LinkExtractorPy)
 
 
 class _Collector(HTMLParser):
@@ -115,23 +127,28 @@ def best_of(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
 
 def corpus_bench(pages: list[bytes], repeat: int) -> None:
     total = sum(map(len, pages))
-    print(f"corpus: {len(pages)} pages, {total / 1e6:.1f} MB; extractor: {IMPLEMENTATION}")
+    print(f"corpus: {len(pages)} pages, {total / 1e6:.1f} MB")
     pipelines: list[tuple[str, Callable[[bytes], list[str]]]] = [
-        ("crawler", run_crawler),
-        ("crawler 1KB chunks", run_crawler_chunked),
+        ("crawler py", run_crawler),
+        ("crawler py 1KB chunks", _chunked(LinkExtractorPy)),
         ("html.parser+urljoin", run_htmlparser),
         ("lxml+urljoin", run_lxml),
         ("selectolax+urljoin", run_selectolax),
     ]
+    if LinkExtractorC is not None:  # the compiled twin, when built
+        pipelines[2:2] = [
+            ("crawler c", _whole(LinkExtractorC)),
+            ("crawler c 1KB chunks", _chunked(LinkExtractorC)),
+        ]
     results = {}
     for name, fn in pipelines:
         results[name] = best_of(lambda fn=fn: sum(len(fn(p)) for p in pages), repeat)
     ref = results["html.parser+urljoin"][0]
-    print(f"{'pipeline':<22}{'MB/s':>9}{'links/s':>12}{'links':>9}{'vs html.parser':>16}")
+    print(f"{'pipeline':<24}{'MB/s':>9}{'links/s':>12}{'links':>9}{'vs html.parser':>16}")
     for name, (t, n) in results.items():
-        print(f"{name:<22}{total / t / 1e6:>9.1f}{n / t:>12,.0f}{n:>9}{ref / t:>15.1f}x")
+        print(f"{name:<24}{total / t / 1e6:>9.1f}{n / t:>12,.0f}{n:>9}{ref / t:>15.1f}x")
 
-    resolution_bench(pages, results["crawler"][0], repeat)
+    resolution_bench(pages, results["crawler py"][0], repeat)
 
 
 def resolution_bench(pages: list[bytes], t_extract: float, repeat: int) -> None:
@@ -204,7 +221,7 @@ def normal_page(pages: list[bytes], size: int) -> bytes:
 
 
 def feed_1k(data: bytes) -> int:
-    ex = LinkExtractor(BASE, "utf-8")
+    ex = LinkExtractorPy(BASE, "utf-8")
     n = 0
     for i in range(0, len(data), 1024):
         n += len(ex.feed(data[i : i + 1024]))
@@ -212,7 +229,7 @@ def feed_1k(data: bytes) -> int:
 
 
 def pathological_bench(pages: list[bytes], size: int) -> None:
-    print(f"\npathological inputs, {size / 1e6:.0f} MB each, fed in 1 KiB chunks")
+    print(f"\npathological inputs, {size / 1e6:.0f} MB each, fed in 1 KiB chunks (crawler py)")
     print(f"{'input':<28}{'seconds':>9}{'MB/s':>9}{'links':>8}")
     docs = {"normal page (corpus)": normal_page(pages, size)} | pathological(size)
     for name, data in docs.items():
