@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import crawler.extract as extract
 from crawler.extract import LinkExtractorC, LinkExtractorPy
+from crawler.extract._entities import NAMED, unescape_attr
 from crawler.extract._resolve import Resolver
 
 BASE = "https://example.org/dir/page.html"
@@ -365,3 +366,52 @@ def test_url_fast_path_examples() -> None:
     }
     for raw, want in cases.items():
         assert _C.resolve(BASE, raw) == want, raw
+
+
+REF_PIECES = [
+    "&",
+    "#",
+    "x",
+    "X",
+    ";",
+    "=",
+    "0",
+    "9",
+    "a",
+    "F",
+    "amp",
+    "AMP",
+    "lt",
+    "not",
+    "notin",
+    "copy",
+    "it",
+    "128",
+    "x80",
+    "xD800",
+    "1114112",
+    "000000041",
+    "x110000",
+    " ",
+    "\r",
+]
+
+
+@needs_c
+@settings(max_examples=1500, deadline=None)
+@given(
+    value=st.one_of(
+        st.text(alphabet="&#xX;=0123456789aAfFgGlt \x00", max_size=24),
+        st.lists(st.sampled_from(REF_PIECES), max_size=12).map("".join),
+    )
+)
+def test_character_references_same_as_python(value: str) -> None:
+    assert _C.unescape(value.encode("ascii")) == unescape_attr(value)
+
+
+@needs_c
+def test_every_named_reference_same_as_python() -> None:
+    for name in NAMED:
+        for tail in ("", "=", "x", ";", " "):
+            value = f"a&{name}{tail}b"
+            assert _C.unescape(value.encode("ascii")) == unescape_attr(value), value

@@ -32,7 +32,7 @@ import codecs
 
 from . import _resolve
 from . import charset as _charset
-from ._entities import unescape_attr
+from ._entities import C1, NAMED, unescape_attr
 from ._link import Link
 from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
 from ._machine import LINK_SETS, MAX_TOKEN, _link_config, parse_srcset, refresh_url
@@ -677,6 +677,110 @@ cdef _Tables _tables(link_set):
     return tb
 
 
+# Character references in attribute values (`_entities.unescape_attr`, for ASCII values) ---
+
+cdef dict _NAMED = NAMED
+cdef Py_UCS4 _C1MAP[32]
+
+
+cdef void _init_c1():
+    cdef int i
+    for i in range(32):
+        _C1MAP[i] = ord(C1.get(0x80 + i, chr(0x80 + i)))
+
+
+_init_c1()
+
+
+cdef inline bint _is_alnum(unsigned char c) noexcept nogil:
+    return (CLS[c] & C_ALPHA) != 0 or (0x30 <= c <= 0x39)
+
+
+cdef inline bint _is_hex(unsigned char c) noexcept nogil:
+    return (0x30 <= c <= 0x39) or (0x41 <= (c & 0xDF) <= 0x46)
+
+
+cdef str _numeric(const unsigned char* d, Py_ssize_t n, int base):
+    """`_entities._numeric`: the digits d[:n] in ``base`` as the standard maps them."""
+    cdef Py_ssize_t i = 0
+    cdef long cp = 0
+    cdef unsigned char c
+    while i < n and d[i] == 0x30:
+        i += 1
+    if n - i > 8:
+        cp = 0x110000
+    else:
+        while i < n:
+            c = d[i]
+            if c <= 0x39:
+                cp = cp * base + (c - 0x30)
+            else:
+                cp = cp * base + ((c & 0xDF) - 0x41 + 10)
+            i += 1
+    if cp == 0 or cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+        return "\ufffd"
+    if 0x80 <= cp <= 0x9F:
+        return chr(_C1MAP[cp - 0x80])
+    return chr(cp)
+
+
+cdef str _unescape_ascii(const unsigned char* p, Py_ssize_t n):
+    """`_entities.unescape_attr` of an ASCII value: the same left-to-right matching of
+    ``&(?:#[xX]([0-9A-Fa-f]+);?|#([0-9]+);?|([A-Za-z0-9]+;?))`` and the same replacements."""
+    cdef list parts = []
+    cdef Py_ssize_t i = 0, last = 0, j, k, end
+    cdef const unsigned char* q
+    cdef PyObject* hit
+    cdef str rep
+    while True:
+        q = <const unsigned char*>memchr(p + i, 0x26, n - i)
+        if q == NULL:
+            break
+        i = q - p
+        rep = None
+        end = i + 1
+        if i + 1 < n and p[i + 1] == 0x23:
+            if i + 2 < n and (p[i + 2] == 0x78 or p[i + 2] == 0x58) and i + 3 < n \
+                    and _is_hex(p[i + 3]):
+                j = i + 3
+                while j < n and _is_hex(p[j]):
+                    j += 1
+                rep = _numeric(p + i + 3, j - i - 3, 16)
+                end = j + 1 if j < n and p[j] == 0x3B else j
+            elif i + 2 < n and 0x30 <= p[i + 2] <= 0x39:
+                j = i + 2
+                while j < n and 0x30 <= p[j] <= 0x39:
+                    j += 1
+                rep = _numeric(p + i + 2, j - i - 2, 10)
+                end = j + 1 if j < n and p[j] == 0x3B else j
+        elif i + 1 < n and _is_alnum(p[i + 1]):
+            j = i + 1
+            while j < n and _is_alnum(p[j]):
+                j += 1
+            k = j + 1 if j < n and p[j] == 0x3B else j  # end of the name, ';' included
+            name = PyUnicode_DecodeASCII(<const char*>p + i + 1, k - i - 1, NULL)
+            hit = PyDict_GetItem(_NAMED, name)
+            if hit != NULL:
+                if k > j or not (k < n and p[k] == 0x3D):
+                    rep = <str>hit
+            elif k > j:
+                hit = PyDict_GetItem(_NAMED, name[:-1])
+                if hit != NULL:
+                    rep = <str>hit + ";"
+            end = k
+        if rep is not None:
+            if i > last:
+                parts.append(PyUnicode_DecodeASCII(<const char*>p + last, i - last, NULL))
+            parts.append(rep)
+            last = end
+        i = end
+    if last == 0:
+        return PyUnicode_DecodeASCII(<const char*>p, n, NULL)
+    if last < n:
+        parts.append(PyUnicode_DecodeASCII(<const char*>p + last, n - last, NULL))
+    return "".join(parts)
+
+
 # The extractor ------------------------------------------------------------------------------
 
 cdef class LinkExtractor:
@@ -694,6 +798,7 @@ cdef class LinkExtractor:
     cdef public bint nofollow
     cdef public str encoding
     cdef str _doc_url
+    cdef object _query_codec
     cdef object _resolver
     cdef _FastResolver _fr
     cdef bint _base_seen
@@ -779,6 +884,7 @@ cdef class LinkExtractor:
         self._strict = False
         self._doc_url = base_url
         self._set_resolver(Resolver(base_url))
+        self._query_codec = None
         self._base_seen = False
         self.nofollow = False
         self._max = max_token
@@ -901,6 +1007,11 @@ cdef class LinkExtractor:
         else:
             self._estate = E_BYTES
             self._codec, self._errors = codec, errors
+        # Link queries are percent-encoded in the document's encoding (UTF-16 pages use UTF-8).
+        qc = None if name in ("utf-8", "utf-16le", "utf-16be") else codec
+        self._query_codec = qc
+        r = self._resolver
+        self._set_resolver(Resolver(r.base if r.valid else self._doc_url, qc))
 
     # Values and links ---------------------------------------------------------------------
 
@@ -919,13 +1030,13 @@ cdef class LinkExtractor:
             if c == 0x26 or c == 0x0D or c == 0:
                 special = True
         if not high:
-            s = PyUnicode_DecodeASCII(<const char*>p, n, NULL)
             if not special:
-                return s
+                return PyUnicode_DecodeASCII(<const char*>p, n, NULL)
+            s = _unescape_ascii(p, n)
         else:
             s = v.decode(self._codec, self._errors)
-        if "&" in s:
-            s = unescape_attr(s)
+            if "&" in s:
+                s = unescape_attr(s)
         if "\r" in s:
             s = s.replace("\r\n", "\n").replace("\r", "\n")
         if "\x00" in s:
@@ -963,7 +1074,7 @@ cdef class LinkExtractor:
                 href = attrs[b"href"]
                 url = self._fr.resolve(self._text(href))
                 if url is not None and not url.startswith(("data:", "javascript:")):
-                    self._set_resolver(Resolver(url))
+                    self._set_resolver(Resolver(url, self._query_codec))
         elif tag == b"meta":
             self._meta(attrs, out)
         return 0
@@ -1484,6 +1595,11 @@ cdef class LinkExtractor:
         if keep >= 0 and not final:
             self._buf = buf[keep:]
         return 0
+
+
+def unescape(bytes value):
+    """The character references of an ASCII attribute value, decoded (for the tests)."""
+    return _unescape_ascii(<const unsigned char*>PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
 
 
 def resolve(str base, str raw):
