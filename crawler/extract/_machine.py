@@ -169,31 +169,19 @@ _COMMON = (
 )
 
 
+# The rest of a complete tag after its first letter: name, attributes, end.
+_TAG_REST = rb"[^" + _WS + rb"/>]*+" + _ATTRS + rb"[" + _WS + rb"/]*+>"
+
+
 def _boring(names: list[bytes]) -> re.Pattern[bytes]:
     """The data-state skipper for HTML content: stops only at start tags named in ``names``."""
     uniq: list[bytes] = sorted(set(names), key=len, reverse=True)
     alt = b"|".join([re.escape(n) for n in uniq])
+    not_named = rb"(?!(?i:" + alt + rb")[" + _WS + rb"/>])"
+    end_tag = rb"</(?:>|(?![A-Za-z])[^>]*+>|[A-Za-z]" + _TAG_REST + rb")"
+    start_tag = rb"<" + not_named + rb"[A-Za-z]" + _TAG_REST
     return re.compile(
-        rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>"
-        rb"|</(?:>|(?![A-Za-z])[^>]*+>|[A-Za-z][^"
-        + _WS
-        + rb"/>]*+"
-        + _ATTRS
-        + rb"["
-        + _WS
-        + rb"/]*+>)"
-        rb"|<(?!(?i:"
-        + alt
-        + rb")["
-        + _WS
-        + rb"/>])[A-Za-z][^"
-        + _WS
-        + rb"/>]*+"
-        + _ATTRS
-        + rb"["
-        + _WS
-        + rb"/]*+>"
-        rb")*+"
+        rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>|" + end_tag + rb"|" + start_tag + rb")*+"
     )
 
 
