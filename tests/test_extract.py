@@ -16,6 +16,8 @@ import html5lib
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
+import crawler
+import crawler.extract
 from crawler.extract import (
     IMPLEMENTATION,
     Link,
@@ -792,3 +794,13 @@ def test_deep_foreign_nesting_is_bounded(impl: Any) -> None:
     # A breakout tag leaves every level: <style> is raw text again.
     assert [x.raw for x in ex.feed(b"<p><style><a href=nope></style><a href=x>")] == ["x"]
     assert ex.close() == []
+
+
+def test_package_exports() -> None:
+    ex = crawler.extract
+    assert ex.__all__ == sorted(ex.__all__)
+    for name in ex.__all__:
+        assert hasattr(ex, name), name
+    assert crawler.Link is Link
+    assert crawler.LinkExtractor is LinkExtractor
+    assert crawler.extract_links is extract_links
