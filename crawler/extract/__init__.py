@@ -80,10 +80,10 @@ def extract_links(
 
 __all__ = [
     "IMPLEMENTATION",
-    "MAX_TOKEN",
     "Link",
     "LinkExtractor",
     "LinkExtractorC",
     "LinkExtractorPy",
+    "MAX_TOKEN",
     "extract_links",
 ]
