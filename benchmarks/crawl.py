@@ -328,6 +328,20 @@ def commands(
 # ----------------------------------------------------------------- report
 
 
+def describe_tree() -> str:
+    """The commit measured and which extractor implementation it loads."""
+
+    def out(cmd: list[str]) -> str:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+        return res.stdout.strip() or f"? ({res.returncode})"
+
+    head = out(["git", "rev-parse", "--short", "HEAD"])
+    dirty = out(["git", "status", "--porcelain", "--untracked-files=no", "--", "crawler"])
+    impl = out([sys.executable, "-c", "import crawler.extract as e; print(e.IMPLEMENTATION)"])
+    state = "uncommitted changes in crawler/" if dirty and not dirty.startswith("?") else "clean"
+    return f"tree: {head} ({state}); extractor implementation: {impl}"
+
+
 def table(runs: list[Run], n: int) -> str:
     by = {r.name: r for r in runs}
     scrapy, wget = by.get("scrapy"), by.get("wget")
@@ -355,6 +369,10 @@ def table(runs: list[Run], n: int) -> str:
             notes.append(f"expected {n}")
         if r.non_200:
             notes.append(f"{r.non_200} non-200")
+        if r.exit is not None and r.exit < 0 and not r.timed_out:
+            notes.append(f"died of signal {-r.exit}")
+        elif r.exit and r.name != "wget":
+            notes.append(f"exit {r.exit}")
         notes.append(f"load {r.load[0]:.2f}")
         lines.append(
             row(
@@ -415,6 +433,8 @@ def pyspy_report(path: str, top: int = 25) -> str:
     self_c: Counter[str] = Counter()
     incl: Counter[str] = Counter()
     total = 0
+    if not Path(path).exists():
+        return f"no profile written at {path}"
     for line in Path(path).read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
@@ -465,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         const="/tmp/crawlbench/ours.pyspy.txt",
         default=None,
         help="also run ours under py-spy (sampling, collapsed stacks; default %(const)s)",
+    )
+    ap.add_argument(
+        "--native", action="store_true", help="py-spy: include native (C/Cython) frames"
     )
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args(argv)
@@ -528,7 +551,9 @@ def main(argv: list[str] | None = None) -> int:
                 spy = shutil.which("py-spy") or "py-spy"
             prof = Path(args.py_spy)
             prof.parent.mkdir(parents=True, exist_ok=True)
-            cmd = [spy, "record", "--rate", "250", "--nonblocking", "--format", "raw",
+            # --native needs the target paused while sampling (py-spy refuses --nonblocking).
+            native = ["--native"] if args.native else ["--nonblocking"]
+            cmd = [spy, "record", *native, "--rate", "250", "--format", "raw",
                    "--output", str(prof), "--", sys.executable,
                    str(HERE / "crawl" / "run_ours.py"), url, "--concurrency", str(args.concurrency),
                    "--time-limit", str(args.time_limit)]  # fmt: skip
@@ -541,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
         nginx.stop()
 
     cpu = os.cpu_count()
+    print(f"\n{describe_tree()}")
     print(
         f"\ncrawl benchmark: {n} pages ({info.total_bytes / n / 1000:.1f} KB average), "
         f"nginx 1 worker on core {args.nginx_core}, each crawler pinned to core "
