@@ -556,6 +556,14 @@ class LinkExtractor:
         attrs: dict[bytes, bytes | None] = {}
         s, e = m.span(3)
         want = self._want.get(name)
+        if want is not None and e - s > 4096:
+            # A huge tag: read its attributes only if a wanted name occurs in it at all.
+            low = buf[s:e].lower()
+            for w in want:
+                if w in low:
+                    break
+            else:
+                want = None
         if want is not None and s < e:
             mx = self._max
             for an, v1, v2, v3 in _ATTR.findall(buf, s, e):
