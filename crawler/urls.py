@@ -200,6 +200,12 @@ class UrlPolicy:
             return None
         if "#" in url:
             url = url[: url.index("#")]
+        end = url.find("/", 8)  # WHATWG-serialised http(s) URLs always have a path
+        at = url.rfind("@", 0, end if end >= 0 else len(url))
+        if at >= 0:
+            # Credentials in a link are not part of the page's identity, and sending them
+            # (aiohttp turns them into Authorization: Basic) is never what a crawler wants.
+            url = url[: url.index("//") + 2] + url[at + 1 :]
         if "%" in url:
             url = _ESCAPE.sub(_fix_escape, url)
         q = url.find("?")

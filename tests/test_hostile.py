@@ -766,12 +766,6 @@ async def test_invalid_percent_encoding_and_idna_hosts(h: Harness) -> None:
     run.check_site(["/weird-links"], prefixes=["/pct/"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="crawler/urls.py keeps userinfo in canonical URLs: http://a@host/x and "
-    "http://host/x are two seen-set entries (the page is fetched once per userinfo variant) "
-    "and aiohttp sends the link's credentials as Authorization: Basic",
-)
 async def test_userinfo_in_links_is_not_a_new_page(h: Harness) -> None:
     srv = h.server()
     run = await h.crawl(srv, "userinfo", bound=10)

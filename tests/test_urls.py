@@ -156,3 +156,17 @@ def test_helpers() -> None:
     assert registrable_domain("a.b.example.co.uk") == "example.co.uk"
     assert registrable_domain("localhost") == "localhost"
     assert registrable_domain("10.0.0.1") == "10.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("link", "expected"),
+    [
+        ("http://user:pw@Example.com/a", "http://example.com/a"),
+        ("https://user@example.com:8443/a?b#c", "https://example.com:8443/a?b"),
+        ("http://example.com/a@b", "http://example.com/a@b"),  # an @ in the path stays
+        ("http://example.com/?q=a@b", "http://example.com/?q=a@b"),
+    ],
+)
+def test_canonical_drops_userinfo(link: str, expected: str) -> None:
+    policy = UrlPolicy(["http://example.com/"])
+    assert policy.canonical(link) == expected
