@@ -51,6 +51,8 @@ def _extensions() -> list[Extension]:
     return cythonize(  # type: ignore[no-any-return]
         [Extension("crawler.extract._extract_c", [PYX], extra_compile_args=["-O2"])],
         compiler_directives={"language_level": "3"},
+        # The generated C stays out of the source tree (and out of the wheel).
+        build_dir=os.path.join("build", "cython"),
         quiet=True,
     )
 

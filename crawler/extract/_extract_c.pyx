@@ -94,6 +94,7 @@ DEF ANAME_CAP = 64
 DEF F_WANT = 1
 DEF F_SVG = 2
 DEF F_MATH = 4
+DEF F_SIMPLE = 8    # a link tag whose links `_emit_simple` can make (not base, not meta)
 
 # Character classes.
 DEF C_WS = 1        # \t \n \f \r space
@@ -588,6 +589,9 @@ cdef class _Tables:
     cdef bytes pool
     cdef list entry_names
     cdef list entry_wnames
+    cdef list entry_spec
+    cdef list entry_rel
+    cdef list entry_tagstr
     cdef int maxw
 
     def __cinit__(self):
@@ -648,6 +652,21 @@ cdef class _Tables:
             elif t == b"plaintext":
                 e.sw = S_PLAINTEXT
         self.pool = bytes(pool)
+        # The direct emit path (`LinkExtractor._emit_simple`): link tags other than base and
+        # meta, as (slot, attribute name, is srcset) in the reference's order, and the rel slot.
+        self.entry_spec = []
+        self.entry_rel = []
+        self.entry_tagstr = []
+        for i, t in enumerate(names):
+            wn = self.entry_wnames[i]
+            spec = self.links.get(t)
+            if spec is None or t == b"base" or t == b"meta":
+                self.entry_spec.append(None)
+            else:
+                self.entry_spec.append([(wn.index(a), astr, a == b"srcset") for a, astr in spec])
+                self.entries[i].flags |= F_SIMPLE
+            self.entry_rel.append(wn.index(b"rel") if b"rel" in wn else -1)
+            self.entry_tagstr.append(self.tagstr.get(t))
 
 
 cdef dict _TABLES = {}
@@ -779,6 +798,34 @@ cdef str _unescape_ascii(const unsigned char* p, Py_ssize_t n):
     if last < n:
         parts.append(PyUnicode_DecodeASCII(<const char*>p + last, n - last, NULL))
     return "".join(parts)
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject
+    object PyType_GenericAlloc(PyTypeObject*, Py_ssize_t)
+    void PyTuple_SET_ITEM(PyObject*, Py_ssize_t, PyObject*)
+    void Py_INCREF(PyObject*)
+
+cdef object _LinkType = Link
+
+
+cdef inline object _mklink(object url, object raw, object tag, object attr, bint nofollow):
+    """``Link(url, raw, tag, attr, nofollow)`` built as `tuple.__new__(Link, ...)` builds it."""
+    cdef object o = PyType_GenericAlloc(<PyTypeObject*>_LinkType, 5)
+    cdef PyObject* t = <PyObject*>o
+    cdef object nfo = True if nofollow else False
+    cdef PyObject* nf = <PyObject*>nfo
+    Py_INCREF(<PyObject*>url)
+    PyTuple_SET_ITEM(t, 0, <PyObject*>url)
+    Py_INCREF(<PyObject*>raw)
+    PyTuple_SET_ITEM(t, 1, <PyObject*>raw)
+    Py_INCREF(<PyObject*>tag)
+    PyTuple_SET_ITEM(t, 2, <PyObject*>tag)
+    Py_INCREF(<PyObject*>attr)
+    PyTuple_SET_ITEM(t, 3, <PyObject*>attr)
+    Py_INCREF(nf)
+    PyTuple_SET_ITEM(t, 4, nf)
+    return o
 
 
 # The extractor ------------------------------------------------------------------------------
@@ -1305,6 +1352,39 @@ cdef class LinkExtractor:
                 attrs[wn[i]] = None
         return attrs
 
+    cdef inline bytes _slot_value(self, int i):
+        return PyBytes_FromStringAndSize(<const char*>self._arena + self._sl_off[i], self._sl_len[i])
+
+    cdef int _emit_simple(self, int k, list out) except -1:
+        """`_emit` for a link tag in HTML content, reading the kept attributes in place."""
+        cdef int i, n = self._entries[k].nwant, slot
+        cdef bint nofollow = False, any_attr = False
+        cdef _FastResolver fr = self._fr
+        for i in range(n):
+            if self._sl_state[i] != 0:
+                any_attr = True
+                break
+        if not any_attr:
+            return 0
+        slot = self._tb.entry_rel[k]
+        if slot >= 0 and self._sl_state[slot] == 1:
+            nofollow = "nofollow" in _WS_SPLIT.split(self._text(self._slot_value(slot)).lower())
+        tagstr = self._tb.entry_tagstr[k]
+        for slot, astr, srcset in self._tb.entry_spec[k]:
+            if self._sl_state[slot] != 1:
+                continue
+            raw = self._text(self._slot_value(slot))
+            if srcset:
+                for u in parse_srcset(raw):
+                    url = fr.resolve(u)
+                    if url is not None:
+                        out.append(_mklink(url, u, tagstr, astr, nofollow))
+                continue
+            url = fr.resolve(raw)
+            if url is not None:
+                out.append(_mklink(url, raw, tagstr, astr, nofollow))
+        return 0
+
     cdef int _tag_done(self, list out) except -1:
         cdef Entry* e
         cdef int k = self._t_tag
@@ -1316,7 +1396,9 @@ cdef class LinkExtractor:
         if k >= 0:
             e = &self._entries[k]
             if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH)):
-                if e.flags & F_WANT:
+                if e.flags & F_SIMPLE:
+                    self._emit_simple(k, out)
+                elif e.flags & F_WANT:
                     self._emit(self._entry_names[k], self._attrs(), out)
                 self._switch(k)
                 return 0
