@@ -156,3 +156,25 @@ def test_corpus_links_resolve(impl: Any) -> None:
             assert "#" not in x.url
             assert ":" in x.url
     assert total > 1000
+
+
+def test_utf16_copies_of_pages_give_the_same_links(impl: Any) -> None:
+    """The transcoding path (UTF-16 is decoded, then scanned) against the bytes path."""
+    done = 0
+    for page in PAGES:
+        data = page.read_bytes()
+        ex = new(impl)
+        want = ex.feed(data) + ex.close()
+        if ex.encoding != "utf-8" or len(want) < 20:
+            continue
+        text = data.decode("utf-8", "replace")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        for codec, bom in (("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")):
+            copy = bom + text.encode(codec)
+            cuts = list(range(1001, len(copy), 1001))  # odd sizes: code units split
+            assert feed_split(impl, copy, cuts) == want, (page.name, codec)
+        done += 1
+        if done == 5:
+            break
+    assert done == 5
