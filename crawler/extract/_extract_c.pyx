@@ -593,6 +593,8 @@ cdef class _Tables:
     cdef list entry_rel
     cdef list entry_tagstr
     cdef int maxw
+    # Per first byte of a tag name: bit n set when an entry of that length starts with it.
+    cdef unsigned int first_len[256]
 
     def __cinit__(self):
         self.entries = NULL
@@ -652,6 +654,11 @@ cdef class _Tables:
             elif t == b"plaintext":
                 e.sw = S_PLAINTEXT
         self.pool = bytes(pool)
+        for i in range(256):
+            self.first_len[i] = 0
+        for t in names:
+            if 0 < len(t) < 32:
+                self.first_len[t[0]] |= (<unsigned int>1) << len(t)
         # The direct emit path (`LinkExtractor._emit_simple`): link tags other than base and
         # meta, as (slot, attribute name, is srcset) in the reference's order, and the rel slot.
         self.entry_spec = []
@@ -1255,7 +1262,8 @@ cdef class LinkExtractor:
         cdef Entry* e
         cdef const unsigned char* pool = <const unsigned char*>PyBytes_AS_STRING(self._pool)
         self._t_tag = -1
-        if self._t_nlen <= ANAME_CAP:
+        if (self._t_nlen < 32 and (self._tb.first_len[self._t_name[0]] >> self._t_nlen) & 1) \
+                or 32 <= self._t_nlen < NAME_CAP:
             for i in range(self._nentries):
                 e = &self._entries[i]
                 if e.nlen == self._t_nlen and pool[e.noff] == self._t_name[0] \
