@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -106,7 +107,11 @@ class Nginx:
         self.tmp = Path(tempfile.mkdtemp(prefix="crawlbench-nginx-"))
         self.port = _free_port()
         conf = (HERE / "crawl" / "nginx.conf.tmpl").read_text()
-        for key, val in {"TMP": str(self.tmp), "PORT": str(self.port), "ROOT": str(site)}.items():
+        # As root, nginx's workers would run as "nobody" and could not read a site under a
+        # private directory (pytest's tmp_path): run them as the invoking user instead.
+        user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
+        subs = {"TMP": str(self.tmp), "PORT": str(self.port), "ROOT": str(site), "USER": user}
+        for key, val in subs.items():
             conf = conf.replace(f"@@{key}@@", val)
         (self.tmp / "nginx.conf").write_text(conf)
         self.proc = subprocess.Popen(

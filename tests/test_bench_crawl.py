@@ -9,7 +9,10 @@ the sizes are in the stated range, and nothing else on a page points at the site
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import shutil
+import subprocess
 import sys
 from collections import deque
 from pathlib import Path
@@ -150,3 +153,25 @@ def test_full_size_tree_depth(filler):
     assert len({site.path(i) for i in range(n)}) == n
     for i in (0, 1, 500, 19_999):  # a few full-size pages render within the range
         assert sitegen.MIN_BYTES <= len(site.page(i)) <= sitegen.MAX_BYTES
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_benchmark_end_to_end_small(tmp_path):
+    """The whole driver on a 60-page site with nginx: ours and wget each fetch every page once."""
+    if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()) or not shutil.which("wget"):
+        pytest.skip("needs nginx and wget installed")
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "crawl.py"), "--pages", "60",
+           "--crawlers", "ours,wget", "--site-dir", str(tmp_path), "--time-limit", "120",
+           "--json", str(out)]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=280, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = {r["name"]: r for r in json.loads(out.read_text())["runs"]}
+    for name in ("ours", "wget"):
+        assert runs[name]["pages"] == 60, (name, runs[name])
+        assert runs[name]["gets"] == 60, (name, runs[name])
+        assert runs[name]["non_200"] == 0
+        assert runs[name]["cpu"] > 0 and runs[name]["rss_mb"] > 0
+    assert runs["wget"]["requests"] == 120  # HEAD + GET a page, as the counting note says
+    assert "WARNING" not in res.stdout
