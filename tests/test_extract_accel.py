@@ -256,6 +256,21 @@ def test_corpus_pages_same_as_python_with_random_chunkings() -> None:
             assert got == _run(LinkExtractorPy, data, []), page.name
 
 
+_PAGES = _corpus()
+
+
+@needs_c
+@pytest.mark.skipif(not _PAGES, reason="corpus not found beside the project")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    page=st.sampled_from(_PAGES or [Path("none")]),
+    a=st.lists(st.integers(min_value=1, max_value=3000), max_size=40),
+    b=st.lists(st.integers(min_value=1, max_value=3000), max_size=40),
+)
+def test_corpus_page_any_chunking_same_as_python(page: Path, a: list[int], b: list[int]) -> None:
+    _same(page.read_bytes(), a, b, link_set="resources")
+
+
 # URL resolution: the C fast path answers or hands over, and never differs from Python.
 URL_ALPHABET = "aAhHtTpPsS:/.?#%2eE0189-_~!$&()*+,;=@[]\\ \t\nxé"
 URLS = st.one_of(
