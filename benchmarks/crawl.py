@@ -8,14 +8,17 @@
 What it does, in one run:
 1. builds (or reuses) a static site of N pages of 30-60 KB with ~100 same-host links each
    (benchmarks/crawl/sitegen.py; corpus pages from ../shared/corpus/pages as filler);
-2. serves it with nginx on 127.0.0.1 (apt-get installs nginx/wget when missing; pip installs
-   scrapy): one worker pinned to core 0, keep-alive, access_log off, a free port;
+2. serves it with nginx on 127.0.0.1 (nginx/wget installed with apt-get when missing, with one
+   apt-get update if the first install fails; scrapy and py-spy with pip): one worker pinned
+   to core 0, keep-alive, a free port, no access log but a buffered method/status/URI log;
 3. runs each crawler as a subprocess pinned to core 1 (one core each), one after another,
-   with a time limit; pages are counted on the server (nginx stub_status ``requests``
-   before/after, minus the status request itself), CPU seconds (user+sys) and peak RSS
-   come from os.wait4 on the child;
+   with a time limit. Pages are counted on the server, the same way for all: distinct URIs
+   served 200 to a GET in nginx's log (wget --spider sends HEAD+GET, so stub_status's request
+   count, also shown, is not a page count). CPU seconds (user+sys) and peak RSS come from
+   os.wait4 on the child;
 4. prints a table with ratios vs Scrapy and vs wget, and the bar of issue 4:
    ours >= 10x Scrapy pages/s, >= wget pages/s, peak RSS <= half of Scrapy's.
+See benchmarks/CRAWL.md for figures and the profile.
 """
 
 from __future__ import annotations
