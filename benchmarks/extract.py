@@ -6,10 +6,14 @@ page URL. Pipelines:
 
 * ``crawler py``         this project's pure-Python streaming extractor (``LinkExtractorPy``),
   whole page, then fed in 1 KiB chunks as the fetcher feeds it,
-* ``crawler c``          the compiled twin (``LinkExtractorC``), when it is built,
+* ``crawler c``          the compiled twin (``LinkExtractorC``) the same two ways, when built,
 * ``html.parser``        stdlib ``HTMLParser`` (text decoded as UTF-8) + ``urljoin``/``urldefrag``,
 * ``lxml``               ``lxml.html.fromstring`` + ``iter()`` + ``urljoin``/``urldefrag``,
 * ``selectolax``         Lexbor (``LexborHTMLParser``) + CSS selectors + ``urljoin``/``urldefrag``.
+
+Two floors run on the same bytes in the same run, doing no extraction at all: ``bytes.count(b"<")``
+and a compiled ``memchr`` loop counting ``<`` (``_extract_c.memchr_count``, when built): one pass
+over the data, the physical limit for anything that must look at every byte.
 
 Also printed: URL resolution timed on its own (the values the extractor resolved, resolved
 again with our resolver, with Ada alone and with ``urljoin``) and its share of the extractor's
@@ -40,6 +44,10 @@ import lxml.html  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
 from crawler.extract import LinkExtractorC, LinkExtractorPy, _machine  # noqa: E402
+
+memchr_count: Any = None
+if LinkExtractorC is not None:
+    from crawler.extract._extract_c import memchr_count  # type: ignore[import-not-found,no-redef]  # noqa: E402
 from crawler.extract._resolve import Resolver, full_resolve  # noqa: E402
 
 BASE = "https://example.org/dir/page.html"
@@ -143,10 +151,33 @@ def corpus_bench(pages: list[bytes], repeat: int) -> None:
     results = {}
     for name, fn in pipelines:
         results[name] = best_of(lambda fn=fn: sum(len(fn(p)) for p in pages), repeat)
+    # The floors: one pass over the same bytes, no extraction (the count is of '<', not links).
+    floors: dict[str, Callable[[], int]] = {
+        "floor: bytes.count('<')": lambda: sum(p.count(b"<") for p in pages)
+    }
+    if memchr_count is not None:
+        floors["floor: memchr loop (C)"] = lambda: sum(memchr_count(p) for p in pages)
+    for name, count in floors.items():
+        results[name] = best_of(count, repeat)
     ref = results["html.parser+urljoin"][0]
-    print(f"{'pipeline':<24}{'MB/s':>9}{'links/s':>12}{'links':>9}{'vs html.parser':>16}")
+    lex = results["selectolax+urljoin"][0]
+    print(
+        f"{'pipeline':<24}{'MB/s':>9}{'links/s':>12}{'links':>9}{'vs html.parser':>16}"
+        f"{'vs selectolax':>15}"
+    )
     for name, (t, n) in results.items():
-        print(f"{name:<24}{total / t / 1e6:>9.1f}{n / t:>12,.0f}{n:>9}{ref / t:>15.1f}x")
+        if name.startswith("floor"):
+            mbs = total / t / 1e6
+            print(f"{name:<24}{mbs:>9.1f}{'-':>12}{'-':>9}{ref / t:>15.1f}x{lex / t:>14.1f}x")
+            continue
+        print(
+            f"{name:<24}{total / t / 1e6:>9.1f}{n / t:>12,.0f}{n:>9}{ref / t:>15.1f}x"
+            f"{lex / t:>14.1f}x"
+        )
+    if "crawler c" in results:
+        t_c = results["crawler c"][0]
+        for name in floors:
+            print(f"crawler c runs at {results[name][0] / t_c:.0%} of the speed of {name[7:]}")
 
     resolution_bench(pages, results["crawler py"][0], repeat)
 
@@ -220,8 +251,8 @@ def normal_page(pages: list[bytes], size: int) -> bytes:
     return bytes(out[:size])
 
 
-def feed_1k(data: bytes) -> int:
-    ex = LinkExtractorPy(BASE, "utf-8")
+def feed_1k(data: bytes, cls: Any = LinkExtractorPy) -> int:
+    ex = cls(BASE, "utf-8")
     n = 0
     for i in range(0, len(data), 1024):
         n += len(ex.feed(data[i : i + 1024]))
@@ -229,12 +260,16 @@ def feed_1k(data: bytes) -> int:
 
 
 def pathological_bench(pages: list[bytes], size: int) -> None:
-    print(f"\npathological inputs, {size / 1e6:.0f} MB each, fed in 1 KiB chunks (crawler py)")
-    print(f"{'input':<28}{'seconds':>9}{'MB/s':>9}{'links':>8}")
+    impls: dict[str, Any] = {"py": LinkExtractorPy}
+    if LinkExtractorC is not None:
+        impls["c"] = LinkExtractorC
+    print(f"\npathological inputs, {size / 1e6:.0f} MB each, fed in 1 KiB chunks")
+    print(f"{'input':<28}{'impl':>5}{'seconds':>9}{'MB/s':>9}{'links':>8}")
     docs = {"normal page (corpus)": normal_page(pages, size)} | pathological(size)
     for name, data in docs.items():
-        t, n = best_of(lambda data=data: feed_1k(data), 1)
-        print(f"{name:<28}{t:>9.2f}{len(data) / t / 1e6:>9.1f}{n:>8}")
+        for impl, cls in impls.items():
+            t, n = best_of(lambda data=data, cls=cls: feed_1k(data, cls), 1)
+            print(f"{name:<28}{impl:>5}{t:>9.2f}{len(data) / t / 1e6:>9.1f}{n:>8}")
 
 
 def main() -> None:

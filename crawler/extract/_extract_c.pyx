@@ -1554,6 +1554,9 @@ cdef class LinkExtractor:
                     pos = n
                     break
                 pos = q - p
+                # A run of '<': each but the last is text.
+                while pos + 1 < n and p[pos + 1] == 0x3C:
+                    pos += 1
                 if pos + 1 >= n:
                     keep = pos
                     break
