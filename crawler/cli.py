@@ -27,6 +27,7 @@ from crawler.progress import Progress, Snapshot
 
 if TYPE_CHECKING:
     from crawler.engine import Crawler
+    from crawler.results import CrawlStats
 
 EXIT_OK = 0
 EXIT_ERRORS = 1
@@ -318,7 +319,8 @@ class _RunState:
     crawler: Crawler | None = None
 
 
-async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> tuple[int, Any]:
+async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> int:
+    """Run the crawl with signal handling and live progress; return the exit code."""
     engine = importlib.import_module("crawler.engine")
     loop = asyncio.get_running_loop()
     state = _RunState()
@@ -346,7 +348,7 @@ async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> t
             handled.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # Windows, or not the main thread: Ctrl-C still ends the run, less gracefully
-    stats: Any = None
+    stats: CrawlStats | None = None
     try:
         async with engine.Crawler(config, sink=sink) as crawler:
             state.crawler = crawler
@@ -373,14 +375,17 @@ async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> t
         for sig in handled:
             loop.remove_signal_handler(sig)
         sink.close()
-    return _exit_code(state, sink, stats, progress), stats
+    return _exit_code(state, sink, stats, progress)
 
 
-def _exit_code(state: _RunState, sink: OutputSink, stats: Any, progress: Progress) -> int:
+def _exit_code(
+    state: _RunState, sink: OutputSink, stats: CrawlStats | None, progress: Progress
+) -> int:
     if sink.broken_pipe:
         return EXIT_OK  # the reader took what it wanted (`| head`): quiet, like `rg | head`
     if stats is not None:
-        progress.summary(stats, stopped_by=state.signal.name if state.signal else None)
+        why = state.signal.name if state.signal else ("output error" if sink.error else None)
+        progress.summary(stats, stopped_by=why)
     if sink.error is not None:
         _err(f"cannot write output: {sink.error.strerror or sink.error}")
         return EXIT_ERRORS
@@ -408,8 +413,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr, quiet=config.quiet)
     if progress.live and config.output in (None, "-") and _isatty(sys.stdout):
         sink.before_write = progress.clear
-    code, _ = _run(_crawl(config, sink, progress))
-    return code
+    return _run(_crawl(config, sink, progress))
 
 
 def _isatty(stream: IO[str]) -> bool:

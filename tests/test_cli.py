@@ -480,7 +480,7 @@ async def test_output_that_cannot_be_written_exits_1(site: str) -> None:
     no_traceback(done)
     assert done.rc == 1
     assert "crawler: error: cannot write output: No space left on device" in done.err
-    assert "crawler: stopped" not in done.err and "crawler: done in" in done.err
+    assert "crawler: stopped (output error) in" in done.err
 
 
 async def test_extract_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
