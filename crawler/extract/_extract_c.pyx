@@ -225,21 +225,23 @@ cdef Py_ssize_t _find_script_esc(const unsigned char* p, Py_ssize_t pos, Py_ssiz
 
 cdef Py_ssize_t _find_comment_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
                                   Py_ssize_t* end) noexcept nogil:
-    """Leftmost ``--!?>``: its start, with its end in ``end``; or -1."""
+    """Leftmost ``--!?>`` starting at or after pos: its start, with its end in ``end``; or -1.
+
+    Found from its '>' (rare in comment text, unlike '-'): the match with the leftmost '>' is
+    also the leftmost match, and one '>' ends at most one of ``-->`` and ``--!>``."""
     cdef const unsigned char* q
     cdef Py_ssize_t i
     while pos < n:
-        q = <const unsigned char*>memchr(p + pos, 0x2D, n - pos)
+        q = <const unsigned char*>memchr(p + pos, 0x3E, n - pos)
         if q == NULL:
             return -1
         i = q - p
-        if i + 2 < n and p[i + 1] == 0x2D:
-            if p[i + 2] == 0x3E:
-                end[0] = i + 3
-                return i
-            if p[i + 2] == 0x21 and i + 3 < n and p[i + 3] == 0x3E:
-                end[0] = i + 4
-                return i
+        if i - 2 >= pos and p[i - 1] == 0x2D and p[i - 2] == 0x2D:
+            end[0] = i + 1
+            return i - 2
+        if i - 3 >= pos and p[i - 1] == 0x21 and p[i - 2] == 0x2D and p[i - 3] == 0x2D:
+            end[0] = i + 1
+            return i - 3
         pos = i + 1
     return -1
 
@@ -807,6 +809,26 @@ cdef str _unescape_ascii(const unsigned char* p, Py_ssize_t n):
     return "".join(parts)
 
 
+cdef int _rel_nofollow(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether the rel value p[:n] has the token ``nofollow`` (ASCII case-insensitive, split on
+    ASCII whitespace): 1 or 0; -1 when the value is not plain ASCII (a byte >= 0x80, '&',
+    CR or NUL), which the caller decodes and checks as the reference does."""
+    cdef Py_ssize_t i, start = -1
+    cdef unsigned char c
+    cdef int found = 0
+    for i in range(n + 1):
+        c = p[i] if i < n else 0x20
+        if c >= 0x80 or c == 0x26 or c == 0x0D or c == 0:
+            return -1
+        if CLS[c] & C_WS:
+            if start >= 0 and i - start == 8 and _ci_eq(p + start, <const unsigned char*>b"nofollow", 8):
+                found = 1
+            start = -1
+        elif start < 0:
+            start = i
+    return found
+
+
 cdef extern from "Python.h":
     ctypedef struct PyTypeObject
     object PyType_GenericAlloc(PyTypeObject*, Py_ssize_t)
@@ -989,7 +1011,7 @@ cdef class LinkExtractor:
         if self._closed or self._state == S_DEAD:
             return out
         try:
-            self._feed(bytes(data), False, out)
+            self._feed(data if type(data) is bytes else bytes(data), False, out)
         except Exception:
             if self._strict:
                 raise
@@ -1376,7 +1398,11 @@ cdef class LinkExtractor:
             return 0
         slot = self._tb.entry_rel[k]
         if slot >= 0 and self._sl_state[slot] == 1:
-            nofollow = "nofollow" in _WS_SPLIT.split(self._text(self._slot_value(slot)).lower())
+            i = _rel_nofollow(self._arena + self._sl_off[slot], self._sl_len[slot])
+            if i < 0:  # not plain ASCII: the reference's computation on the decoded text
+                nofollow = "nofollow" in _WS_SPLIT.split(self._text(self._slot_value(slot)).lower())
+            else:
+                nofollow = i == 1
         tagstr = self._tb.entry_tagstr[k]
         for slot, astr, srcset in self._tb.entry_spec[k]:
             if self._sl_state[slot] != 1:
