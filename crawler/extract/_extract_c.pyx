@@ -47,7 +47,6 @@ cdef extern from "Python.h":
 _new = tuple.__new__
 _ResolverType = _resolve.Resolver
 cdef object _MISS = object()
-cdef Py_ssize_t _CACHE_MAX = 4096
 
 # Main states (the same values as _machine).
 DEF S_DATA = 0
@@ -484,12 +483,10 @@ cdef class _FastResolver:
     cdef bytes path
     cdef bytes dir
     cdef str base_nf
-    cdef dict cache
     cdef _Scratch sc
 
     def __init__(self, py):
         self.py = py
-        self.cache = {}
         self.sc = _Scratch()
         self.fast = False
         if type(py) is _ResolverType and py._fast:
@@ -501,18 +498,13 @@ cdef class _FastResolver:
             self.base_nf = py._base_nf
 
     cdef object resolve(self, str raw):
-        cdef PyObject* hit = PyDict_GetItem(self.cache, raw)
-        if hit != NULL:
-            return <object>hit
-        r = _MISS
+        # No cache here: the fast path costs less than a dict lookup of a fresh string, and
+        # the Python resolver caches what it resolves itself.
         if self.fast and PyUnicode_IS_ASCII(raw):
             r = self._fast_path(<const unsigned char*>PyUnicode_DATA(raw), PyUnicode_GET_LENGTH(raw))
-        if r is _MISS:
-            r = self.py.resolve(raw)
-        if len(self.cache) >= _CACHE_MAX:
-            self.cache.clear()
-        PyDict_SetItem(self.cache, raw, r)
-        return r
+            if r is not _MISS:
+                return r
+        return self.py.resolve(raw)
 
     cdef object _fast_path(self, const unsigned char* s, Py_ssize_t n):
         cdef Py_ssize_t h = 0, i, q, need, olen
@@ -1087,6 +1079,9 @@ cdef class LinkExtractor:
         qc = None if name in ("utf-8", "utf-16le", "utf-16be") else codec
         self._query_codec = qc
         r = self._resolver
+        if qc is None and type(r) is _ResolverType and r.query_codec is None and r.valid \
+                and r.base == self._doc_url:
+            return  # Resolver(r.base, None) would be built exactly as r was: keep r
         self._set_resolver(Resolver(r.base if r.valid else self._doc_url, qc))
 
     # Values and links ---------------------------------------------------------------------
