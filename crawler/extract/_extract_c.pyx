@@ -1444,9 +1444,29 @@ cdef class LinkExtractor:
         cdef unsigned char c
         cdef Py_ssize_t e, k, i
         cdef const unsigned char* q
+        # The blocks follow the usual order of the states (name, attributes, attribute name,
+        # value) so that a complete attribute goes through them in one pass of the loop.
         while pos < n:
-            ts = self._ts
-            if ts == TS_ATTRS:
+            if self._ts == TS_NAME:
+                e = pos
+                while e < n and not (CLS[p[e]] & (C_WS | C_SLASH | C_GT)):
+                    e += 1
+                if e > pos:
+                    k = e - pos
+                    if k > NAME_CAP - self._t_nlen:
+                        k = NAME_CAP - self._t_nlen
+                    for i in range(k):
+                        self._t_name[self._t_nlen + i] = LOWER[p[pos + i]]
+                    self._t_nlen += k
+                    pos = e
+                if pos >= n:
+                    return pos
+                self._name_end()
+                self._ts = TS_ATTRS
+                self._t_slash = False
+            if self._ts == TS_ATTRS:
+                if pos >= n:
+                    return pos
                 e = pos
                 while e < n and (CLS[p[e]] & (C_WS | C_SLASH)):
                     e += 1
@@ -1463,7 +1483,7 @@ cdef class LinkExtractor:
                 self._begin_attr(c)
                 self._ts = TS_ANAME
                 pos += 1
-            elif ts == TS_ANAME:
+            if self._ts == TS_ANAME:
                 e = pos
                 while e < n and not (CLS[p[e]] & (C_WS | C_SLASH | C_GT | C_EQ)):
                     e += 1
@@ -1487,7 +1507,7 @@ cdef class LinkExtractor:
                     self._ts = TS_ATTRS
                 else:
                     self._ts = TS_AFTER_NAME
-            elif ts == TS_AFTER_NAME:
+            if self._ts == TS_AFTER_NAME:
                 while pos < n and (CLS[p[pos]] & C_WS):
                     pos += 1
                 if pos >= n:
@@ -1498,7 +1518,7 @@ cdef class LinkExtractor:
                 else:
                     self._end_attr()
                     self._ts = TS_ATTRS
-            elif ts == TS_BEFORE_VALUE:
+            if self._ts == TS_BEFORE_VALUE:
                 while pos < n and (CLS[p[pos]] & C_WS):
                     pos += 1
                 if pos >= n:
@@ -1515,7 +1535,8 @@ cdef class LinkExtractor:
                     self._ts = TS_ATTRS
                 else:
                     self._ts = TS_UNQ
-            elif ts == TS_DQ or ts == TS_SQ:
+            if self._ts == TS_DQ or self._ts == TS_SQ:
+                ts = self._ts
                 q = <const unsigned char*>memchr(p + pos, 0x22 if ts == TS_DQ else 0x27, n - pos)
                 if q == NULL:
                     self._add_val(p, pos, n)
@@ -1525,7 +1546,7 @@ cdef class LinkExtractor:
                 self._end_attr()
                 self._ts = TS_ATTRS
                 pos = e + 1
-            elif ts == TS_UNQ:
+            if self._ts == TS_UNQ:
                 e = pos
                 while e < n and not (CLS[p[e]] & (C_WS | C_GT)):
                     e += 1
@@ -1535,23 +1556,6 @@ cdef class LinkExtractor:
                     return pos
                 self._end_attr()
                 self._ts = TS_ATTRS
-            else:  # TS_NAME
-                e = pos
-                while e < n and not (CLS[p[e]] & (C_WS | C_SLASH | C_GT)):
-                    e += 1
-                if e > pos:
-                    k = e - pos
-                    if k > NAME_CAP - self._t_nlen:
-                        k = NAME_CAP - self._t_nlen
-                    for i in range(k):
-                        self._t_name[self._t_nlen + i] = LOWER[p[pos + i]]
-                    self._t_nlen += k
-                    pos = e
-                if pos >= n:
-                    return pos
-                self._name_end()
-                self._ts = TS_ATTRS
-                self._t_slash = False
         return pos
 
     # The scanner --------------------------------------------------------------------------
