@@ -515,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({time.perf_counter() - t0:.1f}s)"
     )
 
+    tree = describe_tree()  # before the runs: the tree may change while they run
     nginx = Nginx(nginx_bin, site_root, args.nginx_core)
     workdir = Path(tempfile.mkdtemp(prefix="crawlbench-run-"))
     runs: list[Run] = []
@@ -574,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         nginx.stop()
 
     cpu = os.cpu_count()
-    print(f"\n{describe_tree()}")
+    print(f"\n{tree}")
     print(
         f"\ncrawl benchmark: {n} pages ({info.total_bytes / n / 1000:.1f} KB average), "
         f"nginx 1 worker on core {args.nginx_core}, each crawler pinned to core "
