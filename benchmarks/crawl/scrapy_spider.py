@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
-from scrapy.http import Response
+from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 
 
@@ -33,6 +33,8 @@ class BenchSpider(scrapy.Spider):
 
     def parse(self, response: Response) -> Iterator[scrapy.Request]:
         self.pages += 1
+        if not isinstance(response, TextResponse):  # every page of the site is HTML
+            return
         for link in self.link_extractor.extract_links(response):
             yield scrapy.Request(link.url, callback=self.parse)
 
