@@ -13,16 +13,24 @@ Where the Python version jumps with a regular expression, this one walks the byt
 * comments, bogus comments, CDATA, raw text and script data search for their end and, when
   it is not in the buffer, keep the same short tail as the Python version.
 
-Python objects are built only for wanted tags (a ``{name: value}`` dict, as in `_machine`)
-and the links found. The per-link logic (rel/nofollow, srcset, meta refresh and robots,
-``<base>``, the foreign-content stack, the late ``<meta charset>``) is the reference's code
-compiled as is, and encoding sniffing is shared Python code (`charset`). URL resolution takes
-a C fast path for the common forms; whatever it does not answer goes to the Python resolver
-(`_resolve.Resolver`, its own fast path then Ada), so a miss here can never change a result.
+Python objects are built only for the links found. A link tag in HTML content (``a``,
+``area``, ``iframe``... of the link set) is emitted straight from the C attribute slots
+(`_emit_simple`): value decoding, character references of ASCII values, ``rel=nofollow`` and
+URL resolution in C, the `Link` tuple allocated in C. The rarer logic (``<base>``, meta
+refresh/robots/charset, srcset, the foreign-content stack, non-ASCII values) is the
+reference's code compiled as is, on the reference's ``{name: value}`` dict; encoding sniffing
+is shared Python code (`charset`). The URL fast path handles ASCII values of the common forms
+(absolute http(s) with a plain host, scheme-relative, root-relative, path-relative,
+query-only, empty or fragment-only); whatever it does not answer goes to the Python resolver
+(`_resolve.Resolver`: its own fast path, then Ada), so a miss here can never change a result.
+
+Memory: the tail kept between chunks is the reference's (at most 10 bytes, outside a tag); a
+tag keeps its name (up to 256 bytes), the attribute name being read (64) and the wanted values,
+each copied only up to ``max_token`` bytes and dropped whole beyond it.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_SIZE
 from cpython.object cimport PyObject
 from libc.stdlib cimport free, malloc, realloc
