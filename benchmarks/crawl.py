@@ -196,7 +196,8 @@ class Run:
     non_200: int = 0
     wall: float = 0.0
     cpu: float = 0.0
-    rss_mb: float = 0.0
+    rss_mb: float = 0.0  # peak RSS of the crawler process (VmHWM)
+    ru_maxrss_mb: float = 0.0
     exit: int | None = None
     timed_out: bool = False
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -206,6 +207,18 @@ class Run:
     @property
     def rate(self) -> float:
         return self.pages / self.wall if self.wall > 0 else 0.0
+
+
+def _vm_hwm(pid: int) -> int:
+    """Peak resident set of a live process in KiB (0 once it has exited)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> Run:
@@ -228,7 +241,9 @@ def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> R
         ru = None
         status = 0
         signalled = 0
+        hwm = 0
         while ru is None:
+            hwm = max(hwm, _vm_hwm(proc.pid))
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 ru = usage
@@ -251,7 +266,11 @@ def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> R
     run.non_200 = sum(1 for p in lines if len(p) == 3 and p[1] != "200")
     run.exit = proc.returncode
     run.cpu = ru.ru_utime + ru.ru_stime
-    run.rss_mb = ru.ru_maxrss / 1024  # KiB on Linux
+    # ru_maxrss of a child counts the pages it shared with this (bigger) process between
+    # fork and exec, so it is never below our own RSS; VmHWM, polled while the child runs,
+    # is the peak of the exec'd program alone. ru_maxrss is kept for reference.
+    run.ru_maxrss_mb = ru.ru_maxrss / 1024  # KiB on Linux
+    run.rss_mb = hwm / 1024 if hwm else run.ru_maxrss_mb
     text = out_path.read_text(errors="replace").strip().splitlines()
     if text:
         try:
@@ -586,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "pages: distinct URLs served 200 to a GET (nginx log); GETs: all GET requests; "
         "reqs: all requests "
-        "(nginx stub_status; wget --spider sends a HEAD before each GET); pages/s = pages / wall s"
+        "(nginx stub_status; wget --spider sends a HEAD before each GET); pages/s = pages / wall s; "
+        "peak RSS: VmHWM of the crawler process"
     )
     for r in runs:
         if r.profile:
