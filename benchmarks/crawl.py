@@ -604,9 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table([r for r in runs if r.profile is None], n))
     print(
         "pages: distinct URLs served 200 to a GET (nginx log); GETs: all GET requests; "
-        "reqs: all requests "
-        "(nginx stub_status; wget --spider sends a HEAD before each GET); pages/s = pages / wall s; "
-        "peak RSS: VmHWM of the crawler process"
+        "reqs: all requests (nginx stub_status; wget --spider sends a HEAD before each GET);\n"
+        "pages/s = pages / wall s; peak RSS: VmHWM of the crawler process"
     )
     for r in runs:
         if r.profile:
