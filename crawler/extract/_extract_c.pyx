@@ -43,7 +43,7 @@ from . import charset as _charset
 from ._entities import C1, NAMED, unescape_attr
 from ._link import Link
 from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
-from ._machine import LINK_SETS, MAX_TOKEN, _link_config, parse_srcset, refresh_url
+from ._machine import LINK_SETS, MAX_TOKEN, _link_config, link_set_key, parse_srcset, refresh_url
 from ._resolve import Resolver
 
 cdef extern from "Python.h":
@@ -682,22 +682,8 @@ cdef dict _TABLES = {}
 
 
 cdef _Tables _tables(link_set):
-    """The tables for a ``link_set`` argument, validated exactly as `_machine` validates it."""
-    if isinstance(link_set, str):
-        key = link_set
-        if link_set not in LINK_SETS:
-            raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
-    else:
-        try:
-            key = tuple(
-                sorted(
-                    (str(k), (v,) if isinstance(v, str) else tuple(str(a) for a in v))
-                    for k, v in link_set.items()
-                )
-            )
-        except (AttributeError, TypeError) as e:
-            msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
-            raise ValueError(msg) from e
+    """The tables for a ``link_set`` argument, validated by the reference's own function."""
+    key = link_set_key(link_set)
     tb = _TABLES.get(key)
     if tb is None:
         tb = _Tables(LINK_SETS[key] if isinstance(key, str) else dict(key))

@@ -213,6 +213,30 @@ def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
     return links, want, tagstr, _boring(names)
 
 
+def link_set_key(link_set: str | Mapping[str, Any]) -> Any:
+    """A ``link_set`` argument checked and made hashable: a preset name, or the sorted
+    ``(tag, (attr, ...))`` pairs of a mapping (a lone str is one attribute name). Both
+    implementations key their per-set tables on it.
+
+    Raises:
+        ValueError: an unknown preset, or not a ``{tag: [attr, ...]}`` mapping.
+    """
+    if isinstance(link_set, str):
+        if link_set not in LINK_SETS:
+            raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
+        return link_set
+    try:
+        return tuple(
+            sorted(
+                (str(k), (v,) if isinstance(v, str) else tuple(str(a) for a in v))
+                for k, v in link_set.items()
+            )
+        )
+    except (AttributeError, TypeError) as e:
+        msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
+        raise ValueError(msg) from e
+
+
 class LinkExtractor:
     """Streaming link extractor for one HTML document.
 
@@ -236,21 +260,7 @@ class LinkExtractor:
         link_set: str | Mapping[str, Any] = "links",
         max_token: int = MAX_TOKEN,
     ) -> None:
-        if isinstance(link_set, str):
-            key: Any = link_set
-            if link_set not in LINK_SETS:
-                raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
-        else:
-            try:
-                key = tuple(
-                    sorted(
-                        (str(k), (v,) if isinstance(v, str) else tuple(str(a) for a in v))
-                        for k, v in link_set.items()
-                    )
-                )
-            except (AttributeError, TypeError) as e:
-                msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
-                raise ValueError(msg) from e
+        key = link_set_key(link_set)
         config = _CONFIGS.get(key)
         if config is None:
             config = _link_config(LINK_SETS[key] if isinstance(key, str) else dict(key))
