@@ -20,10 +20,11 @@ Behaviour worth knowing (details in ``_machine.py``):
 * Never raises on any input (a ``link_set`` name that does not exist is a ValueError at
   construction: that is a programming error, not input).
 
-``LinkExtractor`` is the compiled twin (``_extract_c``, built from ``_machine.py`` by Cython)
-when it is available and ``CRAWLER_NO_EXTENSIONS`` is not set, else the pure-Python
-reference ``_machine.LinkExtractor``. Both are exported explicitly (``LinkExtractorPy``,
-``LinkExtractorC`` or None) for tests and benchmarks; ``IMPLEMENTATION`` says which one is in use.
+``LinkExtractor`` is the compiled twin (``_extract_c``, Cython source ``_extract_c.pyx``: the
+same states and output as ``_machine``, byte-level C) when ``pip install`` could build it and
+``CRAWLER_NO_EXTENSIONS`` is not set, else the pure-Python reference ``_machine.LinkExtractor``.
+Both are exported explicitly (``LinkExtractorPy``, ``LinkExtractorC`` or None) for tests and
+benchmarks; ``IMPLEMENTATION`` says which one is in use.
 """
 
 from __future__ import annotations
