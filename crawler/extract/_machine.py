@@ -90,6 +90,7 @@ from ._html import (  # noqa: F401 - re-exported for the compiled twin
     refresh_url,
 )
 from ._link import Link, make_link
+from ._regex import compile_pattern
 from ._resolve import Resolver
 
 MAX_TOKEN = 64 * 1024
@@ -133,30 +134,30 @@ _ATTRS = (
     rb"(?:[" + _WS + rb"/]*+[^" + _WS + rb"/>][^" + _WS + rb"/=>]*+"
     rb"(?>[" + _WS + rb"]*+=[" + _WS + rb"]*+(?>\"[^\"]*+\"?+|'[^']*+'?+|[^" + _WS + rb">]*+))?+)*+"
 )
-_TAG = re.compile(rb"<(/?)([A-Za-z][^" + _WS + rb"/>]*+)(" + _ATTRS + rb")[" + _WS + rb"/]*+>")
-_ATTR = re.compile(
+_TAG = compile_pattern(rb"<(/?)([A-Za-z][^" + _WS + rb"/>]*+)(" + _ATTRS + rb")[" + _WS + rb"/]*+>")
+_ATTR = compile_pattern(
     rb"[" + _WS + rb"/]*+([^" + _WS + rb"/>][^" + _WS + rb"/=>]*+)"
     rb"(?:[" + _WS + rb"]*+=[" + _WS + rb"]*+(?:\"([^\"]*+)\"|'([^']*+)'|([^" + _WS + rb">]*+)))?+"
 )
 # Attributes certainly complete: a closing quote, or a character that ends the name or the
 # unquoted value (a name followed only by spaces may still get "=value" from the next chunk).
-_COMPLETE_ATTRS = re.compile(
+_COMPLETE_ATTRS = compile_pattern(
     rb"(?:[" + _WS + rb"/]*+[^" + _WS + rb"/>][^" + _WS + rb"/=>]*+"
     rb"(?>[" + _WS + rb"]*+=[" + _WS + rb"]*+"
     rb"(?>\"[^\"]*+\"|'[^']*+'|(?![\"'])[^" + _WS + rb">]*+(?=[" + _WS + rb">]))"
     rb"|(?=[" + _WS + rb"]*+[^" + _WS + rb"=])))*+"
 )
-_COMMENT_END = re.compile(rb"--!?>")
-_SKIP_WS = re.compile(rb"[" + _WS + rb"]*+")
-_SKIP_WS_SLASH = re.compile(rb"[" + _WS + rb"/]*+")
-_NAME_CHARS = re.compile(rb"[^" + _WS + rb"/>]*+")
-_ANAME_CHARS = re.compile(rb"[^" + _WS + rb"/=>]*+")
-_UNQ_CHARS = re.compile(rb"[^" + _WS + rb">]*+")
-_SCRIPT_DATA = re.compile(rb"<!--|</(?i:script)[" + _WS + rb"/>]")
-_SCRIPT_ESC = re.compile(rb"-->|</(?i:script)[" + _WS + rb"/>]|<(?i:script)[" + _WS + rb"/>]")
-_SCRIPT_DESC = re.compile(rb"-->|</(?i:script)[" + _WS + rb"/>]")
+_COMMENT_END = compile_pattern(rb"--!?>")
+_SKIP_WS = compile_pattern(rb"[" + _WS + rb"]*+")
+_SKIP_WS_SLASH = compile_pattern(rb"[" + _WS + rb"/]*+")
+_NAME_CHARS = compile_pattern(rb"[^" + _WS + rb"/>]*+")
+_ANAME_CHARS = compile_pattern(rb"[^" + _WS + rb"/=>]*+")
+_UNQ_CHARS = compile_pattern(rb"[^" + _WS + rb">]*+")
+_SCRIPT_DATA = compile_pattern(rb"<!--|</(?i:script)[" + _WS + rb"/>]")
+_SCRIPT_ESC = compile_pattern(rb"-->|</(?i:script)[" + _WS + rb"/>]|<(?i:script)[" + _WS + rb"/>]")
+_SCRIPT_DESC = compile_pattern(rb"-->|</(?i:script)[" + _WS + rb"/>]")
 
-_RAWTEXT_END = {n: re.compile(rb"</(?i:" + n + rb")[" + _WS + rb"/>]") for n in _RAWTEXT_NAMES}
+_RAWTEXT_END = {n: compile_pattern(rb"</(?i:" + n + rb")[" + _WS + rb"/>]") for n in _RAWTEXT_NAMES}
 # Start tags (in HTML content) that switch the tokenizer state.
 _SWITCH = dict.fromkeys(_RAWTEXT_NAMES, S_RAWTEXT)
 _SWITCH[b"script"] = S_SCRIPT
@@ -180,13 +181,13 @@ def _boring(names: list[bytes]) -> re.Pattern[bytes]:
     not_named = rb"(?!(?i:" + alt + rb")[" + _WS + rb"/>])"
     end_tag = rb"</(?:>|(?![A-Za-z])[^>]*+>|[A-Za-z]" + _TAG_REST + rb")"
     start_tag = rb"<" + not_named + rb"[A-Za-z]" + _TAG_REST
-    return re.compile(
+    return compile_pattern(
         rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>|" + end_tag + rb"|" + start_tag + rb")*+"
     )
 
 
 # In foreign content every tag matters (the element stack), and CDATA sections exist.
-_BORING_FOREIGN = re.compile(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
+_BORING_FOREIGN = compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
 
 _Config = tuple[
     dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any
