@@ -33,7 +33,9 @@ BUILT = any(HERE.glob("_extract_c.*.so")) or any(HERE.glob("_extract_c*.pyd"))
 
 # The compiled module itself (for its resolver hooks), when the selector could import it.
 _C: Any = importlib.import_module("crawler.extract._extract_c") if LinkExtractorC else None
-needs_c = pytest.mark.skipif(LinkExtractorC is None, reason="compiled extractor not built")
+needs_c = pytest.mark.skipif(
+    LinkExtractorC is None, reason="compiled extractor not built, or CRAWLER_NO_EXTENSIONS set"
+)
 
 
 def test_compiled_extractor_loaded_when_built() -> None:
