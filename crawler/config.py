@@ -29,9 +29,7 @@ Scope = Literal["host", "domain", "subdomains"]
 OutputFormat = Literal["urls", "jsonl", "csv"]
 LinkSet = Literal["links", "resources"]
 
-DEFAULT_USER_AGENT = (
-    f"crawler/{__version__} (+https://pypi.org/project/crawler/; link discovery bot)"
-)
+DEFAULT_USER_AGENT = f"crawler/{__version__} (link discovery bot; python-aiohttp)"
 
 
 class ConfigError(ValueError):
