@@ -147,6 +147,23 @@ class Nginx:
         # "Active connections: 1\nserver accepts handled requests\n 5 5 9\nReading: ..."
         return int(text.splitlines()[2].split()[2])
 
+    def cpu(self) -> float:
+        """CPU seconds (user+sys) used so far by nginx's master and worker processes."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            # fields[1] is the ppid, fields[11]/[12] utime/stime (stat fields 4, 14, 15)
+            if int(entry) == self.proc.pid or int(fields[1]) == self.proc.pid:
+                total += int(fields[11]) + int(fields[12])
+        return total / tick
+
     def log_size(self) -> int:
         path = self.tmp / "pages.log"
         return path.stat().st_size if path.exists() else 0
@@ -196,6 +213,7 @@ class Run:
     non_200: int = 0
     wall: float = 0.0
     cpu: float = 0.0
+    server_cpu: float = 0.0  # nginx's CPU seconds during the run
     rss_mb: float = 0.0  # peak RSS of the crawler process (VmHWM)
     ru_maxrss_mb: float = 0.0
     exit: int | None = None
@@ -226,6 +244,7 @@ def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> R
     run.load = os.getloadavg()
     before = nginx.requests()
     log_at = nginx.log_size()
+    server_cpu0 = nginx.cpu()
     out_path = workdir / f"{run.name}.out"
     err_path = workdir / f"{run.name}.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -257,6 +276,7 @@ def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> R
             time.sleep(0.02)
         run.wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
+    run.server_cpu = nginx.cpu() - server_cpu0
     after = nginx.requests()
     run.requests = after - before - 1  # minus this status request
     lines = [ln.split(" ", 2) for ln in nginx.log_since(log_at)]
@@ -374,8 +394,8 @@ def table(runs: list[Run], n: int) -> str:
     scrapy, wget = by.get("scrapy"), by.get("wget")
     cols = [
         ("crawler", 10), ("pages", 7), ("GETs", 7), ("reqs", 7), ("wall s", 8), ("pages/s", 9),
-        ("CPU s", 8), ("pages/CPU s", 11), ("peak RSS MB", 12), ("x Scrapy p/s", 13),
-        ("x wget p/s", 11), ("RSS/Scrapy", 11), ("note", 0),
+        ("CPU s", 8), ("pages/CPU s", 11), ("nginx CPU s", 11), ("peak RSS MB", 12),
+        ("x Scrapy p/s", 13), ("x wget p/s", 11), ("RSS/Scrapy", 11), ("note", 0),
     ]  # fmt: skip
 
     def row(values: list[str]) -> str:
@@ -412,6 +432,7 @@ def table(runs: list[Run], n: int) -> str:
                     f"{r.rate:.1f}",
                     f"{r.cpu:.2f}",
                     f"{r.pages / r.cpu if r.cpu else 0:.0f}",
+                    f"{r.server_cpu:.2f}",
                     f"{r.rss_mb:.1f}",
                     xs,
                     xw,
