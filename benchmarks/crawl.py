@@ -261,19 +261,24 @@ def run_one(run: Run, nginx: Nginx, core: int, limit: float, workdir: Path) -> R
         status = 0
         signalled = 0
         hwm = 0
-        while ru is None:
-            hwm = max(hwm, _vm_hwm(proc.pid))
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                ru = usage
-                break
-            now = time.perf_counter()
-            if now > deadline and signalled < 2:
-                run.timed_out = True
-                os.killpg(proc.pid, signal.SIGTERM if signalled == 0 else signal.SIGKILL)
-                signalled += 1
-                deadline = now + 5
-            time.sleep(0.02)
+        try:
+            while ru is None:
+                hwm = max(hwm, _vm_hwm(proc.pid))
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    ru = usage
+                    break
+                now = time.perf_counter()
+                if now > deadline and signalled < 2:
+                    run.timed_out = True
+                    os.killpg(proc.pid, signal.SIGTERM if signalled == 0 else signal.SIGKILL)
+                    signalled += 1
+                    deadline = now + 5
+                time.sleep(0.02)
+        except BaseException:  # Ctrl-C: the child has its own session, so end it here
+            os.killpg(proc.pid, signal.SIGKILL)
+            os.waitpid(proc.pid, 0)
+            raise
         run.wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
     run.server_cpu = nginx.cpu() - server_cpu0
