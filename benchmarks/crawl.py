@@ -544,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args(argv)
+    # SIGTERM ends the run like Ctrl-C does: the running crawler and nginx are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     n = 2000 if args.quick else args.pages
     names = [c.strip() for c in args.crawlers.split(",") if c.strip()]
 
@@ -618,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server_errors = nginx.errors()
         nginx.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
     cpu = os.cpu_count()
     print(f"\n{tree}")
@@ -653,7 +656,6 @@ def main(argv: list[str] | None = None) -> int:
                 {"pages": n, "runs": [{**asdict(r), "rate": r.rate} for r in runs]}, indent=1
             )
         )
-    shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
