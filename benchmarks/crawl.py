@@ -328,6 +328,9 @@ def commands(
                 "--time-limit",
                 str(limit),
             ]
+        elif name == "ours-gc":  # experiment: the same with the cyclic GC tuned
+            cmd = [py, str(HERE / "crawl" / "run_ours.py"), url, "--concurrency", str(conc),
+                   "--time-limit", str(limit), "--gc-tuned"]  # fmt: skip
         elif name == "ours-cli":
             cmd = [
                 py,
@@ -372,7 +375,9 @@ def commands(
                 url,
             ]
         else:
-            raise SystemExit(f"unknown crawler {name!r}; choose from {CRAWLERS + ('ours-cli',)}")
+            raise SystemExit(
+                f"unknown crawler {name!r}; choose from {CRAWLERS + ('ours-cli', 'ours-gc')}"
+            )
         runs.append(Run(name, cmd))
     return runs
 
@@ -518,7 +523,9 @@ def main(argv: list[str] | None = None) -> int:
         "--concurrency", type=int, default=16, help="ours and Scrapy (wget: 1 connection)"
     )
     ap.add_argument(
-        "--crawlers", default=",".join(CRAWLERS), help="comma list: ours,ours-cli,scrapy,wget"
+        "--crawlers",
+        default=",".join(CRAWLERS),
+        help="comma list: ours,ours-cli,ours-gc,scrapy,wget",
     )
     ap.add_argument("--time-limit", type=float, default=600, help="seconds per crawler run")
     ap.add_argument("--scrapy-time-limit", type=float, default=None, help="default: --time-limit")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import sys
 import time
@@ -81,7 +82,15 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--time-limit", type=float, default=0)
     ap.add_argument("--no-uvloop", action="store_true")
+    ap.add_argument(
+        "--gc-tuned",
+        action="store_true",
+        help="experiment: gc.freeze() after start-up and a gen-0 threshold of 50,000",
+    )
     args = ap.parse_args()
+    if args.gc_tuned:
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 20)
     coro = run(args.url, args.concurrency, args.time_limit)
     if args.no_uvloop:
         out = asyncio.run(coro)
