@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import platform
 import signal
@@ -319,9 +320,21 @@ class _RunState:
     crawler: Crawler | None = None
 
 
+def _tune_gc() -> None:
+    """Spare the collector the start-up objects and most young-generation passes.
+
+    A crawl makes many short-lived objects and few cycles; the command line owns its process
+    (a library must not change these globals). Measured on the 20,000-page benchmark: about
+    10% less CPU, the same peak memory (benchmarks/CRAWL.md).
+    """
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> int:
     """Run the crawl with signal handling and live progress; return the exit code."""
     engine = importlib.import_module("crawler.engine")
+    _tune_gc()
     loop = asyncio.get_running_loop()
     state = _RunState()
     main_task = asyncio.current_task()
