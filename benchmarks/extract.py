@@ -274,7 +274,11 @@ def pathological_bench(pages: list[bytes], size: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", default="/work/shared/corpus/pages", help="folder of *.html pages")
+    ap.add_argument(
+        "--corpus",
+        default=str(Path(__file__).resolve().parents[2] / "shared" / "corpus" / "pages"),
+        help="folder of *.html pages (default: ../shared/corpus/pages beside the project)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="runs per pipeline (best is kept)")
     ap.add_argument("--size", type=float, default=8, help="pathological input size in MB")
     ap.add_argument("--full", action="store_true", help="pathological inputs at 50 MB")

@@ -28,17 +28,8 @@ from crawler.extract import (
 )
 from crawler.extract._machine import parse_srcset, refresh_url
 from crawler.extract.charset import prescan
-
-BASE = "https://example.org/dir/page.html"
-# Elements whose href is a link: HTML a/area, and a in SVG and MathML (an SVG or MathML
-# <area> is no link, and the extractor does not report it).
-_HTML, _SVG, _MATHML = (
-    "http://www.w3.org/1999/xhtml",
-    "http://www.w3.org/2000/svg",
-    "http://www.w3.org/1998/Math/MathML",
-)
-_LINK_ELEMENTS = {f"{{{_HTML}}}a", f"{{{_HTML}}}area", f"{{{_SVG}}}a", f"{{{_MATHML}}}a"}
-IMPLS: dict[str, Any] = {"py": LinkExtractorPy, "c": LinkExtractorC}
+from tests.extract_common import BASE, IMPLS
+from tests.extract_common import LINK_ELEMENTS as _LINK_ELEMENTS
 
 
 # "c" joins as soon as the compiled twin is importable (its own test checks that it is built).

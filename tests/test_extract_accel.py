@@ -25,9 +25,9 @@ import crawler.extract as extract
 from crawler.extract import LinkExtractorC, LinkExtractorPy
 from crawler.extract._entities import NAMED, unescape_attr
 from crawler.extract._resolve import Resolver
+from tests.extract_common import CORPUS
 
 BASE = "https://example.org/dir/page.html"
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "pages"
 HERE = Path(extract.__file__).resolve().parent
 BUILT = any(HERE.glob("_extract_c.*.so")) or any(HERE.glob("_extract_c*.pyd"))
 

@@ -17,23 +17,12 @@ from typing import Any
 import html5lib
 import pytest
 
-from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
+from crawler.extract import Link
 from crawler.extract._html import LINK_SETS, parse_srcset
+from tests.extract_common import BASE, CORPUS, HTML_NS, IMPLS, PAGES, SKIP_WITHOUT_CORPUS
+from tests.extract_common import LINK_ELEMENTS as _LINK_ELEMENTS
 
-CORPUS = Path("/work/shared/corpus/pages")
-PAGES = sorted(CORPUS.glob("*.html")) if CORPUS.is_dir() else []
-BASE = "https://example.org/dir/page.html"
-# Elements whose href is a link: HTML a/area, and a in SVG and MathML (an SVG or MathML
-# <area> is no link, and the extractor does not report it).
-_HTML, _SVG, _MATHML = (
-    "http://www.w3.org/1999/xhtml",
-    "http://www.w3.org/2000/svg",
-    "http://www.w3.org/1998/Math/MathML",
-)
-_LINK_ELEMENTS = {f"{{{_HTML}}}a", f"{{{_HTML}}}area", f"{{{_SVG}}}a", f"{{{_MATHML}}}a"}
-IMPLS: dict[str, Any] = {"py": LinkExtractorPy, "c": LinkExtractorC}
-
-pytestmark = pytest.mark.skipif(not PAGES, reason=f"corpus not found at {CORPUS}")
+pytestmark = pytest.mark.skipif(SKIP_WITHOUT_CORPUS, reason=f"corpus not found at {CORPUS}")
 
 
 @pytest.fixture(params=[name for name, cls in IMPLS.items() if cls is not None])
@@ -88,7 +77,7 @@ def _dom_links(page: Path) -> tuple[set[str], set[tuple[str, str, str]]]:
             if href is not None:
                 hrefs.add(href)
                 resources.add((tag.rpartition("}")[2], "href", href))
-        if tag.startswith(f"{{{_HTML}}}"):
+        if tag.startswith(f"{{{HTML_NS}}}"):
             name = tag.rpartition("}")[2]
             for attr in LINK_SETS["resources"].get(name, ()):
                 value = el.get(attr)

@@ -12,19 +12,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
-
-BASE = "https://example.org/dir/page.html"
-# Elements whose href is a link: HTML a/area, and a in SVG and MathML (an SVG or MathML
-# <area> is no link, and the extractor does not report it).
-_HTML, _SVG, _MATHML = (
-    "http://www.w3.org/1999/xhtml",
-    "http://www.w3.org/2000/svg",
-    "http://www.w3.org/1998/Math/MathML",
-)
-_LINK_ELEMENTS = {f"{{{_HTML}}}a", f"{{{_HTML}}}area", f"{{{_SVG}}}a", f"{{{_MATHML}}}a"}
-IMPLS: dict[str, Any] = {"py": LinkExtractorPy, "c": LinkExtractorC}
-IMPL_NAMES = [name for name, cls in IMPLS.items() if cls is not None]
+from crawler.extract import Link
+from tests.extract_common import BASE, IMPL_NAMES, IMPLS
+from tests.extract_common import LINK_ELEMENTS as _LINK_ELEMENTS
 
 
 def new(impl: Any, encoding: str | None = None, **kw: Any) -> Any:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from crawler.extract import _machine
 from crawler.extract._regex import atomize
-
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "pages"
+from tests.extract_common import CORPUS
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.extract._resolve import _MISS, Resolver, _normalize, encode_query, full_resolve
+from tests.extract_common import SHARED
 
-URLTESTDATA = Path("/work/shared/testdata/url/urltestdata.json")
+URLTESTDATA = SHARED / "testdata" / "url" / "urltestdata.json"
 if not URLTESTDATA.exists():  # a copy travels with the tests
     URLTESTDATA = Path(__file__).parent / "data" / "extract" / "urltestdata.json"
 

@@ -1,0 +1,30 @@
+"""What the extractor test modules share: the document URL, the implementations, the corpus."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from crawler.extract import LinkExtractorC, LinkExtractorPy
+
+BASE = "https://example.org/dir/page.html"
+
+# Elements whose href is a link: HTML a/area, and a in SVG and MathML (an SVG or MathML
+# <area> is no link, and the extractor does not report it).
+HTML_NS, _SVG, _MATHML = (
+    "http://www.w3.org/1999/xhtml",
+    "http://www.w3.org/2000/svg",
+    "http://www.w3.org/1998/Math/MathML",
+)
+LINK_ELEMENTS = {f"{{{HTML_NS}}}a", f"{{{HTML_NS}}}area", f"{{{_SVG}}}a", f"{{{_MATHML}}}a"}
+
+IMPLS: dict[str, Any] = {"py": LinkExtractorPy, "c": LinkExtractorC}
+IMPL_NAMES = [name for name, cls in IMPLS.items() if cls is not None]
+
+# ../shared beside the project root, as laid out for the team and for CI.
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+CORPUS = SHARED / "corpus" / "pages"
+PAGES = sorted(CORPUS.glob("*.html")) if CORPUS.is_dir() else []
+# Outside CI a checkout without ../shared skips the corpus tests; in CI a missing corpus fails.
+SKIP_WITHOUT_CORPUS = not PAGES and not os.environ.get("CI")
