@@ -575,13 +575,11 @@ class _PageState:
         ex = self.extractor
         links = ex.feed(chunk)
         if links:
-            self.crawler.take_links(
-                links,
-                self.page,
-                self.url,
-                self.depth,
-                self.crawler.config.respect_nofollow and ex.nofollow,
-            )
+            self._take(links, ex)
+
+    def _take(self, links: list[Link], ex: LinkExtractor) -> None:
+        nofollow = self.crawler.config.respect_nofollow and ex.nofollow
+        self.crawler.take_links(links, self.page, self.url, self.depth, nofollow)
 
     def feed_sitemap(self, chunk: bytes) -> None:
         assert self.sitemap is not None
@@ -599,13 +597,7 @@ class _PageState:
                 log.exception("extractor close failed on %s", self.url)
                 return
             if links:
-                self.crawler.take_links(
-                    links,
-                    self.page,
-                    self.url,
-                    self.depth,
-                    self.crawler.config.respect_nofollow and ex.nofollow,
-                )
+                self._take(links, ex)
 
 
 async def crawl(

@@ -88,12 +88,8 @@ class MemorySeenSet:
         self._limit = size // 2
         self._count = 0
 
-    @staticmethod
-    def _fp(url: str) -> int:
-        return (hash(url) & _MASK64) or 1  # 0 marks an empty slot
-
     def add(self, url: str) -> bool:
-        fp = (hash(url) & _MASK64) or 1
+        fp = (hash(url) & _MASK64) or 1  # 0 marks an empty slot (inlined: the hot path)
         table = self._table
         mask = self._mask
         i = fp & mask
