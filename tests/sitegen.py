@@ -22,6 +22,8 @@ from urllib.parse import quote, urldefrag, urljoin
 
 from aiohttp import web
 
+from crawler.results import PageResult
+
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
 
@@ -197,3 +199,21 @@ class Site:
                         nxt.append((link, depth + 1))
             frontier = nxt
         return fetched, discovered
+
+
+class RecordingSink:
+    """A Sink that keeps everything it is told (for the engine and hostile-web tests)."""
+
+    def __init__(self) -> None:
+        self.links: list[tuple[str, str, str]] = []
+        self.pages: list[PageResult] = []
+        self.closed = 0
+
+    def link(self, url: str, referrer: str, kind: str) -> None:
+        self.links.append((url, referrer, kind))
+
+    def page(self, page: PageResult) -> None:
+        self.pages.append(page)
+
+    def close(self) -> None:
+        self.closed += 1

@@ -14,23 +14,7 @@ from aiohttp import web
 from crawler.config import CrawlConfig
 from crawler.engine import Crawler, crawl, crawl_sync
 from crawler.results import PageResult
-from tests.sitegen import Site
-
-
-class RecordingSink:
-    def __init__(self) -> None:
-        self.links: list[tuple[str, str, str]] = []
-        self.pages: list[PageResult] = []
-        self.closed = 0
-
-    def link(self, url: str, referrer: str, kind: str) -> None:
-        self.links.append((url, referrer, kind))
-
-    def page(self, page: PageResult) -> None:
-        self.pages.append(page)
-
-    def close(self) -> None:
-        self.closed += 1
+from tests.sitegen import RecordingSink, Site
 
 
 async def start_site(serve, **kw):  # type: ignore[no-untyped-def]

@@ -50,6 +50,7 @@ from tests.faultserver import (
     garbage_html_body,
     gzip_bomb_parts,
 )
+from tests.sitegen import RecordingSink
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -142,29 +143,11 @@ def dns_guard(monkeypatch: pytest.MonkeyPatch) -> DnsGuard:
 # --- harness ---------------------------------------------------------------------------------
 
 
-class Recorder:
-    """A Sink that keeps everything it is told."""
-
-    def __init__(self) -> None:
-        self.links: list[tuple[str, str, str]] = []
-        self.pages: list[PageResult] = []
-        self.closed = 0
-
-    def link(self, url: str, referrer: str, kind: str) -> None:
-        self.links.append((url, referrer, kind))
-
-    def page(self, page: PageResult) -> None:
-        self.pages.append(page)
-
-    def close(self) -> None:
-        self.closed += 1
-
-
 @dataclass
 class Run:
     srv: FaultServer
     result: CrawlResult
-    sink: Recorder
+    sink: RecordingSink
     elapsed: float
     tag: str
     peak_traced: int = 0
@@ -275,7 +258,7 @@ class Harness:
     ) -> Run:
         """Crawl ``/hub/<tag>``; fail if it has not ended by itself within ``bound`` seconds."""
         before = asyncio.all_tasks()
-        sink = Recorder()
+        sink = RecordingSink()
         opts = {**FAST, **options}
         if trace_memory:
             tracemalloc.start()
@@ -468,7 +451,7 @@ async def test_stopping_during_a_hung_fetch_is_prompt(h: Harness, how: str) -> N
     config = CrawlConfig(
         seeds=(srv.url("/hub/never"),), ignore_robots=True, timeout=60, read_timeout=60
     )
-    sink = Recorder()
+    sink = RecordingSink()
     crawler = Crawler(config, sink=sink)
 
     async def crawl_in_context() -> None:
