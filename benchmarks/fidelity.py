@@ -1,0 +1,753 @@
+"""Fidelity of the link extractor against a DOM: html5lib-tests trees and headless Chromium.
+
+The extractor does not build a tree; the question is whether the links it reports are the
+links a spec-compliant tree holds. Three measurements, each comparing, per case, the multiset
+of ``(tag, attr, raw)`` the extractor reports with the one read from a DOM:
+
+* ``--html5lib-tests DIR``: the expected trees of html5lib-tests' tree-construction ``.dat``
+  files (``#document-fragment`` and ``#script-on`` cases are skipped: the extractor parses
+  whole documents with scripting off). Get DIR with
+  ``git -C MIRROR archive HEAD~1 tree-construction | tar -x -C /tmp/h5t`` from a clone of
+  html5lib/html5lib-tests; nothing of it is committed here.
+* ``--chromium``: inputs with probe links inserted at token boundaries (of the html5lib-tests
+  inputs when that option is given, and of our own generated documents), parsed by a real
+  headless Chromium (``/usr/bin/chromium``, DevTools protocol over 127.0.0.1 only) with
+  ``new DOMParser().parseFromString(html, "text/html")`` (scripting off, as our ``noscript``
+  handling assumes).
+* ``--pages DIR``: real pages (``*.html``) through Chromium, the ``resources`` set.
+
+What counts as the DOM's links: HTML-namespace elements of the link set (``a``/``area`` href,
+``frame``/``iframe`` src, meta refresh ``content`` with ``http-equiv=refresh``; for
+``resources`` also img/script/link/source/... as ``crawler.extract._html.LINK_SETS`` says),
+template contents included (we report them). ``srcset`` and the refresh ``content`` are split
+with our own ``parse_srcset``/``refresh_url``: this measures the tree, not those parsers. An
+``<a href>`` in SVG/MathML that we report is forgiven (listed as ``forgiven``). Same multiset
+in another order (foster parenting, adoption agency) is ``order``, not a failure.
+
+Usage::
+
+    python benchmarks/fidelity.py --html5lib-tests /tmp/h5t/tree-construction
+    python benchmarks/fidelity.py --chromium --generate 3000 [--html5lib-tests DIR]
+    python benchmarks/fidelity.py --pages ../shared/corpus/pages
+    python benchmarks/fidelity.py --chromium --generate 3000 --write-cases \\
+        tests/data/fidelity/cases.json
+
+``--findings FILE`` writes the failing cases grouped by cause (with the shortest input of each
+group) as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from crawler.extract import LinkExtractorC, LinkExtractorPy  # noqa: E402
+from crawler.extract._html import LINK_SETS, parse_srcset, refresh_url  # noqa: E402
+
+BASE = "https://example.org/dir/page.html"
+IMPLS: dict[str, Any] = {
+    name: cls for name, cls in (("py", LinkExtractorPy), ("c", LinkExtractorC)) if cls
+}
+Entry = tuple[str, str, str]  # (tag, attr, raw)
+
+# --- the DOM side ---------------------------------------------------------------------------
+
+
+def dom_links(
+    elements: Iterable[tuple[str, dict[str, str]]], link_set: str = "links"
+) -> list[Entry]:
+    """The links of HTML-namespace elements (tree order) as the extractor should report them."""
+    spec = LINK_SETS[link_set]
+    out: list[Entry] = []
+    for tag, attrs in elements:
+        if tag == "meta":
+            equiv = attrs.get("http-equiv")
+            content = attrs.get("content")
+            if equiv is not None and content is not None and equiv.lower() == "refresh":
+                raw = refresh_url(content)
+                if raw is not None:
+                    out.append(("meta", "content", raw))
+            continue
+        for a in spec.get(tag, ()):
+            v = attrs.get(a)
+            if v is None:
+                continue
+            if a == "srcset":
+                out.extend((tag, a, u) for u in parse_srcset(v))
+            else:
+                out.append((tag, a, v))
+    return out
+
+
+def extracted(cls: Any, data: bytes, link_set: str = "links", chunk: int = 0) -> list[Entry]:
+    """What one implementation reports for a whole document (optionally fed in chunks)."""
+    ex = cls(BASE, "utf-8", link_set=link_set)
+    links = []
+    if chunk:
+        for i in range(0, len(data), chunk):
+            links += ex.feed(data[i : i + chunk])
+    else:
+        links += ex.feed(data)
+    links += ex.close()
+    return [(lk.tag, lk.attr, lk.raw) for lk in links]
+
+
+def _occurrences(source: str, value: str) -> int:
+    """How often ``value`` stands in ``source`` as a whole word (not inside a longer one)."""
+    if not value:
+        return source.count('=""') + source.count("=''")
+    pat = r"(?<![A-Za-z0-9])" + re.escape(value) + r"(?![A-Za-z0-9])"
+    return len(re.findall(pat, source))
+
+
+@dataclass
+class Verdict:
+    status: str  # "pass", "order", "forgiven", "clone", "fail"
+    missing: list[Entry] = field(default_factory=list)
+    extra: list[Entry] = field(default_factory=list)
+
+
+def compare(
+    got: Sequence[Entry], expected: Sequence[Entry], foreign: Sequence[str], source: str = ""
+) -> Verdict:
+    """Multiset comparison; extra ``a href`` values of SVG/MathML ``<a>`` are forgiven.
+
+    A DOM entry missing from ``got`` that ``got`` has as often as the value occurs in the
+    source is a clone made by the tree builder (the adoption agency and the reconstruction of
+    active formatting elements copy ``<a>``): status ``clone``, not a failure.
+    """
+    g, e = Counter(got), Counter(expected)
+    missing = list((e - g).elements())
+    cloned = [t for t in missing if g[t] and g[t] >= _occurrences(source, t[2])]
+    missing = [t for t in missing if not (g[t] and g[t] >= _occurrences(source, t[2]))]
+    extra = list((g - e).elements())
+    fc = Counter(foreign)
+    left: list[Entry] = []
+    dropped: Counter[Entry] = Counter()
+    for t in extra:
+        if t[0] == "a" and t[1] == "href" and fc[t[2]] > 0:
+            fc[t[2]] -= 1
+            dropped[t] += 1
+        else:
+            left.append(t)
+    if missing or left:
+        return Verdict("fail", missing, left)
+    if cloned:
+        return Verdict("clone")
+    rest = []
+    for t in got:
+        if dropped[t] > 0:
+            dropped[t] -= 1
+        else:
+            rest.append(t)
+    if rest != list(expected):
+        return Verdict("order")
+    return Verdict("forgiven" if len(rest) != len(got) else "pass")
+
+
+# --- html5lib-tests -------------------------------------------------------------------------
+
+
+@dataclass
+class H5Case:
+    file: str
+    index: int
+    data: str
+    document: list[str]
+    fragment: str | None = None
+    script: str | None = None  # "on", "off" or None (either)
+
+
+def parse_dat(path: Path) -> list[H5Case]:
+    """The cases of one tree-construction ``.dat`` file."""
+    text = path.read_bytes().decode("utf-8", "surrogateescape")
+    cases: list[H5Case] = []
+    heading_re = re.compile(
+        r"#(data|errors|new-errors|document|document-fragment|script-on|script-off)$"
+    )
+    sections: dict[str, list[str]] | None = None
+    cur = ""
+    lines = text.split("\n")
+
+    def finish() -> None:
+        if sections is None:
+            return
+        data = "\n".join(sections.get("data", []))
+        doc = sections.get("document", [])
+        while doc and doc[-1] == "":
+            doc.pop()
+        frag = sections.get("document-fragment")
+        script = "on" if "script-on" in sections else "off" if "script-off" in sections else None
+        cases.append(H5Case(path.name, len(cases), data, doc, frag[0] if frag else None, script))
+
+    for line in lines:
+        m = heading_re.match(line)
+        if m and (m.group(1) != "data" or sections is None or cur in ("document", "errors")):
+            if m.group(1) == "data":
+                finish()
+                sections = {}
+            cur = m.group(1)
+            assert sections is not None
+            sections.setdefault(cur, [])
+            continue
+        if sections is not None:
+            sections[cur].append(line)
+    finish()
+    return cases
+
+
+_ELEM = re.compile(r"<(?:(svg|math) )?([^ >]+)>$")
+_ATTR = re.compile(r"(?:(xlink|xml|xmlns) )?([^ ]+?)=\"(.*)\"$", re.S)
+
+
+def tree_elements(document: list[str]) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
+    """HTML elements with their attributes in tree order, and the hrefs of foreign ``<a>``."""
+    nodes: list[tuple[int, str]] = []
+    for line in document:
+        if line.startswith("| "):
+            body = line[2:]
+            depth = (len(body) - len(body.lstrip(" "))) // 2
+            nodes.append((depth, body.lstrip(" ")))
+        elif nodes:
+            d, b = nodes[-1]
+            nodes[-1] = (d, b + "\n" + line)
+    elements: list[tuple[str, dict[str, str]]] = []
+    foreign: list[str] = []
+    cur: tuple[int, str | None, str, dict[str, str]] | None = None  # depth, ns, name, attrs
+
+    def flush() -> None:
+        if cur is None:
+            return
+        _, ns, name, attrs = cur
+        if ns is None:
+            elements.append((name, attrs))
+        elif name == "a":
+            for k in ("href", "xlink:href"):
+                if k in attrs:
+                    foreign.append(attrs[k])
+
+    for depth, body in nodes:
+        if cur is not None and depth == cur[0] + 1 and not body.startswith(('"', "<")):
+            m = _ATTR.match(body)
+            if m:
+                name = f"{m.group(1)}:{m.group(2)}" if m.group(1) else m.group(2)
+                cur[3].setdefault(name, m.group(3))
+                continue
+        m = _ELEM.match(body) if body.startswith("<") and not body.startswith("<!") else None
+        if m:
+            flush()
+            cur = (depth, m.group(1), m.group(2), {})
+        elif cur is not None and depth <= cur[0] + 1:
+            # any other child (text, comment, content) ends the attribute block
+            flush()
+            cur = None
+    flush()
+    return elements, foreign
+
+
+# --- Chromium over the DevTools protocol ----------------------------------------------------
+
+_JS = r"""
+(() => {
+  const cases = JSON.parse(%s);
+  const HTML = "http://www.w3.org/1999/xhtml";
+  const parser = new DOMParser();
+  const out = [];
+  for (const html of cases) {
+    const doc = parser.parseFromString(html, "text/html");
+    const els = [], foreign = [];
+    const walk = (node) => {
+      for (let c = node.firstChild; c; c = c.nextSibling) {
+        if (c.nodeType !== 1) continue;
+        if (c.namespaceURI === HTML) {
+          const attrs = {};
+          for (const a of c.attributes) if (!a.namespaceURI) attrs[a.name] = a.value;
+          els.push([c.localName, attrs]);
+          if (c.localName === "template") walk(c.content);
+        } else if (c.localName === "a") {
+          for (const a of c.attributes) {
+            if (a.localName === "href") foreign.push(a.value);
+          }
+        }
+        walk(c);
+      }
+    };
+    walk(doc);
+    out.push([els, foreign]);
+  }
+  return JSON.stringify(out);
+})()
+"""
+
+
+class Chromium:
+    """A headless Chromium reached over its DevTools websocket on 127.0.0.1."""
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary or shutil.which("chromium") or "/usr/bin/chromium"
+        self.version = ""
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ws: Any = None
+        self._session: Any = None
+        self._sid = ""
+        self._id = 0
+        self._tmp = ""
+
+    async def __aenter__(self) -> Chromium:
+        self._tmp = tempfile.mkdtemp(prefix="fidelity-chromium-")
+        args = [
+            self.binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-extensions",
+            "--disable-default-apps",
+            "--no-default-browser-check",
+            f"--user-data-dir={self._tmp}",
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ]
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        port_file = Path(self._tmp) / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not port_file.exists() or len(port_file.read_text().split("\n")) < 2:
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                err = self._proc.stderr.read().decode() if self._proc.stderr else ""
+                raise RuntimeError(f"chromium did not start: {err[-2000:]}")
+            await asyncio.sleep(0.05)
+        port, path = port_file.read_text().split("\n")[:2]
+        self._session = aiohttp.ClientSession()
+        self._ws = await self._session.ws_connect(f"ws://127.0.0.1:{port}{path}", max_msg_size=0)
+        self.version = (await self._call("Browser.getVersion"))["product"]
+        target = await self._call("Target.createTarget", url="about:blank")
+        att = await self._call("Target.attachToTarget", targetId=target["targetId"], flatten=True)
+        self._sid = att["sessionId"]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._session is not None:
+            await self._session.close()
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            if self._proc.stderr:
+                self._proc.stderr.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    async def _call(self, method: str, sid: str | None = None, **params: Any) -> Any:
+        self._id += 1
+        msg: dict[str, Any] = {"id": self._id, "method": method, "params": params}
+        if sid:
+            msg["sessionId"] = sid
+        await self._ws.send_str(json.dumps(msg))
+        while True:
+            reply = await self._ws.receive_json()
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    async def parse(self, htmls: Sequence[str], batch: int = 2000) -> list[Any]:
+        """``[elements, foreign_hrefs]`` per document, as DOMParser builds it."""
+        out: list[Any] = []
+        for i in range(0, len(htmls), batch):
+            chunk = list(htmls[i : i + batch])
+            expr = _JS % json.dumps(json.dumps(chunk))
+            res = await self._call(
+                "Runtime.evaluate", self._sid, expression=expr, returnByValue=True
+            )
+            if "exceptionDetails" in res:
+                raise RuntimeError(str(res["exceptionDetails"])[:2000])
+            out.extend(json.loads(res["result"]["value"]))
+        return out
+
+
+def chromium_expected(parsed: Any, link_set: str) -> tuple[list[Entry], list[str]]:
+    elements = [(tag, attrs) for tag, attrs in parsed[0]]
+    return dom_links(elements, link_set), list(parsed[1])
+
+
+# --- generated inputs -----------------------------------------------------------------------
+
+_TOKEN = re.compile(r"<[^>]*>?|[^<]+", re.S)
+PROBES = (
+    "<a href=P{n}>",
+    "<area href=P{n}>",
+    "<iframe src=P{n}></iframe>",
+    "<frame src=P{n}>",
+    "<img src=P{n}>",
+    '<meta http-equiv=refresh content="0;url=P{n}">',
+    "<a href=P{n}>x</a>",
+    "<form action=P{n}>",
+    "<link href=P{n}>",
+)
+
+
+def probe_variants(html: str, rng: random.Random, per_case: int = 6) -> list[str]:
+    """Copies of ``html`` with probe links inserted at token boundaries."""
+    toks = _TOKEN.findall(html)
+    bounds = list(range(len(toks) + 1))
+    rng.shuffle(bounds)
+    out = []
+    for k, b in enumerate(sorted(bounds[:per_case])):
+        probe = PROBES[(b + k + rng.randrange(len(PROBES))) % len(PROBES)].format(n=k)
+        out.append("".join(toks[:b]) + probe + "".join(toks[b:]))
+    # and one with a probe at every boundary (distinct values)
+    if len(toks) < 40:
+        parts = []
+        for i, t in enumerate(toks):
+            parts.append(PROBES[i % len(PROBES)].format(n=100 + i))
+            parts.append(t)
+        parts.append(PROBES[len(toks) % len(PROBES)].format(n=100 + len(toks)))
+        out.append("".join(parts))
+    return out
+
+
+# Our own constructs (inspired by the kinds tree construction exercises; not copied).
+# fmt: off
+_FRAGS = [
+    "<table>", "</table>", "<tr>", "<td>", "</td>", "<th>", "<tbody>", "<caption>", "<colgroup>",
+    "<col>", "<select>", "</select>", "<option>", "<optgroup>", "<template>", "</template>",
+    "<svg>", "</svg>", "<math>", "</math>", "<foreignObject>", "</foreignObject>", "<desc>",
+    "<mi>", "<mtext>", "<annotation-xml encoding=text/html>", "<annotation-xml>", "<g>", "</g>",
+    "<frameset>", "</frameset>", "<noframes>", "</noframes>", "<body>", "</body>", "<head>",
+    "</head>", "<html>", "</html>", "<noscript>", "</noscript>", "<script>", "</script>",
+    "<style>", "</style>", "<title>", "</title>", "<textarea>", "</textarea>", "<xmp>",
+    "</xmp>", "<noembed>", "</noembed>", "<plaintext>", "<iframe>", "</iframe>", "<p>", "</p>",
+    "<div>", "</div>", "<b>", "</b>", "<i>", "</i>", "<nobr>", "<font color=red>", "<font>",
+    "</font>", "<ul><li>", "<dl><dt>", "<button>", "</button>", "<form>", "</form>", "<!--",
+    "-->", "<!-- c -->", "<!--->", "<!>", "<![CDATA[", "]]>", "<?pi>", "<!DOCTYPE html>",
+    "text", " ", "\n", "&amp;", "&", "<", ">", "</", "<br>", "</br>", "<hr>", "<img>", "<image>",
+    "<input type=hidden>", "<input>", "<keygen>", "<object>", "</object>", "<marquee>",
+    "<applet>", "<ruby><rb>", "<rt>", "<h1>", "</h1>", "<pre>", "\n\n", "<listing>", "<a>",
+    "</a>", "<base href=/b/>", "<meta charset=utf-8>", "<svg><a href=S1>", "<math><a href=M1>",
+    "<script><!--", "<script><!--<script>", "</script -->", "<desc><a href=D1>", "<mglyph>",
+    "<malignmark>", "<frame>", "<hgroup>", "<search>", "<main>", "<menu>", "<details>",
+    "<summary>", "<dialog>", "<center>", "<address>", "<article>", "<table><tr><td>",
+    "<table><a href=T1>", "</td></tr></table>", "<select><a href=S2>", "<frameset><frame>",
+    "<template><a href=TP>", "<noscript><a href=N1>", "<svg><foreignObject><a href=F1>",
+    "<math><mtext><a href=MT>", "<svg><title><a href=ST>", "<isindex>", "<sarcasm>", "&lt;",
+    "&#x26;", "<a href='q'>", "<a href=\"dq\">", "<a href=u v>", "<a href=x/>", "<a/href=sl>",
+    "<a href = sp>", "<A HREF=UP>", "<a href=1 href=2>", "<a\nhref=nl>", "<a href=&amp;e>",
+]
+# fmt: on
+
+
+_VALUE = re.compile(r"((?:href|src|action)\s*=\s*['\"]?)([A-Za-z0-9]+)", re.I)
+
+
+def generate(n: int, seed: int = 13) -> list[str]:
+    """``n`` random documents built from `_FRAGS`, each with probes inserted."""
+    rng = random.Random(seed)
+    docs: list[str] = []
+    counter = 0
+
+    def unique(m: re.Match[str]) -> str:
+        nonlocal counter
+        counter += 1
+        return f"{m.group(1)}{m.group(2)}_{counter}"
+
+    while len(docs) < n:
+        k = rng.randint(2, 9)
+        base = _VALUE.sub(unique, "".join(rng.choice(_FRAGS) for _ in range(k)))
+        for v in probe_variants(base, rng, per_case=2)[:2]:
+            docs.append(v)
+    return docs[:n]
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    data: str
+    expected: list[Entry]
+    foreign: list[str]
+    got: dict[str, list[Entry]]
+    verdicts: dict[str, Verdict]
+
+
+def run_case(
+    name: str, data: str, expected: list[Entry], foreign: list[str], link_set: str
+) -> Result:
+    raw = data.encode("utf-8", "surrogateescape")
+    got, verdicts = {}, {}
+    for impl, cls in IMPLS.items():
+        try:
+            g = extracted(cls, raw, link_set)
+        except Exception as e:  # a raise is a failure of its own kind
+            g = [("!raise", type(e).__name__, str(e)[:80])]
+        got[impl] = g
+        verdicts[impl] = compare(g, expected, foreign, data)
+    return Result(name, data, expected, foreign, got, verdicts)
+
+
+_MARKERS = [
+    ("plaintext", r"<plaintext"),
+    ("template", r"<template"),
+    ("select", r"<select"),
+    ("svg/math", r"<(?:svg|math)"),
+    ("table", r"<(?:table|tr|td|th|tbody|caption|col)"),
+    ("noscript", r"<noscript"),
+    ("script", r"<script"),
+    ("rawtext", r"<(?:style|xmp|iframe|noembed|noframes|title|textarea)"),
+    ("comment", r"<!--"),
+    ("cdata", r"<!\[cdata\["),
+    ("nul", "\x00"),
+    ("charref", r"&"),
+]
+
+
+def _before(low: str, value: str, pattern: str) -> bool:
+    """Whether ``pattern`` occurs in the source before the (first) tag carrying ``value``."""
+    m = re.search(r"(?<![a-z0-9])" + re.escape(value.lower()) + r"(?![a-z0-9])", low)
+    end = m.start() if m else len(low)
+    return re.search(pattern, low[:end]) is not None
+
+
+def causes(r: Result, impl: str) -> list[str]:
+    """Coarse causes, one a differing entry: what differs, and the likely construct."""
+    v = r.verdicts[impl]
+    if any(t[0] == "!raise" for t in r.got[impl]):
+        return ["raises"]
+    low = r.data.lower()
+    out = []
+    for kind, items in (("missing", v.missing), ("extra", v.extra)):
+        for tag, attr, raw in items:
+            what = f"{kind} {tag}[{attr}]"
+            if "<frameset" in low:
+                why = "frameset document"
+            elif kind == "extra" and tag == "frame":
+                why = "<frame> outside a frameset (the tree builder ignores it)"
+            elif kind == "extra" and tag == "form" and _before(low, raw, r"<form.*<form"):
+                why = "nested <form> (the form element pointer is set: ignored)"
+            elif _before(low, raw, r"<template[^>]*>\s*(?:<!--.*?-->\s*)*<col"):
+                why = "<template> whose first element is <col> (column-group mode drops it)"
+            elif _before(low, raw, r"<(?:svg|math)"):
+                why = "svg/math"
+            else:
+                why = next((m for m, pat in _MARKERS if re.search(pat, low)), "other")
+            out.append(f"{what} | {why}")
+    return sorted(set(out))
+
+
+def summarize(title: str, results: list[Result], per_file: bool = False) -> list[str]:
+    lines = [f"### {title}", ""]
+    for impl in IMPLS:
+        c = Counter(r.verdicts[impl].status for r in results)
+        n = len(results)
+        ok = n - c["fail"]
+        with_links = sum(1 for r in results if r.expected)
+        lines.append(
+            f"- `{impl}`: {ok}/{n} = {100 * ok / max(n, 1):.2f}% "
+            f"(pass {c['pass']}, order {c['order']}, forgiven {c['forgiven']}, "
+            f"clone {c['clone']}, fail {c['fail']}; {with_links} with links)"
+        )
+    if per_file:
+        files: dict[str, list[Result]] = defaultdict(list)
+        for r in results:
+            files[r.name.split(":")[0]].append(r)
+        lines.append("")
+        lines.append("| file | cases | " + " | ".join(f"{i} fail" for i in IMPLS) + " |")
+        lines.append("|---|---|" + "---|" * len(IMPLS))
+        for f, rs in sorted(files.items()):
+            fails = [sum(r.verdicts[i].status == "fail" for r in rs) for i in IMPLS]
+            if any(fails):
+                lines.append(f"| {f} | {len(rs)} | " + " | ".join(map(str, fails)) + " |")
+    lines.append("")
+    return lines
+
+
+def findings(title: str, results: list[Result], limit: int = 40) -> list[str]:
+    groups: dict[str, list[tuple[str, Result]]] = defaultdict(list)
+    for r in results:
+        for impl in IMPLS:
+            if r.verdicts[impl].status == "fail":
+                for c in causes(r, impl):
+                    groups[c].append((impl, r))
+    lines = [f"#### Failures: {title} ({len(groups)} groups)", ""]
+    for key, items in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:limit]:
+        impls = sorted({i for i, _ in items})
+        ncases = len({id(r) for _, r in items})
+        impl, r = min(items, key=lambda it: len(it[1].data))
+        v = r.verdicts[impl]
+        lines.append(f"- **{key}** — {ncases} cases (impl {','.join(impls)}), e.g. `{r.name}`:")
+        lines.append(f"  - input: `{json.dumps(r.data, ensure_ascii=False)[1:-1][:300]}`")
+        lines.append(f"  - DOM: `{r.expected}`; missing `{v.missing}`; extra `{v.extra}`")
+    lines.append("")
+    return lines
+
+
+def h5_results(directory: Path, link_set: str) -> tuple[list[Result], Counter[str], list[H5Case]]:
+    results: list[Result] = []
+    skipped: Counter[str] = Counter()
+    used: list[H5Case] = []
+    for path in sorted(directory.glob("*.dat")):
+        for case in parse_dat(path):
+            if case.fragment is not None:
+                skipped["document-fragment"] += 1
+                continue
+            if case.script == "on":
+                skipped["script-on"] += 1
+                continue
+            elements, foreign = tree_elements(case.document)
+            expected = dom_links(elements, link_set)
+            used.append(case)
+            results.append(
+                run_case(f"{case.file}:{case.index}", case.data, expected, foreign, link_set)
+            )
+    return results, skipped, used
+
+
+async def chromium_results(
+    inputs: list[tuple[str, str]], link_set: str
+) -> tuple[list[Result], str]:
+    async with Chromium() as ch:
+        parsed = await ch.parse([d for _, d in inputs])
+        version = ch.version
+    results = []
+    for (name, data), p in zip(inputs, parsed, strict=True):
+        expected, foreign = chromium_expected(p, link_set)
+        results.append(run_case(name, data, expected, foreign, link_set))
+    return results, version
+
+
+def write_cases(path: Path, results: list[Result], version: str, link_set: str) -> None:
+    cases = [
+        {
+            "id": r.name,
+            "html": r.data,
+            "expected": [list(t) for t in r.expected],
+            "foreign_a": r.foreign,
+        }
+        for r in results
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "about": "Generated inputs (benchmarks/fidelity.py generate); expected links read "
+        "from the DOM of headless Chromium's DOMParser (scripting off). Regenerate with "
+        "benchmarks/fidelity.py --chromium --generate N --write-cases PATH.",
+        "chromium": version,
+        "link_set": link_set,
+        "base": BASE,
+        "cases": cases,
+    }
+    path.write_text(json.dumps(doc, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--html5lib-tests", type=Path, metavar="DIR")
+    ap.add_argument("--chromium", action="store_true", help="generated probes vs Chromium")
+    ap.add_argument("--generate", type=int, default=0, metavar="N")
+    ap.add_argument("--pages", type=Path, metavar="DIR")
+    ap.add_argument("--link-set", default="resources", choices=sorted(LINK_SETS))
+    ap.add_argument("--write-cases", type=Path, metavar="FILE")
+    ap.add_argument("--findings", type=Path, metavar="FILE")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument(
+        "--try",
+        dest="try_",
+        nargs="+",
+        metavar="HTML",
+        help="print Chromium's links and ours for these inputs, then exit",
+    )
+    args = ap.parse_args(argv)
+    if args.try_:
+        results, version = asyncio.run(
+            chromium_results([(f"arg{i}", h) for i, h in enumerate(args.try_)], args.link_set)
+        )
+        for r in results:
+            print(f"{r.data!r}\n  {version}: {r.expected}  foreign a: {r.foreign}")
+            for impl in IMPLS:
+                print(f"  {impl}: {r.got[impl]}  -> {r.verdicts[impl].status}")
+        return 0
+    out: list[str] = [f"## Fidelity run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
+    out.append(f"implementations: {', '.join(IMPLS)}; link set: {args.link_set}")
+    out.append("")
+    fails: list[str] = []
+    h5cases: list[H5Case] = []
+    if args.html5lib_tests:
+        results, skipped, h5cases = h5_results(args.html5lib_tests, args.link_set)
+        out += summarize(
+            f"html5lib-tests tree construction ({len(results)} cases; skipped {dict(skipped)})",
+            results,
+            per_file=True,
+        )
+        fails += findings("html5lib-tests", results)
+    if args.chromium:
+        rng = random.Random(args.seed)
+        inputs: list[tuple[str, str]] = []
+        for c in h5cases:
+            for k, v in enumerate(probe_variants(c.data, rng)):
+                inputs.append((f"{c.file}:{c.index}/p{k}", v))
+        gen = [(f"gen:{i}", d) for i, d in enumerate(generate(args.generate, args.seed))]
+        t0 = time.monotonic()
+        results, version = asyncio.run(chromium_results(inputs + gen, args.link_set))
+        out.append(
+            f"Chromium: {version} ({len(results)} documents in {time.monotonic() - t0:.1f}s)"
+        )
+        out.append("")
+        if inputs:
+            hr = results[: len(inputs)]
+            out += summarize(f"html5lib-tests inputs + probes vs Chromium ({len(hr)})", hr)
+            fails += findings("html5lib-tests inputs + probes vs Chromium", hr)
+        gr = results[len(inputs) :]
+        if gr:
+            out += summarize(f"generated documents vs Chromium ({len(gr)})", gr)
+            fails += findings("generated vs Chromium", gr)
+            if args.write_cases:
+                write_cases(args.write_cases, gr, version, args.link_set)
+                out.append(f"wrote {len(gr)} cases to {args.write_cases}")
+                out.append("")
+    if args.pages:
+        pages = sorted(args.pages.glob("*.html"))
+        inputs = []
+        for p in pages:
+            inputs.append((p.name, p.read_bytes().decode("utf-8", "surrogateescape")))
+        results, version = asyncio.run(chromium_results(inputs, args.link_set))
+        out += summarize(f"real pages vs Chromium {version} ({len(results)})", results)
+        fails += findings("real pages", results)
+    report = "\n".join(out + fails)
+    print("\n".join(out))
+    if args.findings:
+        args.findings.write_text(report + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    sys.exit(main())
