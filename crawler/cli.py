@@ -464,9 +464,10 @@ def cmd_extract(args: argparse.Namespace) -> int:
     def emit(links: list[Any]) -> None:
         if args.format == "urls":
             for link in links:
-                if link.url not in seen:
-                    seen.add(link.url)
-                    sink.link(link.url, args.base, "internal")
+                url = link.url
+                if url is not None and url not in seen:  # None: the value is not a URL
+                    seen.add(url)
+                    sink.link(url, args.base, "internal")
         elif args.format == "jsonl":
             sink.links(links)  # type: ignore[attr-defined]
         else:

@@ -47,6 +47,9 @@ MAX_CRAWL_DELAY = 30.0
 #: Pages buffered for ``async for`` before page tasks wait for the consumer.
 ITER_QUEUE = 256
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# Prefix of the seen-set key of an invalid link's raw value (--all-links lists each once); a
+# canonical URL never starts with NUL, so the two kinds of key cannot meet.
+_INVALID = "\0invalid:"
 
 
 class Crawler:
@@ -97,7 +100,6 @@ class Crawler:
         self._frontier = MemoryFrontier(cfg.per_host, cfg.delay)
         self._fetcher: Fetcher | None = None
         self._robots: RobotsCache | None = None
-        self._robots_done: set[str] = set()
         self._sitemaps: set[str] = set()
         self._host_count: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -192,7 +194,7 @@ class Crawler:
             url = self._policy.canonical(seed)
             if url is None or not self._seen.add(url):
                 continue
-            self._report(url, "", 0)
+            self._report(url, "", 0)  # a sink error here is logged and counted
 
     def _start(self) -> asyncio.Task[None]:
         if self._dispatcher is None:
@@ -203,14 +205,17 @@ class Crawler:
         opened_here = not self._opened
         if opened_here:
             await self._open()
-        queue = self._queue = asyncio.Queue(ITER_QUEUE)
+        queue: asyncio.Queue[PageResult] = asyncio.Queue(ITER_QUEUE)
+        self._queue = queue
         dispatcher = self._start()
+        finished = False
         try:
             while True:
                 if not queue.empty():
                     yield queue.get_nowait()
                     continue
                 if dispatcher.done():
+                    finished = True
                     break
                 getter = asyncio.ensure_future(queue.get())
                 try:
@@ -221,7 +226,13 @@ class Crawler:
                 if getter.done() and not getter.cancelled():
                     yield getter.result()
         finally:
-            self._queue = None
+            if self._queue is queue:
+                self._queue = None
+            if not finished:
+                # Leaving the loop early (break, an exception, aclose(), the task cancelled)
+                # stops the crawl: no page task may wait forever on a queue nobody reads.
+                self.stop()
+                await asyncio.gather(dispatcher, return_exceptions=True)
             if opened_here:
                 await self.aclose()
 
@@ -312,15 +323,17 @@ class Crawler:
         assert robots is not None
         rules = robots.cached(origin)
         if rules is None:
+            # Fetched (or awaited) now: its sitemaps are offered each time the rules are
+            # (re)loaded (the cache expires entries; the seen set drops the repeats), so no
+            # per-origin "done" set grows with the crawl.
             rules = await robots.get(origin)
-        if origin not in self._robots_done:
-            self._robots_done.add(origin)
-            delay = max(self.config.delay, min(rules.crawl_delay or 0.0, MAX_CRAWL_DELAY))
-            if delay > 0:
-                self._frontier.set_delay(origin, delay)
             if self.config.sitemaps:
                 for sitemap in rules.sitemaps:
                     self._offer_sitemap(sitemap, origin + "/robots.txt", 0)
+        # Told on every request, not once per origin: the frontier forgets idle origins.
+        delay = min(rules.crawl_delay or 0.0, MAX_CRAWL_DELAY)
+        if delay > self.config.delay:
+            self._frontier.set_delay(origin, delay)
         return rules
 
     async def _fetch_page(self, request: Request) -> PageResult | None:
@@ -351,7 +364,12 @@ class Crawler:
             state = _PageState(self, page, current, depth)
             res = await fetcher.fetch(current, state.on_headers)
             state.close()
+            if self._sitemaps:
+                self._sitemaps.discard(current)
             self._record(page, res, current)
+            if state.failure is not None:  # our own code failed on the body, not the wire
+                page.error, page.error_detail = state.failure
+                return page
             status = res.status
             if status not in REDIRECT_STATUSES or res.error is not None or not res.location:
                 return page
@@ -380,7 +398,7 @@ class Crawler:
             if not self._seen.add(target):
                 page.final_url = target  # known already: fetched (or queued) on its own
                 return page
-            self._report(target, current, depth, queue=False)
+            self._report(target, current, depth, queue=False, page=page)
             current = target
             origin = origin_of(target)
 
@@ -392,8 +410,9 @@ class Crawler:
         page.elapsed_ms += res.elapsed_ms
         page.retries += res.retries
         page.truncated = res.truncated
-        page.error = res.error
-        page.error_detail = res.error_detail
+        if res.error is not None or page.error != "sink":  # a sink error while reading stays
+            page.error = res.error
+            page.error_detail = res.error_detail
 
     async def _finish(self, page: PageResult) -> None:
         stats = self.stats
@@ -409,17 +428,31 @@ class Crawler:
         self._update_duration()
         if self._keep:
             self.pages.append(page)
+        # A user's sink or hook that raises marks the page "sink" (counted as such), and the
+        # page still reaches the others: the hook, the iterator.
         if self._sink is not None:
-            self._sink.page(page)
+            try:
+                self._sink.page(page)
+            except Exception as exc:
+                self._late_sink_failure("sink.page", exc, page)
         if self._on_page is not None:
             try:
                 result = self._on_page(page)
                 if inspect.isawaitable(result):
                     await result
-            except Exception:
-                log.exception("on_page hook failed for %s", page.url)
-        if self._queue is not None:
-            await self._queue.put(page)
+            except Exception as exc:
+                self._late_sink_failure("on_page", exc, page)
+        queue = self._queue
+        if queue is not None:
+            await queue.put(page)
+
+    def _late_sink_failure(self, where: str, exc: Exception, page: PageResult) -> None:
+        # The page is counted already: move it from ok to the "sink" errors.
+        was_ok = page.error is None
+        self._sink_failed(where, exc, page)
+        if was_ok:
+            self.stats.pages_ok -= 1
+            self.stats.errors["sink"] += 1
 
     # -- links --
 
@@ -433,7 +466,7 @@ class Crawler:
             return
         cfg = self.config
         if cfg.max_depth and depth >= cfg.max_depth:
-            self._take_beyond(links, referrer, depth)
+            self._take_beyond(links, referrer, depth, page)
             return
         policy = self._policy
         canonical = policy.canonical_resolved
@@ -447,21 +480,28 @@ class Crawler:
         for link in links:
             if respect_nofollow and link.nofollow:
                 continue
-            url = canonical(link.url)
+            raw_url = link.url
+            if raw_url is None:
+                self._invalid(link, referrer, page)
+                continue
+            url = canonical(raw_url)
             if url is None:
-                if all_links and seen_add(link.url) and self._sink is not None:
-                    self._sink.link(link.url, referrer, "other")
+                if all_links and seen_add(raw_url):
+                    self._list(raw_url, referrer, "other", page)
                 continue
             if seen_add(url):
                 origin = scope_origin(url)
                 if origin is not None and not (max_len and len(url) > max_len):
-                    report(url, referrer, child, origin=origin)
+                    report(url, referrer, child, origin=origin, page=page)
                 else:
-                    self._new_url(url, referrer, depth)
+                    self._new_url(url, referrer, depth, page)
 
-    def _take_beyond(self, links: list[Link], referrer: str, depth: int) -> None:
+    def _take_beyond(
+        self, links: list[Link], referrer: str, depth: int, page: PageResult | None
+    ) -> None:
         # Links one hop past max_depth are listed but not queued, and NOT marked seen: a page
-        # at a lower depth that is still in flight may link the same URL and must queue it.
+        # at a lower depth that is still in flight may link the same URL and must queue it
+        # (it is then not listed again: _beyond remembers what was listed this way).
         policy = self._policy
         canonical = policy.canonical_resolved
         seen = self._seen
@@ -470,39 +510,60 @@ class Crawler:
         for link in links:
             if respect_nofollow and link.nofollow:
                 continue
-            url = canonical(link.url)
+            raw_url = link.url
+            if raw_url is None:
+                self._invalid(link, referrer, page)
+                continue
+            url = canonical(raw_url)
             if url is None or url in seen or url in beyond:
                 continue
             if policy.scope_origin(url) is not None and not policy.too_long(url):
                 beyond.add(url)
-                self._report(url, referrer, depth + 1, queue=False)
+                self._list(url, referrer, "internal", page)
 
-    def _new_url(self, url: str, referrer: str, depth: int) -> None:
+    def _invalid(self, link: Link, referrer: str, page: PageResult | None) -> None:
+        # A value that does not resolve to a URL: never crawled; counted, and listed (once,
+        # by its raw value) with --all-links, so that a link checker can report it.
+        self.stats.links_invalid += 1
+        if self.config.all_links and self._sink is not None and self._seen.add(_INVALID + link.raw):
+            self._list(link.raw, referrer, "invalid", page)
+
+    def _new_url(self, url: str, referrer: str, depth: int, page: PageResult | None = None) -> None:
         policy = self._policy
         if not policy.in_scope(url):
             self.stats.out_of_scope += 1
-            if self.config.all_links and self._sink is not None:
-                self._sink.link(url, referrer, "external")
+            if self.config.all_links:
+                self._list(url, referrer, "external", page)
             return
         if policy.too_long(url):
-            page = PageResult(url, depth + 1, referrer)
-            page.error, page.error_detail = "url_too_long", f"URL of {len(url)} characters"
-            self._records.append(page)
+            record = PageResult(url, depth + 1, referrer)
+            record.error, record.error_detail = "url_too_long", f"URL of {len(url)} characters"
+            self._records.append(record)
             return
-        self._report(url, referrer, depth + 1)
+        self._report(url, referrer, depth + 1, page=page)
 
     def _report(
-        self, url: str, referrer: str, depth: int, *, queue: bool = True, origin: str = ""
+        self,
+        url: str,
+        referrer: str,
+        depth: int,
+        *,
+        queue: bool = True,
+        origin: str = "",
+        page: PageResult | None = None,
     ) -> None:
-        """A new in-scope URL: list it, tell the sink, queue it if the limits allow."""
-        if not (self._beyond and url in self._beyond):  # else listed already
-            self.stats.links_new += 1
-            if self._keep:
-                self.links.append(url)
-            if self._sink is not None:
-                self._sink.link(url, referrer, "internal")
-        if not queue:
-            return
+        """A new in-scope URL: queue it if the limits allow, then list it and tell the sink.
+
+        Queueing comes first and cannot fail on a user's code: a URL marked seen is always
+        queued, whatever the sink does with it.
+        """
+        if queue:
+            self._enqueue(url, referrer, depth, origin)
+        if self._beyond and url in self._beyond:
+            return  # listed already, when it was first found one hop past max_depth
+        self._list(url, referrer, "internal", page)
+
+    def _enqueue(self, url: str, referrer: str, depth: int, origin: str) -> None:
         cfg = self.config
         if cfg.max_depth and depth > cfg.max_depth:
             return
@@ -516,23 +577,50 @@ class Crawler:
         if self._idle and self._wakeup is not None:
             self._wakeup.set()
 
-    def _offer_sitemap(self, raw: str, referrer: str, depth: int) -> None:
-        url = self._policy.canonical(raw)
-        if url is None:
-            return
-        self._sitemaps.add(url)
-        if self._seen.add(url):
-            self._new_url(url, referrer, depth - 1)
+    def _list(self, url: str, referrer: str, kind: str, page: PageResult | None) -> None:
+        """Count and keep an in-scope URL, and tell the sink of any ``kind``."""
+        if kind == "internal":
+            self.stats.links_new += 1
+            if self._keep:
+                self.links.append(url)
+        sink = self._sink
+        if sink is not None:
+            try:
+                sink.link(url, referrer, kind)
+            except Exception as exc:
+                self._sink_failed("sink.link", exc, page)
 
-    def take_urls(self, urls: list[str], referrer: str, depth: int) -> None:
+    def _sink_failed(self, where: str, exc: Exception, page: PageResult | None) -> None:
+        """A user's sink or hook raised: log it, count it, and mark the page it was about."""
+        log.error("%s raised %s: %s", where, type(exc).__name__, exc, exc_info=exc)
+        self.stats.sink_errors += 1
+        if page is not None and page.error is None:
+            page.error = "sink"
+            page.error_detail = f"{where} raised {type(exc).__name__}: {exc}"[:500]
+
+    def _offer_sitemap(
+        self, raw: str, referrer: str, depth: int, page: PageResult | None = None
+    ) -> None:
+        url = self._policy.canonical(raw)
+        if url is None or not self._seen.add(url):
+            return
+        # Only a sitemap that is really queued is remembered (and forgotten once fetched):
+        # a sitemap index that names millions of duplicates or foreign files costs nothing.
+        if self._policy.in_scope(url) and not self._policy.too_long(url):
+            self._sitemaps.add(url)
+        self._new_url(url, referrer, depth - 1, page)
+
+    def take_urls(
+        self, urls: list[str], referrer: str, depth: int, page: PageResult | None = None
+    ) -> None:
         """URLs from a sitemap (any form): canonicalise fully, then as links."""
         for raw in urls:
             if raw.endswith((".xml", ".xml.gz")):
-                self._offer_sitemap(raw, referrer, depth + 1)
+                self._offer_sitemap(raw, referrer, depth + 1, page)
                 continue
             url = self._policy.canonical(raw)
             if url is not None and self._seen.add(url):
-                self._new_url(url, referrer, depth)
+                self._new_url(url, referrer, depth, page)
 
 
 def _fail(page: PageResult, kind: str, detail: str) -> PageResult:
@@ -540,10 +628,24 @@ def _fail(page: PageResult, kind: str, detail: str) -> PageResult:
     return page
 
 
-class _PageState:
-    """One fetch attempt's body handling: the extractor (or sitemap parser) and its links."""
+class _BodyAbort(Exception):
+    """Raised from a body consumer to stop reading: our own code failed on this body.
 
-    __slots__ = ("crawler", "depth", "extractor", "page", "sitemap", "url")
+    The fetcher reports it as a wire error (it cannot tell); the engine replaces that with
+    the failure kept on the _PageState. Not an OSError, so it is never retried.
+    """
+
+
+class _PageState:
+    """One fetch attempt's body handling: the extractor (or sitemap parser) and its links.
+
+    Whatever raises in here (the extractor, our own link handling) is caught, kept as
+    ``failure`` (kind ``extract`` or ``internal``, with the exception named) and ends the
+    read; the links handed over before it stay handed over. A user's sink cannot raise in
+    here: the engine catches its errors where it calls it.
+    """
+
+    __slots__ = ("crawler", "depth", "extractor", "failure", "page", "sitemap", "url")
 
     def __init__(self, crawler: Crawler, page: PageResult, url: str, depth: int) -> None:
         self.crawler = crawler
@@ -552,12 +654,21 @@ class _PageState:
         self.depth = depth
         self.extractor: Any = None
         self.sitemap: SitemapParser | None = None
+        self.failure: tuple[str, str] | None = None
+
+    def _fail(self, kind: str, what: str, exc: Exception) -> _BodyAbort:
+        log.error("%s failed on %s", what, self.url, exc_info=exc)
+        self.failure = (kind, f"{what} raised {type(exc).__name__}: {exc}"[:500])
+        self.extractor = None
+        self.sitemap = None
+        return _BodyAbort(self.failure[1])
 
     def on_headers(self, res: Response) -> Callable[[bytes], object] | None:
         status = res.status
         if status is None or not 200 <= status < 300:
             return None
         crawler = self.crawler
+        self.failure = None  # a retried attempt starts the page over
         if self.url in crawler._sitemaps:
             # A .xml.gz sitemap is inflated by the parser: the body cap applies to what it
             # inflates too, as it does to Content-Encoding bodies.
@@ -568,36 +679,57 @@ class _PageState:
         if self.page.links:  # a retried attempt starts the page over: uncount the last one
             crawler.stats.links_found -= len(self.page.links)
             self.page.links = []
-        self.extractor = LinkExtractor(self.url, res.charset, link_set=crawler.config.link_set)
+        try:
+            self.extractor = LinkExtractor(self.url, res.charset, link_set=crawler.config.link_set)
+        except Exception as exc:
+            self._fail("extract", "the extractor", exc)
+            return None
         return self.feed
 
     def feed(self, chunk: bytes) -> None:
         ex = self.extractor
-        links = ex.feed(chunk)
+        if ex is None:
+            raise _BodyAbort("extraction failed")
+        try:
+            links = ex.feed(chunk)
+        except Exception as exc:
+            raise self._fail("extract", "the extractor", exc) from exc
         if links:
             self._take(links, ex)
 
     def _take(self, links: list[Link], ex: LinkExtractor) -> None:
-        nofollow = self.crawler.config.respect_nofollow and ex.nofollow
-        self.crawler.take_links(links, self.page, self.url, self.depth, nofollow)
+        try:
+            nofollow = self.crawler.config.respect_nofollow and ex.nofollow
+            self.crawler.take_links(links, self.page, self.url, self.depth, nofollow)
+        except Exception as exc:
+            raise self._fail("internal", "link handling", exc) from exc
 
     def feed_sitemap(self, chunk: bytes) -> None:
-        assert self.sitemap is not None
-        urls = self.sitemap.feed(chunk)
-        if urls:
-            self.crawler.take_urls(urls, self.url, self.depth)
+        parser = self.sitemap
+        if parser is None:
+            raise _BodyAbort("sitemap parsing failed")
+        try:
+            urls = parser.feed(chunk)
+            if urls:
+                self.crawler.take_urls(urls, self.url, self.depth, self.page)
+        except Exception as exc:
+            raise self._fail("internal", "sitemap handling", exc) from exc
 
     def close(self) -> None:
         ex = self.extractor
-        if ex is not None:
-            self.extractor = None
+        if ex is None:
+            return
+        self.extractor = None
+        try:
+            links = ex.close()
+        except Exception as exc:  # the extractor never raises by contract; belt and braces
+            self._fail("extract", "the extractor", exc)
+            return
+        if links:
             try:
-                links = ex.close()
-            except Exception:  # the extractor never raises by contract; belt and braces
-                log.exception("extractor close failed on %s", self.url)
-                return
-            if links:
                 self._take(links, ex)
+            except _BodyAbort:
+                pass  # kept in self.failure
 
 
 async def crawl(

@@ -104,15 +104,31 @@ class OutputSink:
                     self.error = self.error or exc
 
 
+def _utf8(text: str) -> bytes:
+    """UTF-8; undecodable input bytes (surrogateescape) back as they came, any other lone
+    surrogate as "?": a sink never raises on what a page holds."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+# C0 controls and DEL, as \xNN: a raw value (an invalid link) may hold tabs and newlines.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
+
+
 class UrlSink(OutputSink):
     """Each discovered URL once, a line. In-scope URLs bare; with ``all_links`` the others
-    (``kind`` "external" or "other") follow a tab and their kind."""
+    (``kind`` "external", "other" or "invalid") follow a tab and their kind. An invalid link
+    (a value that does not resolve) is listed by its raw value, control characters written
+    as ``\\xNN`` so that it stays on one line."""
 
     def link(self, url: str, referrer: str, kind: str) -> None:
         if kind == "internal":
-            self._write(url.encode("utf-8", "surrogateescape") + b"\n")
+            self._write(_utf8(url) + b"\n")
         else:
-            self._write(f"{url}\t{kind}\n".encode("utf-8", "surrogateescape"))
+            text = url.translate(_CONTROLS) if kind == "invalid" else url
+            self._write(_utf8(f"{text}\t{kind}\n"))
 
 
 class JsonlSink(OutputSink):
@@ -146,7 +162,10 @@ class LinkJsonlSink(OutputSink):
 
 
 class CsvSink(OutputSink):
-    """One row a link: source (the page's final URL), target, tag, nofollow (true/false)."""
+    """One row a link: source (the page's final URL), target, tag, nofollow (true/false).
+
+    A link whose value does not resolve (``Link.url`` None) has no target: no row.
+    """
 
     _header_done = False
 
@@ -156,7 +175,7 @@ class CsvSink(OutputSink):
         if not self._header_done:
             writer.writerow(CSV_HEADER)
         writer.writerows(rows)
-        self._write(buf.getvalue().encode("utf-8", "surrogateescape"))
+        self._write(_utf8(buf.getvalue()))
         if not self.failed:
             self._header_done = True
 

@@ -131,7 +131,7 @@ def format_summary(stats: CrawlStats, *, stopped_by: str | None = None) -> str:
     """The summary lines, e.g.::
 
     crawler: done in 1.2s: 20 pages (19 ok, 1 failed), 16.7 pages/s, 312.4 KB
-    crawler: links: 140 found, 21 new; 2 disallowed by robots.txt, 17 out of scope
+    crawler: links: 140 found, 21 new; 1 invalid; 2 disallowed by robots.txt; 17 out of scope
     crawler: errors: http_404 1
     """
     how = f"stopped ({stopped_by})" if stopped_by else "done"
@@ -142,6 +142,8 @@ def format_summary(stats: CrawlStats, *, stopped_by: str | None = None) -> str:
         f" {human_bytes(stats.bytes)}"
     ]
     extra = f"crawler: links: {stats.links_found} found, {stats.links_new} new"
+    if stats.links_invalid:
+        extra += f"; {stats.links_invalid} invalid"
     if stats.robots_disallowed:
         extra += f"; {stats.robots_disallowed} disallowed by robots.txt"
     if stats.out_of_scope:
@@ -152,4 +154,6 @@ def format_summary(stats: CrawlStats, *, stopped_by: str | None = None) -> str:
     if stats.errors:
         kinds = sorted(stats.errors.items(), key=lambda kv: (-kv[1], kv[0]))
         lines.append("crawler: errors: " + ", ".join(f"{k} {n}" for k, n in kinds))
+    if stats.sink_errors:
+        lines.append(f"crawler: output: {stats.sink_errors} sink errors (logged)")
     return "\n".join(lines) + "\n"

@@ -15,6 +15,12 @@ class PageResult:
 
     ``error`` is None on success, else a short kind (``"timeout"``, ``"connect"``,
     ``"http_503"``, ``"redirect_loop"``, ``"too_large"`` ...) and ``error_detail`` the message.
+    Faults of our side are kinds of their own, never a wire error: ``"sink"`` (the user's sink
+    or ``on_page`` hook raised on this page), ``"extract"`` (the extractor raised; reading
+    stopped, the links found before stay), ``"internal"`` (a bug of the crawler).
+
+    ``links`` holds every link occurrence, invalid ones (``url`` None) included; ``to_dict``
+    puts the URLs in ``links`` and the raw values of the invalid ones in ``invalid_links``.
     """
 
     url: str
@@ -47,6 +53,7 @@ class PageResult:
             "bytes": self.bytes,
             "elapsed_ms": round(self.elapsed_ms, 1),
             "links": [link.url for link in self.links if link.url is not None],
+            "invalid_links": [link.raw for link in self.links if link.url is None],
             "redirects": list(self.redirects),
             "truncated": self.truncated,
             "error": self.error,
@@ -64,10 +71,14 @@ class CrawlStats:
     bytes: int = 0
     links_found: int = 0
     links_new: int = 0
+    #: link occurrences whose value does not resolve to a URL (``Link.url`` None): not crawled
+    links_invalid: int = 0
     retries: int = 0
     redirects: int = 0
     robots_disallowed: int = 0
     out_of_scope: int = 0
+    #: exceptions raised by the user's sink or ``on_page`` hook (logged; the crawl goes on)
+    sink_errors: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     status: Counter[int] = field(default_factory=Counter)
     started: float = 0.0
@@ -89,10 +100,12 @@ class CrawlStats:
             "bytes": self.bytes,
             "links_found": self.links_found,
             "links_new": self.links_new,
+            "links_invalid": self.links_invalid,
             "retries": self.retries,
             "redirects": self.redirects,
             "robots_disallowed": self.robots_disallowed,
             "out_of_scope": self.out_of_scope,
+            "sink_errors": self.sink_errors,
             "errors": dict(self.errors),
             "status": {str(k): v for k, v in sorted(self.status.items())},
             "duration": round(self.duration, 3),
@@ -115,8 +128,12 @@ class Sink(Protocol):
 
     The engine calls ``link`` once for each newly discovered URL, as soon as it is found
     (``kind`` is ``"internal"`` for in-scope URLs; with ``all_links`` also ``"external"`` for
-    out-of-scope http(s) URLs and ``"other"`` for non-HTTP schemes, each reported once),
-    ``page`` once a page is done, and ``close`` once at the end, even after cancellation.
+    out-of-scope http(s) URLs, ``"other"`` for non-HTTP schemes and ``"invalid"`` for a value
+    that does not resolve to a URL (``Link.url`` None; ``url`` is then the raw value), each
+    reported once), ``page`` once a page is done, and ``close`` once at the end, even after
+    cancellation.
+    An exception from ``link`` or ``page`` is logged, counted in ``CrawlStats.sink_errors``
+    and marks the page it was about with error ``"sink"``; the crawl goes on, nothing lost.
     """
 
     def link(self, url: str, referrer: str, kind: str) -> None: ...

@@ -163,10 +163,13 @@ class Site:
     def expected(self, max_depth: int = 10**9) -> tuple[set[str], set[str]]:
         """(paths a correct crawl from /p/0.html fetches, paths it discovers), by plain BFS.
 
+        A page at ``max_depth`` is fetched and its links are discovered (listed) but not
+        fetched: "discovered" is every in-scope URL the fetched pages link to.
         Resolution here uses urllib (not the crawler's resolver): a differential check.
         """
         seed = "/p/0.html"
-        discovered = {seed}
+        queued = {seed}  # discovered at a depth <= max_depth: fetched (or followed to)
+        beyond: set[str] = set()  # discovered one hop past max_depth only: listed, not fetched
         fetched: set[str] = set()
         frontier = [(seed, 0)]
         while frontier:
@@ -179,13 +182,13 @@ class Site:
                 while (target := self.redirect_target(hops[-1])) is not None:
                     if target in hops:
                         break
-                    if target in discovered:
+                    if target in queued:
                         break
-                    discovered.add(target)
+                    queued.add(target)
                     fetched.add(target)
                     hops.append(target)
                 final = hops[-1]
-                if final not in self.pages or depth >= max_depth:
+                if final not in self.pages:
                     continue
                 for href in self.pages[final]:
                     if href.startswith("ABS/"):
@@ -194,10 +197,15 @@ class Site:
                     if not url.startswith("http://h/"):
                         continue
                     link = quote(url[len("http://h") :], safe="/%?=&").rstrip("?")
-                    if link not in discovered:
-                        discovered.add(link)
+                    if link in queued:
+                        continue
+                    if depth < max_depth:
+                        queued.add(link)
                         nxt.append((link, depth + 1))
+                    else:
+                        beyond.add(link)
             frontier = nxt
+        discovered = queued | beyond
         return fetched, discovered
 
 

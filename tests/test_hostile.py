@@ -481,8 +481,9 @@ async def test_stopping_during_a_hung_fetch_is_prompt(h: Harness, how: str) -> N
 
 
 async def test_breaking_out_of_iteration_during_a_hung_fetch(h: Harness) -> None:
-    # `async for page in crawler: ... break` with a fetch still hanging, then leaving the
-    # context: prompt, nothing left running, no warning about an unfinished generator.
+    # `async for page in crawler: ... break` with a fetch still hanging: the break stops the
+    # crawl at once (the hung fetch is cancelled, inside the context already), then leaving
+    # the context: prompt, nothing left running, no warning about an unfinished generator.
     srv = h.server()
     before = asyncio.all_tasks()
     config = CrawlConfig(
@@ -492,8 +493,12 @@ async def test_breaking_out_of_iteration_during_a_hung_fetch(h: Harness) -> None
     async with Crawler(config) as crawler:
         async for page in crawler:
             assert page.url == srv.url("/hub/never")
+            while not srv.count("/slow/never"):
+                await asyncio.sleep(0.02)
             break
-        while not srv.count("/slow/never"):
+        t1 = time.monotonic()
+        while crawler.in_flight:
+            assert time.monotonic() - t1 < 2
             await asyncio.sleep(0.02)
     assert time.monotonic() - t0 < 5
     assert crawler.stats.cancelled and crawler.in_flight == 0
