@@ -62,6 +62,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from crawler.extract import LinkExtractorC, LinkExtractorPy  # noqa: E402
+from crawler.extract import charset as _charset  # noqa: E402
 from crawler.extract._html import LINK_SETS, parse_srcset, refresh_url  # noqa: E402
 
 BASE = "https://example.org/dir/page.html"
@@ -531,6 +532,29 @@ _MARKERS = [
 ]
 
 
+# The cause keys of `causes`, as the findings and tests/test_fidelity.py name them.
+CAUSES = {
+    "frameset": "a frameset document: after a <frameset> takes effect the tree builder drops "
+    "everything but frameset/frame/noframes, and a frameset-ok <frameset> removes the body",
+    "frame-outside-frameset": "<frame> outside a frameset: every insertion mode but "
+    '"in frameset" ignores the start tag',
+    "nested-form": "nested <form>: a form start tag while the form element pointer is set "
+    "(no template open) is ignored",
+    "template-col": "<template> whose first element (after head elements) is <col>: "
+    '"in column group" mode ignores everything else until </template>',
+    "foreign": "svg/math: an HTML end tag that closes the foreign subtree (or an integration "
+    "point's end tag ignored while an HTML element is open in it); the extractor tracks no "
+    "HTML elements",
+}
+
+
+# A template whose first element that is not a head element is <col>.
+_TEMPLATE_COL = (
+    r"<template[^>]*>(?:[\s]|<!--.*?-->|</[^>]*>|"
+    r"<(?:link|meta|base|basefont|bgsound)[^>]*>)*<col"
+)
+
+
 def _before(low: str, value: str, pattern: str) -> bool:
     """Whether ``pattern`` occurs in the source before the (first) tag carrying ``value``."""
     m = re.search(r"(?<![a-z0-9])" + re.escape(value.lower()) + r"(?![a-z0-9])", low)
@@ -549,15 +573,15 @@ def causes(r: Result, impl: str) -> list[str]:
         for tag, attr, raw in items:
             what = f"{kind} {tag}[{attr}]"
             if "<frameset" in low:
-                why = "frameset document"
+                why = "frameset"
             elif kind == "extra" and tag == "frame":
-                why = "<frame> outside a frameset (the tree builder ignores it)"
+                why = "frame-outside-frameset"
             elif kind == "extra" and tag == "form" and _before(low, raw, r"<form.*<form"):
-                why = "nested <form> (the form element pointer is set: ignored)"
-            elif _before(low, raw, r"<template[^>]*>\s*(?:<!--.*?-->\s*)*<col"):
-                why = "<template> whose first element is <col> (column-group mode drops it)"
+                why = "nested-form"
+            elif _before(low, raw, _TEMPLATE_COL):
+                why = "template-col"
             elif _before(low, raw, r"<(?:svg|math)"):
-                why = "svg/math"
+                why = "foreign"
             else:
                 why = next((m for m, pat in _MARKERS if re.search(pat, low)), "other")
             out.append(f"{what} | {why}")
@@ -604,6 +628,9 @@ def findings(title: str, results: list[Result], limit: int = 40) -> list[str]:
         ncases = len({id(r) for _, r in items})
         impl, r = min(items, key=lambda it: len(it[1].data))
         v = r.verdicts[impl]
+        what, _, why = key.partition(" | ")
+        if why in CAUSES:
+            key = f"{what} | {why}: {CAUSES[why]}"
         lines.append(f"- **{key}** — {ncases} cases (impl {','.join(impls)}), e.g. `{r.name}`:")
         lines.append(f"  - input: `{json.dumps(r.data, ensure_ascii=False)[1:-1][:300]}`")
         lines.append(f"  - DOM: `{r.expected}`; missing `{v.missing}`; extra `{v.extra}`")
@@ -645,6 +672,22 @@ async def chromium_results(
     return results, version
 
 
+def page_text(data: bytes) -> str:
+    """A page's text, decoded as our extractor decides (BOM, <meta> prescan, default).
+
+    Both sides then get the same text (ours as UTF-8 with that transport charset), so the
+    comparison measures the tree, not the encoding sniffing.
+    """
+    ex = LinkExtractorPy(BASE, None)
+    ex.feed(data)
+    ex.close()
+    codec = _charset.python_codec(ex.encoding)[0] if ex.encoding else "cp1252"
+    try:
+        return data.decode(codec, "replace")
+    except LookupError:
+        return data.decode("cp1252", "replace")
+
+
 def write_cases(path: Path, results: list[Result], version: str, link_set: str) -> None:
     cases = [
         {
@@ -656,16 +699,46 @@ def write_cases(path: Path, results: list[Result], version: str, link_set: str) 
         for r in results
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "about": "Generated inputs (benchmarks/fidelity.py generate); expected links read "
-        "from the DOM of headless Chromium's DOMParser (scripting off). Regenerate with "
-        "benchmarks/fidelity.py --chromium --generate N --write-cases PATH.",
+    head = {
+        "about": "Generated inputs (benchmarks/fidelity.py generate, our own constructs); "
+        "expected links read from the DOM of headless Chromium's DOMParser (scripting off), "
+        "srcset and meta refresh split by our parse_srcset/refresh_url. Regenerate with "
+        "python benchmarks/fidelity.py --chromium --generate N --write-cases PATH.",
         "chromium": version,
         "link_set": link_set,
         "base": BASE,
-        "cases": cases,
     }
-    path.write_text(json.dumps(doc, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+    lines = [json.dumps(head, ensure_ascii=False)[:-1] + ', "cases": [']
+    lines += [json.dumps(c, ensure_ascii=False) + "," for c in cases]
+    lines[-1] = lines[-1][:-1]
+    lines.append("]}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_deviations(path: Path, results: list[Result]) -> None:
+    """The failing cases with their exact differences and cause, for tests/test_fidelity.py."""
+    devs: dict[str, Any] = {}
+    for r in results:
+        for impl in IMPLS:
+            v = r.verdicts[impl]
+            if v.status != "fail":
+                continue
+            keys = sorted({c.split(" | ")[1] for c in causes(r, impl)})
+            d = {
+                "cause": ",".join(keys),
+                "missing": sorted(map(list, v.missing)),
+                "extra": sorted(map(list, v.extra)),
+            }
+            devs.setdefault(r.name, {})[impl] = d
+    for name, per in devs.items():
+        if len(per) == len(IMPLS) and all(d == next(iter(per.values())) for d in per.values()):
+            devs[name] = next(iter(per.values()))
+    lines = ["{"]
+    lines += [f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in devs.items()]
+    if len(lines) > 1:
+        lines[-1] = lines[-1][:-1]
+    lines.append("}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -677,6 +750,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--link-set", default="resources", choices=sorted(LINK_SETS))
     ap.add_argument("--write-cases", type=Path, metavar="FILE")
     ap.add_argument("--findings", type=Path, metavar="FILE")
+    ap.add_argument(
+        "--write-deviations",
+        type=Path,
+        metavar="FILE",
+        help="with --write-cases: the failing generated cases and their differences",
+    )
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument(
         "--try",
@@ -732,14 +811,18 @@ def main(argv: list[str] | None = None) -> int:
             if args.write_cases:
                 write_cases(args.write_cases, gr, version, args.link_set)
                 out.append(f"wrote {len(gr)} cases to {args.write_cases}")
+            if args.write_deviations:
+                write_deviations(args.write_deviations, gr)
                 out.append("")
     if args.pages:
-        pages = sorted(args.pages.glob("*.html"))
-        inputs = []
-        for p in pages:
-            inputs.append((p.name, p.read_bytes().decode("utf-8", "surrogateescape")))
+        inputs = [(p.name, page_text(p.read_bytes())) for p in sorted(args.pages.glob("*.html"))]
         results, version = asyncio.run(chromium_results(inputs, args.link_set))
         out += summarize(f"real pages vs Chromium {version} ({len(results)})", results)
+        for impl in IMPLS:
+            n = sum(len(r.expected) for r in results)
+            bad = sum(len(r.verdicts[impl].missing) + len(r.verdicts[impl].extra) for r in results)
+            out.append(f"- `{impl}` links: {n} in the DOMs, {bad} differences (missing + extra)")
+        out.append("")
         fails += findings("real pages", results)
     report = "\n".join(out + fails)
     print("\n".join(out))

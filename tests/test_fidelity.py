@@ -1,0 +1,108 @@
+"""The extractor against links recorded from a real browser's DOM (regression set).
+
+tests/data/fidelity/cases.json holds a few thousand documents that benchmarks/fidelity.py
+generates from our own constructs (tables, templates, select, svg/math, frameset, raw text,
+comments, odd attribute syntax) with probe links at token boundaries, and for each the links
+headless Chromium's DOMParser put in the DOM (the version is in the file). Both
+implementations must report the same multiset of ``(tag, attr, raw)`` (resources set);
+another order (foster parenting), an SVG/MathML ``<a href>`` reported, and adoption-agency
+clones are allowed, as benchmarks/fidelity.py's ``compare`` says.
+
+A case that differs must be listed in tests/data/fidelity/deviations.json with exactly that
+difference and a cause from ``CAUSES`` (the documented reason): no percentage threshold, so a
+new difference anywhere fails. Regenerate both files with::
+
+    python benchmarks/fidelity.py --chromium --generate 4000 \\
+        --write-cases tests/data/fidelity/cases.json \\
+        --write-deviations tests/data/fidelity/deviations.json
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.extract_common import IMPL_NAMES, IMPLS
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data" / "fidelity"
+
+
+def _load_fidelity() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "fidelity_bench", ROOT / "benchmarks" / "fidelity.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look the module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fidelity = _load_fidelity()
+CASES_DOC = json.loads((DATA / "cases.json").read_text(encoding="utf-8"))
+CASES: list[dict[str, Any]] = CASES_DOC["cases"]
+DEVIATIONS: dict[str, Any] = json.loads((DATA / "deviations.json").read_text(encoding="utf-8"))
+
+
+def _deviation(case_id: str, impl: str) -> dict[str, Any] | None:
+    d = DEVIATIONS.get(case_id)
+    if d is None:
+        return None
+    return d.get(impl) if "cause" not in d else d
+
+
+def _check(impl: str, chunk: int) -> list[str]:
+    cls = IMPLS[impl]
+    problems = []
+    for case in CASES:
+        data = case["html"].encode("utf-8")
+        got = fidelity.extracted(cls, data, CASES_DOC["link_set"], chunk)
+        expected = [tuple(t) for t in case["expected"]]
+        v = fidelity.compare(got, expected, case["foreign_a"], case["html"])
+        dev = _deviation(case["id"], impl)
+        if v.status != "fail":
+            continue
+        diff = {"missing": sorted(map(list, v.missing)), "extra": sorted(map(list, v.extra))}
+        if dev is not None and {k: dev[k] for k in diff} == diff:
+            continue
+        problems.append(
+            f"{case['id']}: {case['html']!r}\n    DOM {expected}\n    got {got}\n"
+            f"    listed deviation: {dev}"
+        )
+    return problems
+
+
+def test_the_regression_set_is_what_its_header_says() -> None:
+    assert CASES_DOC["chromium"].startswith(("Chrome/", "HeadlessChrome/"))
+    assert CASES_DOC["link_set"] == "resources"
+    assert len(CASES) >= 2000
+    assert len({c["id"] for c in CASES}) == len(CASES)
+    # most cases hold links: the set tests links, not just the absence of them
+    assert sum(1 for c in CASES if c["expected"]) > len(CASES) // 2
+
+
+def test_every_listed_deviation_names_a_documented_cause() -> None:
+    ids = {c["id"] for c in CASES}
+    for case_id, d in DEVIATIONS.items():
+        assert case_id in ids, case_id
+        for entry in [d] if "cause" in d else list(d.values()):
+            for cause in entry["cause"].split(","):
+                assert cause in fidelity.CAUSES, (case_id, cause)
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_links_match_the_browser_dom(impl: str) -> None:
+    problems = _check(impl, 0)
+    assert not problems, f"{len(problems)} cases differ from the DOM:\n" + "\n".join(problems[:20])
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_links_match_the_browser_dom_fed_in_small_chunks(impl: str) -> None:
+    problems = _check(impl, 3)
+    assert not problems, f"{len(problems)} cases differ from the DOM:\n" + "\n".join(problems[:20])
