@@ -3,8 +3,14 @@
 `sniff` follows the HTML standard's "encoding sniffing algorithm" without the optional
 steps (no frequency analysis, no parent-document or locale hints): a byte order mark wins,
 then the Content-Type charset given by the caller, then the "prescan a byte stream" of the
-first 1024 bytes, then windows-1252. A change of encoding requested by a ``<meta>`` found
+first 1024 bytes, then a default. A change of encoding requested by a ``<meta>`` found
 later in the document (which makes a browser re-parse) is not followed.
+
+The default when nothing is declared (no BOM, no transport charset, no ``<meta>`` in the
+prescan) is what browsers do rather than the standard's bare locale default: they detect
+UTF-8. `detect_undeclared` looks at the same 1024 bytes: non-ASCII bytes that are valid UTF-8
+give UTF-8 (so an undeclared ``https://münchen.example/`` comes out right, not as mojibake),
+invalid UTF-8 gives windows-1252, and ASCII only decides nothing yet.
 
 Names are the standard's (lower case). `python_codec` maps each to the Python codec whose
 decoder matches it best; the label table covers the labels pages use in practice, and any
@@ -124,6 +130,36 @@ def python_codec(name: str) -> tuple[str, str]:
     if codec == "cp1252" or codec == "cp874":
         return codec, "crawler-whatwg"
     return codec, "replace"
+
+
+_UTF8_LEN = (2,) * 0x20 + (3,) * 0x10 + (4,) * 0x10  # sequence length by lead byte 0xC0..0xFF
+
+
+def detect_undeclared(data: bytes, final: bool) -> str | None:
+    """The encoding of an undeclared document judged from its first bytes, as browsers do.
+
+    Returns "utf-8" when ``data`` has non-ASCII bytes and all of it is valid UTF-8 (a
+    sequence cut at the end of ``data`` counts as valid unless ``final``), "windows-1252"
+    when it holds invalid UTF-8, and None when it is ASCII only (nothing to judge by).
+    It runs on every undeclared page, so the work is done by the codec, not a Python loop.
+    """
+    if data.isascii():
+        return None
+    try:
+        _, used = codecs.utf_8_decode(data, "strict", final)
+    except UnicodeDecodeError:
+        return "windows-1252"
+    tail = data[used:]
+    if len(tail) >= 2:
+        # The codec accepts any incomplete tail whose second byte it checks, except after
+        # 0xED (0xED 0xA0..0xBF begins a surrogate, never valid). Completing the tail with
+        # continuation bytes asks it again: only the second byte of a sequence is restricted.
+        filler = b"\x80" * (_UTF8_LEN[tail[0] - 0xC0] - len(tail))
+        try:
+            codecs.utf_8_decode(tail + filler, "strict", True)
+        except UnicodeDecodeError:
+            return "windows-1252"
+    return "utf-8"
 
 
 def bom(data: bytes) -> tuple[str, int] | None:
