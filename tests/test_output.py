@@ -289,3 +289,58 @@ async def test_run_refreshes_a_few_times_a_second() -> None:
 async def test_run_is_a_no_op_when_not_live() -> None:
     progress = Progress(io.StringIO())
     await asyncio.wait_for(progress.run(lambda: Snapshot(0, 0, 0, 0)), 1)
+
+
+# --- links whose value does not resolve (Link.url None, issue 13) -----------------------------
+
+BAD = Link(None, "http://a b/\tx\ny", "a", "href", False)  # type: ignore[arg-type]
+
+
+def test_invalid_links_in_every_format() -> None:
+    # urls (--all-links): the raw value, one line, marked invalid; jsonl: not in `links`,
+    # raw values in `invalid_links`; csv: no target, no row; nothing raises.
+    out = io.BytesIO()
+    UrlSink(out).link(BAD.raw, "https://s.test/", "invalid")
+    assert out.getvalue() == b"http://a b/\\x09x\\x0ay\tinvalid\n"
+    p = page("https://s.test/", [A, BAD, A])
+    record = p.to_dict()
+    assert record["links"] == [A.url, A.url]
+    assert record["invalid_links"] == [BAD.raw]
+    out = io.BytesIO()
+    JsonlSink(out).page(p)
+    assert json.loads(out.getvalue())["invalid_links"] == [BAD.raw]
+    out = io.BytesIO()
+    sink = CsvSink(out)
+    sink.page(p)
+    sink.close()
+    rows = list(csv.reader(io.StringIO(out.getvalue().decode())))
+    row = ["https://s.test/", A.url, "a", "false"]
+    assert rows == [list(CSV_HEADER), row, row]
+    out = io.BytesIO()
+    LinkJsonlSink(out).links([BAD])
+    assert json.loads(out.getvalue()) == {
+        "url": None,
+        "raw": BAD.raw,
+        "tag": "a",
+        "attr": "href",
+        "nofollow": False,
+    }
+
+
+def test_a_lone_surrogate_never_makes_a_sink_raise() -> None:
+    out = io.BytesIO()
+    sink = UrlSink(out)
+    sink.link("http://a\ud800b/", "https://s.test/", "invalid")
+    sink.link("https://s.test/\udcff", "https://s.test/", "internal")  # surrogateescape
+    assert out.getvalue() == b"http://a?b/\tinvalid\nhttps://s.test/\xff\n"
+    assert sink.error is None
+
+
+def test_summary_counts_invalid_links_and_sink_errors() -> None:
+    stats = CrawlStats(pages=2, pages_ok=1, links_found=9, links_new=3, links_invalid=4)
+    stats.errors["sink"] = 1
+    stats.sink_errors = 2
+    text = format_summary(stats)
+    assert "crawler: links: 9 found, 3 new; 4 invalid" in text
+    assert "crawler: errors: sink 1" in text
+    assert "crawler: output: 2 sink errors (logged)" in text
