@@ -44,6 +44,7 @@ from ._entities import C1, NAMED, unescape_attr
 from ._link import Link
 from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
 from ._machine import LINK_SETS, MAX_TOKEN, _link_config, link_set_key, parse_srcset, refresh_url
+from ._machine import _MAX_ANAME, _MAX_NAME, F_HTML, F_LINK, ForeignStack
 from ._resolve import Resolver
 
 cdef extern from "Python.h":
@@ -92,8 +93,9 @@ DEF A_NONE = 0
 DEF A_NAME = 1
 DEF A_VALUE = 2
 
-# The tag name is kept up to this many bytes (the reference keeps appending while it is at
-# most 64 bytes long; names that long match nothing either way).
+# The tag name is kept up to this many bytes, plus one to know it is longer (the reference's
+# `_machine._MAX_NAME`: a longer name matches no end tag and no entry); attribute names up to
+# `_machine._MAX_ANAME`.
 DEF NAME_CAP = 256
 DEF ANAME_CAP = 64
 
@@ -141,6 +143,8 @@ cdef void _init_tables():
 
 
 _init_tables()
+if NAME_CAP != _MAX_NAME or ANAME_CAP != _MAX_ANAME:  # the twins must keep the same caps
+    raise ImportError("_extract_c: name caps differ from _machine's")
 
 
 cdef struct Entry:
@@ -880,6 +884,7 @@ cdef class LinkExtractor:
     cdef bytes _buf
     cdef int _state
     cdef int _rawidx
+    cdef object _fst
     cdef list _foreign
     cdef bint _closed
     # tag table (shared, per link set)
@@ -895,7 +900,7 @@ cdef class LinkExtractor:
     cdef int _ts
     cdef bint _t_end
     cdef bint _t_slash
-    cdef unsigned char _t_name[NAME_CAP]
+    cdef unsigned char _t_name[NAME_CAP + 1]
     cdef Py_ssize_t _t_nlen
     cdef int _t_tag
     # current attribute
@@ -975,7 +980,8 @@ cdef class LinkExtractor:
         self._buf = b""
         self._state = S_DATA
         self._rawidx = -1
-        self._foreign = []
+        self._fst = ForeignStack()
+        self._foreign = self._fst.runs  # the same list: empty means HTML content
         self._closed = False
         self._begin_tag(False)
         self._state = S_DATA
@@ -1189,34 +1195,12 @@ cdef class LinkExtractor:
 
     cdef int _start(self, bytes name, dict attrs, bint sc, list out) except -1:
         """A complete start tag: links, then the tokenizer state the tree builder would set."""
-        cdef list foreign = self._foreign
-        cdef int k
-        if foreign:
-            top = foreign[-1]
-            if name in _BREAKOUT or (
-                name == b"font" and (b"color" in attrs or b"face" in attrs or b"size" in attrs)
-            ):
-                while foreign and foreign[-1] not in _INTEGRATION:
-                    foreign.pop()
-            elif top not in _INTEGRATION or (
-                top[0] == 0x6D and (name == b"mglyph" or name == b"malignmark")
-            ):
-                if name == b"a" and name in self._links:
+        cdef int kind
+        if PyList_GET_SIZE(self._foreign):
+            kind = self._fst.start(name, attrs, sc)
+            if kind != F_HTML:
+                if kind == F_LINK and b"a" in self._links:
                     self._emit(name, attrs, out)
-                if not sc:
-                    if name == b"svg" and top.startswith(b"m:annotation-xml"):
-                        entry = b"s:svg"
-                    elif name == b"annotation-xml" and top[0] == 0x6D:
-                        entry = b"m:annotation-xml"
-                        enc = attrs.get(b"encoding")
-                        if enc is not None and enc.lower() in (
-                            b"text/html",
-                            b"application/xhtml+xml",
-                        ):
-                            entry = b"m:annotation-xml+html"
-                    else:
-                        entry = top[:2] + name
-                    foreign.append(entry)
                 return 0
         if name in self._want:
             self._emit(name, attrs, out)
@@ -1226,9 +1210,9 @@ cdef class LinkExtractor:
             if sw == S_RAWTEXT:
                 self._rawidx = _RAWTEXT_NAMES.index(name)
         elif name == b"svg" and not sc:
-            foreign.append(b"s:svg")
+            self._fst.push(b"s:svg")
         elif name == b"math" and not sc:
-            foreign.append(b"m:math")
+            self._fst.push(b"m:math")
         return 0
 
     cdef inline void _switch(self, int k) noexcept:
@@ -1237,24 +1221,6 @@ cdef class LinkExtractor:
             self._state = sw
             if sw == S_RAWTEXT:
                 self._rawidx = self._entries[k].rawidx
-
-    cdef int _end(self, bytes name) except -1:
-        cdef list foreign = self._foreign
-        cdef Py_ssize_t i
-        if not foreign:
-            return 0
-        if name == b"br" or name == b"p":
-            while foreign and foreign[-1] not in _INTEGRATION:
-                foreign.pop()
-            return 0
-        for i in range(len(foreign) - 1, -1, -1):
-            entry = foreign[i]
-            if entry[2:] == name or (
-                entry == b"m:annotation-xml+html" and name == b"annotation-xml"
-            ):
-                del foreign[i:]
-                return 0
-        return 0
 
     # The streaming tag machine --------------------------------------------------------------
 
@@ -1274,7 +1240,7 @@ cdef class LinkExtractor:
         cdef const unsigned char* pool = <const unsigned char*>PyBytes_AS_STRING(self._pool)
         self._t_tag = -1
         if (self._t_nlen < 32 and (self._tb.first_len[self._t_name[0]] >> self._t_nlen) & 1) \
-                or 32 <= self._t_nlen < NAME_CAP:
+                or 32 <= self._t_nlen <= NAME_CAP:
             for i in range(self._nentries):
                 e = &self._entries[i]
                 if e.nlen == self._t_nlen and pool[e.noff] == self._t_name[0] \
@@ -1414,7 +1380,7 @@ cdef class LinkExtractor:
         self._state = S_DATA
         if self._t_end:
             if PyList_GET_SIZE(self._foreign):
-                self._end(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen))
+                self._fst.end(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen))
             return 0
         if k >= 0:
             e = &self._entries[k]
@@ -1447,8 +1413,8 @@ cdef class LinkExtractor:
                     e += 1
                 if e > pos:
                     k = e - pos
-                    if k > NAME_CAP - self._t_nlen:
-                        k = NAME_CAP - self._t_nlen
+                    if k > NAME_CAP + 1 - self._t_nlen:
+                        k = NAME_CAP + 1 - self._t_nlen
                     for i in range(k):
                         self._t_name[self._t_nlen + i] = LOWER[p[pos + i]]
                     self._t_nlen += k

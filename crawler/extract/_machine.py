@@ -94,9 +94,18 @@ from ._regex import compile_pattern
 from ._resolve import Resolver
 
 MAX_TOKEN = 64 * 1024
-# Open svg/math elements tracked; deeper nesting is not recorded (memory stays bounded on
-# a page of a million unclosed <g>); its end tags then close the nearest recorded ancestor.
+# Runs of open svg/math elements kept (a run is one or more nested elements of the same name,
+# so a million nested <g> cost one entry); deeper runs are not recorded, and their end tags
+# then close the nearest recorded ancestor of that name.
 _MAX_FOREIGN_DEPTH = 1024
+# Tag names are kept up to this many bytes; a longer name matches no end tag and no link set
+# entry (link sets may not name longer tags or attributes over _MAX_ANAME bytes).
+_MAX_NAME = 256
+_MAX_ANAME = 64
+# The MathML annotation-xml integration point (encoding text/html or application/xhtml+xml):
+# a space cannot occur in a tag name, so no element can be mistaken for it.
+_AX_HTML = b"m:annotation-xml html"
+_INTEG = (_INTEGRATION - {b"m:annotation-xml+html"}) | {_AX_HTML}
 _new = tuple.__new__
 
 # Main states.
@@ -204,6 +213,9 @@ def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
     for tag, attrs in spec.items():
         if not (tag.isascii() and all(a.isascii() for a in attrs)) or not tag:
             raise ValueError(f"link_set: tag and attribute names must be ASCII: {tag!r}")
+        if len(tag) > _MAX_NAME or any(not a or len(a) > _MAX_ANAME for a in attrs):
+            msg = f"link_set: names up to {_MAX_NAME} (tags) and {_MAX_ANAME} (attributes) bytes"
+            raise ValueError(f"{msg}: {tag!r}")
         t = tag.lower().encode("ascii")
         links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
         tagstr[t] = tag.lower()
@@ -236,6 +248,105 @@ def link_set_key(link_set: str | Mapping[str, Any]) -> Any:
     except (AttributeError, TypeError) as e:
         msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
         raise ValueError(msg) from e
+
+
+# What `ForeignStack.start` found a start tag to be.
+F_HTML = 0  # HTML content: the caller processes it as an HTML start tag
+F_ELEMENT = 1  # a foreign element (no raw-text switch, no link)
+F_LINK = 2  # a foreign ``a`` element: its href is still a link
+
+
+class ForeignStack:
+    """The open svg/math elements, enough of the tree builder's stack of open elements to
+    know whether a tag is in foreign content and where that content ends.
+
+    Shared by both extractors, so that they agree on every input. Entries are ``b"s:name"``
+    (SVG) or ``b"m:name"`` (MathML); nested elements of the same entry share one run
+    (``runs[i]`` opened ``counts[i]`` times), and ``open`` counts the open elements per end-tag
+    name, so an end tag that matches nothing costs one dict lookup and one that matches pops
+    what it closes: every tag costs amortised O(1), whatever the nesting. At most
+    `_MAX_FOREIGN_DEPTH` runs are kept (memory is bounded); a deeper run is not recorded.
+    """
+
+    __slots__ = ("runs", "counts", "open")
+
+    def __init__(self) -> None:
+        self.runs: list[bytes] = []
+        self.counts: list[int] = []
+        self.open: dict[bytes, int] = {}
+
+    @staticmethod
+    def _key(entry: bytes) -> bytes:
+        return b"annotation-xml" if entry == _AX_HTML else entry[2:]
+
+    def push(self, entry: bytes) -> None:
+        runs = self.runs
+        if runs and runs[-1] == entry:
+            self.counts[-1] += 1
+        elif len(runs) < _MAX_FOREIGN_DEPTH:
+            runs.append(entry)
+            self.counts.append(1)
+        else:
+            return
+        key = self._key(entry)
+        self.open[key] = self.open.get(key, 0) + 1
+
+    def _pop_run(self) -> None:
+        key = self._key(self.runs.pop())
+        self.open[key] -= self.counts.pop()
+
+    def leave(self) -> None:
+        """Pop up to the nearest integration point (a breakout tag, ``</br>``, ``</p>``)."""
+        runs = self.runs
+        while runs and runs[-1] not in _INTEG:
+            self._pop_run()
+
+    def end(self, name: bytes) -> None:
+        """An end tag in foreign content (``name`` lower case)."""
+        if name == b"br" or name == b"p":
+            self.leave()
+            return
+        if not self.open.get(name):
+            # No open foreign element has that name: ignored. (The tree builder hands it to
+            # the HTML rules, which would close the svg/math subtree if an enclosing HTML
+            # element had that name; HTML elements are not tracked here.)
+            return
+        runs = self.runs
+        while self._key(runs[-1]) != name:
+            self._pop_run()
+        self.counts[-1] -= 1
+        self.open[name] -= 1
+        if not self.counts[-1]:
+            runs.pop()
+            self.counts.pop()
+
+    def start(self, name: bytes, attrs: Mapping[bytes, bytes | None], sc: bool) -> int:
+        """A start tag while foreign content is open: `F_HTML`, `F_ELEMENT` or `F_LINK`."""
+        top = self.runs[-1]
+        if name in _BREAKOUT or (
+            name == b"font" and (b"color" in attrs or b"face" in attrs or b"size" in attrs)
+        ):
+            self.leave()
+            return F_HTML
+        if top in _INTEG and not (
+            top[0] == 0x6D and top != _AX_HTML and (name == b"mglyph" or name == b"malignmark")
+        ):
+            return F_HTML
+        if not sc:
+            # A child takes its parent's namespace; only <svg> under a MathML annotation-xml
+            # starts an SVG subtree.
+            if name == b"svg" and (top == b"m:annotation-xml" or top == _AX_HTML):
+                entry = b"s:svg"
+            elif name == b"annotation-xml" and top[0] == 0x6D:
+                entry = b"m:annotation-xml"
+                enc = attrs.get(b"encoding")
+                if enc is not None and enc.lower() in (b"text/html", b"application/xhtml+xml"):
+                    entry = _AX_HTML
+            else:
+                # (a name over _MAX_NAME bytes is stored as NUL: no end tag can close it)
+                entry = top[:2] + (name if len(name) <= _MAX_NAME else b"\x00")
+            self.push(entry)
+        return F_LINK if name == b"a" else F_ELEMENT
 
 
 class LinkExtractor:
@@ -288,7 +399,8 @@ class LinkExtractor:
         self._buf = b""
         self._state = S_DATA
         self._end_re: re.Pattern[bytes] | None = None
-        self._foreign: list[bytes] = []
+        self._fst = ForeignStack()
+        self._foreign = self._fst.runs  # the same list: empty means HTML content
         self._closed = False
         # Streaming tag.
         self._ts = TS_NAME
@@ -494,38 +606,12 @@ class LinkExtractor:
         self, name: bytes, attrs: dict[bytes, bytes | None], sc: bool, out: list[Link]
     ) -> None:
         """A complete start tag: links, then the tokenizer state the tree builder would set."""
-        foreign = self._foreign
-        if foreign:
-            top = foreign[-1]
-            if name in _BREAKOUT or (
-                name == b"font" and (b"color" in attrs or b"face" in attrs or b"size" in attrs)
-            ):
-                while foreign and foreign[-1] not in _INTEGRATION:
-                    foreign.pop()
-            elif top not in _INTEGRATION or (
-                top[0] == 0x6D and (name == b"mglyph" or name == b"malignmark")
-            ):
+        if self._foreign:
+            kind = self._fst.start(name, attrs, sc)
+            if kind != F_HTML:
                 # A foreign element: no raw-text switching; an SVG <a href> is still a link.
-                if name == b"a" and name in self._links:
+                if kind == F_LINK and b"a" in self._links:
                     self._emit(name, attrs, out)
-                if not sc:
-                    # A child takes its parent's namespace; only <svg> under a MathML
-                    # annotation-xml starts an SVG subtree.
-                    if name == b"svg" and top.startswith(b"m:annotation-xml"):
-                        entry = b"s:svg"
-                    elif name == b"annotation-xml" and top[0] == 0x6D:
-                        entry = b"m:annotation-xml"
-                        enc = attrs.get(b"encoding")
-                        if enc is not None and enc.lower() in (
-                            b"text/html",
-                            b"application/xhtml+xml",
-                        ):
-                            entry = b"m:annotation-xml+html"
-                    else:
-                        # (an over-long name is stored short: no end tag can name it anyway)
-                        entry = top[:2] + (name if len(name) <= 64 else b"\x00")
-                    if len(foreign) < _MAX_FOREIGN_DEPTH:
-                        foreign.append(entry)
                 return
         if name in self._want:
             self._emit(name, attrs, out)
@@ -535,34 +621,14 @@ class LinkExtractor:
             if sw == S_RAWTEXT:
                 self._end_re = _RAWTEXT_END[name]
         elif (name == b"svg" or name == b"math") and not sc:
-            if len(foreign) < _MAX_FOREIGN_DEPTH:
-                foreign.append(b"s:svg" if name == b"svg" else b"m:math")
-
-    def _end(self, name: bytes) -> None:
-        foreign = self._foreign
-        if not foreign:
-            return
-        if name == b"br" or name == b"p":
-            while foreign and foreign[-1] not in _INTEGRATION:
-                foreign.pop()
-            return
-        for i in range(len(foreign) - 1, -1, -1):
-            entry = foreign[i]
-            if entry[2:] == name or (
-                entry == b"m:annotation-xml+html" and name == b"annotation-xml"
-            ):
-                del foreign[i:]
-                return
-        # No open foreign element has that name: ignored. (The tree builder hands it to the
-        # HTML rules, which would close the svg/math subtree if an enclosing HTML element had
-        # that name; HTML elements are not tracked here.)
+            self._fst.push(b"s:svg" if name == b"svg" else b"m:math")
 
     def _tag_match(self, buf: bytes, m: re.Match[bytes], out: list[Link]) -> None:
         """A tag matched whole by `_TAG` (the hot path: kept flat on purpose)."""
         name = m.group(2).lower()
         if m.group(1):
             if self._foreign:
-                self._end(name)
+                self._fst.end(name)
             return
         attrs: dict[bytes, bytes | None] = {}
         s, e = m.span(3)
@@ -641,7 +707,7 @@ class LinkExtractor:
                 e = m.end()  # type: ignore[union-attr]
                 if self._a_name is not None and e > pos:
                     self._a_name += buf[pos:e]
-                    if len(self._a_name) > 64:
+                    if len(self._a_name) > _MAX_ANAME:
                         self._a_name = None
                 pos = e
                 if pos >= n:
@@ -702,8 +768,9 @@ class LinkExtractor:
             else:  # TS_NAME
                 e = _NAME_CHARS.match(buf, pos).end()  # type: ignore[union-attr]
                 if e > pos:
-                    if len(self._t_name) <= 64:
-                        self._t_name += buf[pos:e]
+                    k = _MAX_NAME + 1 - len(self._t_name)
+                    if k > 0:  # kept up to one byte past the cap: "over the cap"
+                        self._t_name += buf[pos : min(e, pos + k)]
                     pos = e
                 if pos >= n:
                     return pos
@@ -753,7 +820,7 @@ class LinkExtractor:
         name = self._t_name
         if self._t_end:
             if self._foreign:
-                self._end(name)
+                self._fst.end(name)
         else:
             attrs = self._t_attrs
             self._t_attrs = {}
