@@ -3,9 +3,10 @@
 Everything else about the package is in pyproject.toml. The extension is built with Cython
 unless ``CRAWLER_NO_EXTENSIONS`` is set or the interpreter is not CPython. When it cannot be
 built (no compiler, no Python headers, no Cython) the install goes on with the pure-Python
-extractor, which is complete on its own: the failure is reported, never fatal. The failure is
-caught inside ``build_ext`` (not by running ``setup()`` a second time, which PEP 660 editable
-builds do not survive).
+extractor, which is complete on its own: the failure is reported, not fatal, unless
+``CRAWLER_REQUIRE_EXTENSIONS`` is set (CI on a machine with a compiler), which makes it fatal.
+The failure is caught inside ``build_ext`` (not by running ``setup()`` a second time, which
+PEP 660 editable builds do not survive).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from setuptools.command.build_ext import build_ext
 NO_EXTENSIONS = (
     bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or platform.python_implementation() != "CPython"
 )
+# CI on a machine with a compiler: a build that fails must fail the install, not fall back.
+REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS")) and not NO_EXTENSIONS
 PYX = os.path.join("crawler", "extract", "_extract_c.pyx")
 
 
@@ -31,6 +34,9 @@ def _banner(*lines: str) -> None:
 
 
 def _fallback(reason: object) -> None:
+    if REQUIRE_EXTENSIONS:
+        _banner("ERROR: CRAWLER_REQUIRE_EXTENSIONS is set and the compiled extractor failed:")
+        raise SystemExit(f"compiled extractor not built: {reason}")
     _banner(
         "WARNING: the compiled extractor could not be built; the pure-Python one is",
         "installed instead (same results, slower). Reason:",
@@ -63,7 +69,9 @@ def _extensions() -> list[Extension]:
         return []
     try:
         from Cython.Build import cythonize  # noqa: PLC0415 - optional: absent means pure
-    except ImportError:
+    except ImportError as exc:
+        if REQUIRE_EXTENSIONS:
+            _fallback(exc)
         _banner("Pure Python build: Cython is not installed; the extractor runs in pure Python.")
         return []
     try:

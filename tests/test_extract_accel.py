@@ -14,6 +14,8 @@ import importlib
 import itertools
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,12 @@ BUILT = any(HERE.glob("_extract_c.*.so")) or any(HERE.glob("_extract_c*.pyd"))
 
 # The compiled module itself (for its resolver hooks), when the selector could import it.
 _C: Any = importlib.import_module("crawler.extract._extract_c") if LinkExtractorC else None
+# With CRAWLER_REQUIRE_EXTENSIONS (CI with a compiler) a compiled-only test never skips: a
+# missing module is already an ImportError at collection, and these fail rather than skip.
+REQUIRED = extract.REQUIRE_EXTENSIONS and not extract.NO_EXTENSIONS
 needs_c = pytest.mark.skipif(
-    LinkExtractorC is None, reason="compiled extractor not built, or CRAWLER_NO_EXTENSIONS set"
+    LinkExtractorC is None and not REQUIRED,
+    reason="compiled extractor not built, or CRAWLER_NO_EXTENSIONS set",
 )
 
 
@@ -43,12 +49,54 @@ def test_compiled_extractor_loaded_when_built() -> None:
         assert extract.IMPLEMENTATION == "py"
         assert extract.LinkExtractor is LinkExtractorPy
         return
-    if not BUILT:
+    if not BUILT and not REQUIRED:
         pytest.skip("no compiled extractor next to crawler/extract (pure-Python install)")
     assert LinkExtractorC is not None, "built but not importable"
     assert extract.IMPLEMENTATION == "c"
     assert extract.LinkExtractor is LinkExtractorC
     assert LinkExtractorC.__module__ == "crawler.extract._extract_c"
+
+
+_BREAK_C = """
+import importlib.abc, sys
+class Broken(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "crawler.extract._extract_c":
+            raise ImportError("simulated: undefined symbol PyFoo")
+sys.meta_path.insert(0, Broken())
+import crawler.extract as e
+print(e.IMPLEMENTATION)
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "ok", "expect"),
+    [
+        ({}, True, "py"),  # the optional extension: a silent fallback
+        ({"CRAWLER_REQUIRE_EXTENSIONS": "1"}, False, "simulated: undefined symbol PyFoo"),
+        ({"CRAWLER_REQUIRE_EXTENSIONS": "1", "CRAWLER_NO_EXTENSIONS": "1"}, True, "py"),
+    ],
+)
+def test_require_extensions_makes_a_broken_module_fatal(
+    env: dict[str, str], ok: bool, expect: str
+) -> None:
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CRAWLER_REQUIRE_EXTENSIONS", "CRAWLER_NO_EXTENSIONS")
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _BREAK_C],
+        env=clean | env,
+        cwd=HERE.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (proc.returncode == 0) is ok, proc.stderr
+    assert expect in (proc.stdout if ok else proc.stderr)
+    if not ok:
+        assert "ImportError: CRAWLER_REQUIRE_EXTENSIONS is set" in proc.stderr
 
 
 def _run(impl: Any, data: bytes, sizes: list[int], **kw: Any) -> tuple[Any, ...]:

@@ -24,7 +24,9 @@ Behaviour worth knowing (details in ``_machine.py``):
 same states and output as ``_machine``, byte-level C) when ``pip install`` could build it and
 ``CRAWLER_NO_EXTENSIONS`` is not set, else the pure-Python reference ``_machine.LinkExtractor``.
 Both are exported explicitly (``LinkExtractorPy``, ``LinkExtractorC`` or None) for tests and
-benchmarks; ``IMPLEMENTATION`` says which one is in use.
+benchmarks; ``IMPLEMENTATION`` says which one is in use. With ``CRAWLER_REQUIRE_EXTENSIONS=1``
+(and no ``CRAWLER_NO_EXTENSIONS``) a compiled module that is missing or fails to import is an
+ImportError instead of a fallback, and ``setup.py`` fails when it cannot build it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ from ._machine import LinkExtractor as LinkExtractorPy
 NO_EXTENSIONS = (
     bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
 )
+# CI on a machine with a compiler sets this: a missing or broken compiled module is then an
+# ImportError (with the reason), not a silent fallback that skips every compiled test.
+# CRAWLER_NO_EXTENSIONS, an explicit request for the pure-Python extractor, still wins.
+REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS"))
 
 LinkExtractorC: Any = None
 if TYPE_CHECKING or NO_EXTENSIONS:
@@ -49,7 +55,10 @@ if TYPE_CHECKING or NO_EXTENSIONS:
 else:
     try:
         from ._extract_c import LinkExtractor as LinkExtractorC  # type: ignore[no-redef]
-    except ImportError:  # pragma: no cover - the extension is optional
+    except ImportError as exc:  # pragma: no cover - the extension is optional
+        if REQUIRE_EXTENSIONS:
+            msg = f"CRAWLER_REQUIRE_EXTENSIONS is set but the compiled extractor failed: {exc}"
+            raise ImportError(msg) from exc
         LinkExtractor = LinkExtractorPy
         IMPLEMENTATION = "py"
     else:  # pragma: no cover - depends on the build
