@@ -1,14 +1,23 @@
-"""charset.py on its own: labels, the prescan, and the undeclared-encoding detection."""
+"""charset.py: labels, the prescan, undeclared-encoding detection, and both extractors on them."""
 
 from __future__ import annotations
 
+import codecs
 import itertools
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawler.extract.charset import detect_undeclared
+from crawler.extract.charset import (
+    ENCODINGS,
+    detect_undeclared,
+    lookup,
+    prescan,
+    python_codec,
+)
+from tests.extract_common import BASE, IMPL_NAMES, IMPLS
 
 
 def _utf8_state(data: bytes) -> str:
@@ -108,3 +117,133 @@ def test_detect_undeclared_text_and_its_prefixes(text: str, cut: int) -> None:
     assert detect_undeclared(data, True) == want
     prefix = data[:cut]
     assert detect_undeclared(prefix, False) == (None if prefix.isascii() else "utf-8")
+
+
+# Labels Python's codecs know but the Encoding Standard does not: each must be ignored.
+NOT_LABELS = [
+    "hex",
+    "zlib",
+    "base64",
+    "rot13",
+    "rot_13",
+    "idna",
+    "punycode",
+    "uu",
+    "bz2",
+    "undefined",
+    "utf-7",
+    "utf7",
+    "utf-32",
+    "utf_8",
+    "latin-1",
+    "cp437",
+    "quopri",
+    "unicode_escape",
+    "raw_unicode_escape",
+    "mbcs",
+    "\u212aoi8-r",  # KELVIN SIGN: str.lower() makes it "koi8-r"
+]
+
+
+@pytest.mark.parametrize("label", NOT_LABELS)
+def test_lookup_knows_only_the_standard_labels(label: str) -> None:
+    assert lookup(label) is None
+
+
+@pytest.mark.parametrize(
+    ("label", "name"),
+    [
+        ("  UTF8\t", "utf-8"),
+        ("latin1", "windows-1252"),
+        ("latin2", "iso-8859-2"),
+        ("greek", "iso-8859-7"),
+        ("arabic", "iso-8859-6"),
+        ("hebrew", "iso-8859-8"),
+        ("logical", "iso-8859-8-i"),
+        ("l9", "iso-8859-15"),
+        ("tis-620", "windows-874"),
+        ("iso-8859-9", "windows-1254"),
+        ("gb2312", "gbk"),
+        ("ms932", "shift_jis"),
+        ("hz-gb-2312", "replacement"),
+        ("ucs-2", "utf-16le"),
+        ("x-mac-ukrainian", "x-mac-cyrillic"),
+    ],
+)
+def test_lookup_standard_labels(label: str, name: str) -> None:
+    assert lookup(label) == name
+    codec, errors = python_codec(name)
+    assert codecs.lookup(codec) and codecs.lookup_error(errors)
+
+
+def test_every_name_has_a_codec() -> None:
+    for name in ENCODINGS:
+        codec, _ = python_codec(name)
+        codecs.lookup(codec)
+        assert lookup(name) == name
+
+
+@pytest.mark.parametrize("label", NOT_LABELS)
+def test_prescan_ignores_unknown_labels_and_keeps_looking(label: str) -> None:
+    enc = label.encode("utf-8")
+    assert prescan(b"<meta charset=" + enc + b">") is None
+    assert prescan(b"<meta charset='" + enc + b"'><meta charset=koi8-r>") == "koi8-r"
+    pragma = b'<meta http-equiv=content-type content="text/html; charset=' + enc + b'">'
+    assert prescan(pragma) is None
+    assert prescan(pragma + b"<meta charset=koi8-r>") == "koi8-r"
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        # The charset attribute is taken unconditionally: it overrides the content attribute,
+        # whichever comes first, and an unknown label there makes the <meta> give nothing.
+        (b'<meta http-equiv=content-type content="charset=koi8-r" charset=big5>', "big5"),
+        (b'<meta charset=big5 http-equiv=content-type content="charset=koi8-r">', "big5"),
+        (b'<meta http-equiv=content-type content="charset=koi8-r" charset=hex>', None),
+        (b'<meta charset=hex http-equiv=content-type content="charset=koi8-r">', None),
+        (b"<meta charset=hex><meta charset=big5>", "big5"),
+    ],
+)
+def test_prescan_charset_attribute_is_unconditional(head: bytes, expected: str | None) -> None:
+    assert prescan(head) == expected
+
+
+def _links(impl: Any, data: bytes, transport: str | None = None) -> tuple[str, list[str]]:
+    ex = impl(BASE, transport)
+    links = ex.feed(data) + ex.close()
+    return ex.encoding, [link.url for link in links]
+
+
+PAGE_TAIL = "<title>t</title><a href='/straße?q=é'>x</a><a href='/after'>y</a>"
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+@pytest.mark.parametrize("label", NOT_LABELS)
+def test_extract_ignores_unknown_meta_label(impl: str, label: str) -> None:
+    """A bogus <meta> label is skipped: a later valid one decides, links decode right."""
+    cls = IMPLS[impl]
+    data = f"<meta charset='{label}'><meta charset=utf-8>{PAGE_TAIL}".encode()
+    enc, urls = _links(cls, data)
+    assert enc == "utf-8"
+    assert urls == ["https://example.org/stra%C3%9Fe?q=%C3%A9", "https://example.org/after"]
+    # Alone, it decides nothing: windows-1252 bytes (invalid UTF-8) stay windows-1252.
+    data = f"<meta charset='{label}'>{PAGE_TAIL}".encode("cp1252", "replace")
+    enc, urls = _links(cls, data)
+    assert enc == "windows-1252"
+    assert urls == ["https://example.org/stra%C3%9Fe?q=%E9", "https://example.org/after"]
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+@pytest.mark.parametrize("label", NOT_LABELS)
+def test_extract_ignores_unknown_transport_label(impl: str, label: str) -> None:
+    """A bogus Content-Type charset is as if none were given: the prescan decides."""
+    cls = IMPLS[impl]
+    tail = PAGE_TAIL.replace("straße", "путь").replace("é", "ж")
+    data = f"<meta charset=koi8-r>{tail}".encode("koi8-r")
+    enc, urls = _links(cls, data, transport=label)
+    assert enc == "koi8-r"
+    assert urls == [
+        "https://example.org/%D0%BF%D1%83%D1%82%D1%8C?q=%D6",
+        "https://example.org/after",
+    ]

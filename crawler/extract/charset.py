@@ -12,9 +12,11 @@ UTF-8. `detect_undeclared` looks at the same 1024 bytes: non-ASCII bytes that ar
 give UTF-8 (so an undeclared ``https://münchen.example/`` comes out right, not as mojibake),
 invalid UTF-8 gives windows-1252, and ASCII only decides nothing yet.
 
-Names are the standard's (lower case). `python_codec` maps each to the Python codec whose
-decoder matches it best; the label table covers the labels pages use in practice, and any
-other label Python knows falls back to Python's codec of that name.
+Names are the standard's (lower case). Labels are exactly the standard's table: a label it
+does not list is no encoding and is ignored wherever it appears (Content-Type, ``<meta
+charset>``, ``<meta http-equiv>``), however many Python codecs know it (``hex``, ``rot13``,
+``utf-7``, ...): decoding with those would fail or yield nonsense. `python_codec` maps each
+name to the Python codec whose decoder matches it best.
 """
 
 from __future__ import annotations
@@ -22,74 +24,107 @@ from __future__ import annotations
 import codecs
 import re
 
-# label -> WHATWG encoding name (https://encoding.spec.whatwg.org/#names-and-labels)
-_LABELS: dict[str, str] = {}
+# The Encoding Standard's table of names and labels, exactly
+# (https://encoding.spec.whatwg.org/#names-and-labels): encoding name, then its labels.
+# Nothing else is a label: Python's codecs know many names the standard does not (hex,
+# base64, rot13, zlib, idna, utf-7, ...), and those must be ignored, not decoded with.
+_TABLE = """
+utf-8: unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf-8 utf8 x-unicode20utf8
+ibm866: 866 cp866 csibm866 ibm866
+iso-8859-2: csisolatin2 iso-8859-2 iso-ir-101 iso8859-2 iso88592 iso_8859-2 iso_8859-2:1987 l2
+    latin2
+iso-8859-3: csisolatin3 iso-8859-3 iso-ir-109 iso8859-3 iso88593 iso_8859-3 iso_8859-3:1988 l3
+    latin3
+iso-8859-4: csisolatin4 iso-8859-4 iso-ir-110 iso8859-4 iso88594 iso_8859-4 iso_8859-4:1988 l4
+    latin4
+iso-8859-5: csisolatincyrillic cyrillic iso-8859-5 iso-ir-144 iso8859-5 iso88595 iso_8859-5
+    iso_8859-5:1988
+iso-8859-6: arabic asmo-708 csiso88596e csiso88596i csisolatinarabic ecma-114 iso-8859-6
+    iso-8859-6-e iso-8859-6-i iso-ir-127 iso8859-6 iso88596 iso_8859-6 iso_8859-6:1987
+iso-8859-7: csisolatingreek ecma-118 elot_928 greek greek8 iso-8859-7 iso-ir-126 iso8859-7
+    iso88597 iso_8859-7 iso_8859-7:1987 sun_eu_greek
+iso-8859-8: csiso88598e csisolatinhebrew hebrew iso-8859-8 iso-8859-8-e iso-ir-138 iso8859-8
+    iso88598 iso_8859-8 iso_8859-8:1988 visual
+iso-8859-8-i: csiso88598i iso-8859-8-i logical
+iso-8859-10: csisolatin6 iso-8859-10 iso-ir-157 iso8859-10 iso885910 l6 latin6
+iso-8859-13: iso-8859-13 iso8859-13 iso885913
+iso-8859-14: iso-8859-14 iso8859-14 iso885914
+iso-8859-15: csisolatin9 iso-8859-15 iso8859-15 iso885915 iso_8859-15 l9
+iso-8859-16: iso-8859-16
+koi8-r: cskoi8r koi koi8 koi8-r koi8_r
+koi8-u: koi8-ru koi8-u
+macintosh: csmacintosh mac macintosh x-mac-roman
+windows-874: dos-874 iso-8859-11 iso8859-11 iso885911 tis-620 windows-874
+windows-1250: cp1250 windows-1250 x-cp1250
+windows-1251: cp1251 windows-1251 x-cp1251
+windows-1252: ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100
+    iso8859-1 iso88591 iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii windows-1252 x-cp1252
+windows-1253: cp1253 windows-1253 x-cp1253
+windows-1254: cp1254 csisolatin5 iso-8859-9 iso-ir-148 iso8859-9 iso88599 iso_8859-9
+    iso_8859-9:1989 l5 latin5 windows-1254 x-cp1254
+windows-1255: cp1255 windows-1255 x-cp1255
+windows-1256: cp1256 windows-1256 x-cp1256
+windows-1257: cp1257 windows-1257 x-cp1257
+windows-1258: cp1258 windows-1258 x-cp1258
+x-mac-cyrillic: x-mac-cyrillic x-mac-ukrainian
+gbk: chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 gbk iso-ir-58 x-gbk
+gb18030: gb18030
+big5: big5 big5-hkscs cn-big5 csbig5 x-x-big5
+euc-jp: cseucpkdfmtjapanese euc-jp x-euc-jp
+iso-2022-jp: csiso2022jp iso-2022-jp
+shift_jis: csshiftjis ms932 ms_kanji shift-jis shift_jis sjis windows-31j x-sjis
+euc-kr: cseuckr csksc56011987 euc-kr iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 ksc5601
+    ksc_5601 windows-949
+replacement: csiso2022kr hz-gb-2312 iso-2022-cn iso-2022-cn-ext iso-2022-kr replacement
+utf-16be: unicodefffe utf-16be
+utf-16le: csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16 utf-16le
+x-user-defined: x-user-defined
+"""
 
 
-def _add(name: str, labels: str) -> None:
-    for label in labels.split():
-        _LABELS[label] = name
-    _LABELS[name] = name
+def _parse_table(table: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    name = ""
+    for line in table.strip().splitlines():
+        if not line.startswith(" "):
+            name, _, line = line.partition(":")
+        for label in line.split():
+            labels[label] = name
+    return labels
 
 
-_add("utf-8", "unicode-1-1-utf-8 unicode11utf8 unicode20utf8 utf8 x-unicode20utf8")
-_add(
-    "windows-1252",
-    "ansi_x3.4-1968 ascii cp1252 cp819 csisolatin1 ibm819 iso-8859-1 iso-ir-100 iso8859-1 "
-    "iso88591 iso_8859-1 iso_8859-1:1987 l1 latin1 us-ascii x-cp1252",
-)
-for _n in range(1250, 1259):
-    _add(f"windows-{_n}", f"cp{_n} x-cp{_n}")
-_add(
-    "windows-1254",
-    "iso-8859-9 iso8859-9 iso88599 iso_8859-9 iso_8859-9:1989 l5 latin5 iso-ir-148 csisolatin5",
-)
-_add("windows-874", "dos-874 iso-8859-11 iso8859-11 iso885911 tis-620")
-for _n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16):
-    _add(f"iso-8859-{_n}", f"iso8859-{_n} iso8859{_n} iso_8859-{_n} iso-ir-1{_n:02d}")
-_add("iso-8859-8-i", "csiso88598i logical")
-_add("shift_jis", "csshiftjis ms932 ms_kanji shift-jis sjis windows-31j x-sjis")
-_add("euc-jp", "cseucpkdfmtjapanese x-euc-jp")
-_add("iso-2022-jp", "csiso2022jp")
-_add(
-    "euc-kr",
-    "cseuckr csksc56011987 iso-ir-149 korean ks_c_5601-1987 ks_c_5601-1989 ksc5601 ksc_5601 "
-    "windows-949",
-)
-_add("gbk", "chinese csgb2312 csiso58gb231280 gb2312 gb_2312 gb_2312-80 iso-ir-58 x-gbk")
-_add("gb18030", "")
-_add("big5", "big5-hkscs cn-big5 csbig5 x-x-big5")
-_add("koi8-r", "cskoi8r koi koi8 koi8_r")
-_add("koi8-u", "koi8-ru")
-_add("ibm866", "866 cp866 csibm866")
-_add("macintosh", "csmacintosh mac x-mac-roman")
-_add("x-mac-cyrillic", "x-mac-ukrainian")
-_add("utf-16be", "unicodefffe")
-_add("utf-16le", "csunicode iso-10646-ucs-2 ucs-2 unicode unicodefeff utf-16")
-_add("x-user-defined", "")
-_add("replacement", "csiso2022kr hz-gb-2312 iso-2022-cn iso-2022-cn-ext iso-2022-kr")
+# label -> WHATWG encoding name
+LABELS: dict[str, str] = _parse_table(_TABLE)
+ENCODINGS: frozenset[str] = frozenset(LABELS.values())
 
+# encoding name -> the Python codec whose decoder matches it best. Every name of the
+# standard is here, so a name `lookup` returns always decodes.
 _CODECS: dict[str, str] = {
     "utf-8": "utf-8",
-    "windows-1252": "cp1252",
-    "windows-874": "cp874",
+    "ibm866": "cp866",
+    **{f"iso-8859-{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)},
     "iso-8859-8-i": "iso8859_8",
-    "shift_jis": "cp932",
-    "euc-jp": "euc_jp",
-    "iso-2022-jp": "iso2022_jp",
-    "euc-kr": "cp949",
+    "koi8-r": "koi8_r",
+    "koi8-u": "koi8_u",
+    "macintosh": "mac_roman",
+    "windows-874": "cp874",
+    **{f"windows-{n}": f"cp{n}" for n in range(1250, 1259)},
+    "x-mac-cyrillic": "mac_cyrillic",
     "gbk": "gb18030",  # the standard's GBK decoder is the gb18030 decoder
     "gb18030": "gb18030",
     "big5": "big5hkscs",
-    "koi8-r": "koi8_r",
-    "koi8-u": "koi8_u",
-    "ibm866": "cp866",
-    "macintosh": "mac_roman",
-    "x-mac-cyrillic": "mac_cyrillic",
+    "euc-jp": "euc_jp",
+    "iso-2022-jp": "iso2022_jp",
+    "shift_jis": "cp932",
+    "euc-kr": "cp949",
+    "replacement": "utf-8",  # never used to decode: the document is one U+FFFD
     "utf-16be": "utf-16-be",
     "utf-16le": "utf-16-le",
     "x-user-defined": "latin-1",  # documented simplification: bytes >= 0x80 differ
 }
+# The standard's windows-125x and windows-874 decoders map the bytes Microsoft leaves
+# undefined to the same code point; Python's codecs reject them.
+_PASSTHROUGH = frozenset({"windows-874", *(f"windows-{n}" for n in range(1250, 1259))})
 
 # Encodings whose bytes cannot be scanned for ASCII markup directly: decode to text first.
 TRANSCODE = frozenset({"utf-16be", "utf-16le", "iso-2022-jp"})
@@ -105,31 +140,28 @@ codecs.register_error("crawler-whatwg", _c1_passthrough)
 
 
 def lookup(label: str | None) -> str | None:
-    """The WHATWG encoding name for a label, or None if the label is unknown."""
+    """The standard's "get an encoding": the encoding name for a label, or None (failure).
+
+    Only the Encoding Standard's labels count, compared after trimming ASCII whitespace and
+    ASCII-lowercasing; any other string, even one a Python codec knows, is no encoding.
+    """
     if not label:
         return None
-    key = label.strip("\t\n\f\r ").lower()
-    name = _LABELS.get(key)
-    if name is not None:
-        return name
-    try:
-        return codecs.lookup(key).name
-    except (LookupError, ValueError):
+    key = label.strip("\t\n\f\r ")
+    if not key.isascii():  # str.lower() maps some non-ASCII letters to ASCII ones (K sign)
         return None
+    return LABELS.get(key.lower())
 
 
 def python_codec(name: str) -> tuple[str, str]:
-    """(Python codec, errors handler) decoding like the WHATWG encoding ``name``."""
+    """(Python codec, errors handler) decoding like the WHATWG encoding ``name``.
+
+    ``name`` is one `lookup` returned; anything else decodes as windows-1252, the default.
+    """
     codec = _CODECS.get(name)
     if codec is None:
-        if name.startswith("windows-125"):
-            return "cp" + name[8:], "crawler-whatwg"
-        if name.startswith("iso-8859-"):
-            return "iso8859_" + name[9:], "replace"
-        return name, "replace"
-    if codec == "cp1252" or codec == "cp874":
-        return codec, "crawler-whatwg"
-    return codec, "replace"
+        return "cp1252", "crawler-whatwg"
+    return codec, "crawler-whatwg" if name in _PASSTHROUGH else "replace"
 
 
 _UTF8_LEN = (2,) * 0x20 + (3,) * 0x10 + (4,) * 0x10  # sequence length by lead byte 0xC0..0xFF
@@ -214,7 +246,7 @@ def _meta(data: bytes, pos: int) -> tuple[int, str | None]:
     seen: set[bytes] = set()
     got_pragma = False
     need_pragma: bool | None = None
-    charset: str | None = None
+    charset: str | None = None  # None: null; "" : failure (a charset attribute no label)
     n = len(data)
     while True:
         e = _PRE_ATTR_END.match(data, pos)
@@ -240,11 +272,11 @@ def _meta(data: bytes, pos: int) -> tuple[int, str | None]:
                     charset = c
                     need_pragma = True
         elif name == b"charset":
-            c = lookup(value.decode("latin-1"))
-            if c is not None and need_pragma is None:
-                charset = c
-                need_pragma = False
-    if charset is None or need_pragma is None or (need_pragma and not got_pragma):
+            # Unconditional in the standard: it overrides a content attribute's answer, and
+            # an unknown label makes this <meta> give nothing (the prescan goes on).
+            charset = lookup(value.decode("latin-1")) or ""
+            need_pragma = False
+    if not charset or need_pragma is None or (need_pragma and not got_pragma):
         return pos, None
     if charset in ("utf-16be", "utf-16le"):
         charset = "utf-8"
