@@ -82,8 +82,10 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
     ),
     "scope": (
         ("--scope",),
-        {"choices": ("host", "domain", "subdomains")},
-        "follow links on the seed's host, its registrable domain, or the host and its subdomains",
+        {"choices": ("host", "origin", "domain", "subdomains")},
+        "follow links on the seed's host, its exact origin (scheme too), its registrable"
+        " domain, or the host and its subdomains; always on the seed's port (http 80 and"
+        " https 443 count as one)",
     ),
     "include": (
         ("--include",),

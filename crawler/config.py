@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from crawler._version import __version__
 
-Scope = Literal["host", "domain", "subdomains"]
+Scope = Literal["host", "origin", "domain", "subdomains"]
 OutputFormat = Literal["urls", "jsonl", "csv"]
 LinkSet = Literal["links", "resources"]
 

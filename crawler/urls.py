@@ -32,6 +32,7 @@ __all__ = [
     "join",
     "origin_of",
     "registrable_domain",
+    "split_origin",
 ]
 
 _HTTP_PREFIXES = ("http://", "https://")
@@ -103,6 +104,22 @@ def origin_of(url: str) -> str:
     return origin
 
 
+def split_origin(origin: str) -> tuple[str, str, str]:
+    """``(scheme, host, port)`` of an origin from :func:`origin_of`; port "" when default.
+
+    WHATWG serialisation drops a default port (``http://h:80`` is ``http://h``), so "" means
+    80 for http and 443 for https.
+    """
+    scheme, _, netloc = origin.partition("://")
+    if netloc.startswith("["):  # IPv6 literal: the port follows the bracket
+        end = netloc.find("]")
+        if end >= 0:
+            return scheme, netloc[: end + 1], netloc[end + 2 :]
+        return scheme, netloc, ""
+    host, _, port = netloc.partition(":")
+    return scheme, host, port
+
+
 def join(base: str, ref: str) -> str | None:
     """Resolve ``ref`` against ``base`` as a browser would; None if it does not resolve."""
     try:
@@ -114,10 +131,17 @@ def join(base: str, ref: str) -> str | None:
 class UrlPolicy:
     """Canonicalisation and scope for one crawl, compiled once from the config.
 
+    Every scope is port-aware: a URL is in scope only on the port of a seed it matches,
+    where http's 80 and https's 443 count as one port (both are "the default"), so that the
+    usual http -> https upgrade stays in scope while the other ports of a host (each its own
+    server, its own robots.txt and politeness) do not.
+
     Args:
-        seeds: the crawl's seed URLs; scope is relative to their hosts.
-        scope: ``"host"`` (same host name as a seed, any port and scheme), ``"domain"`` (same
-            registrable domain) or ``"subdomains"`` (a seed host or any name below it).
+        seeds: the crawl's seed URLs; scope is relative to their hosts and ports.
+        scope: ``"host"`` (a seed's host name and port; http/https alike), ``"origin"``
+            (a seed's exact scheme, host and port), ``"domain"`` (a seed's registrable
+            domain, on that seed's port) or ``"subdomains"`` (a seed's host or any name below
+            it, on that seed's port).
         include: regexes; when any are given, a URL must match one (``re.search``).
         exclude: regexes; a URL matching any is out of scope.
         sort_query: sort query parameters (stable, by the whole ``name=value``).
@@ -131,6 +155,7 @@ class UrlPolicy:
         "_drop",
         "_exclude",
         "_hosts",
+        "_origins",
         "_include",
         "_query_work",
         "_scope",
@@ -161,8 +186,9 @@ class UrlPolicy:
         self._include = [re.compile(p) for p in include]
         self._exclude = [re.compile(p) for p in exclude]
         self.max_url_length = max_url_length
-        self._hosts: set[str] = set()
-        self._domains: set[str] = set()
+        self._hosts: set[tuple[str, str]] = set()  # (host, port): "" = the default port
+        self._domains: set[tuple[str, str]] = set()  # (registrable domain, port)
+        self._origins: set[str] = set()
         # origin text as it appears in a URL (userinfo and all) -> its origin if in scope
         self._by_origin: dict[str, str | None] = {}
         for seed in seeds:
@@ -173,9 +199,11 @@ class UrlPolicy:
         canon = self.canonical(url)
         if canon is None:
             return
-        host = host_of(canon)
-        self._hosts.add(host)
-        self._domains.add(registrable_domain(host))
+        origin = origin_of(canon)
+        _, host, port = split_origin(origin)
+        self._origins.add(origin)
+        self._hosts.add((host, port))
+        self._domains.add((registrable_domain(host), port))
         self._by_origin.clear()
 
     # -- canonicalisation --
@@ -243,7 +271,9 @@ class UrlPolicy:
         try:
             origin = self._by_origin[key]
         except KeyError:
-            origin = origin_of(url) if self._host_ok(host_of(url)) else None
+            origin = origin_of(url)
+            if not self._origin_ok(origin):
+                origin = None
             if len(self._by_origin) >= 65536:
                 self._by_origin.clear()
             self._by_origin[key] = origin
@@ -259,12 +289,15 @@ class UrlPolicy:
         """Whether a canonical URL is inside the crawl's scope (host rule, then regexes)."""
         return self.scope_origin(url) is not None
 
-    def _host_ok(self, host: str) -> bool:
+    def _origin_ok(self, origin: str) -> bool:
         scope = self._scope
-        if scope == "host":
-            ok = host in self._hosts
-        elif scope == "domain":
-            ok = host in self._hosts or registrable_domain(host) in self._domains
-        else:
-            ok = host in self._hosts or any(host.endswith("." + h) for h in self._hosts)
-        return ok
+        if scope == "origin":
+            return origin in self._origins
+        _, host, port = split_origin(origin)
+        if (host, port) in self._hosts:
+            return True
+        if scope == "domain":
+            return (registrable_domain(host), port) in self._domains
+        if scope == "subdomains":
+            return any(p == port and host.endswith("." + h) for h, p in self._hosts)
+        return False

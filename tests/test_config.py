@@ -122,7 +122,7 @@ def test_overrides_beat_the_file(tmp_path: Path) -> None:
         ("timeout = inf\n", "timeout", "must be a finite number >= 0; got inf"),
         ("delay = 'fast'\n", "delay", "must be a number; got a string"),
         ("ignore_robots = 'yes'\n", "ignore_robots", "must be true or false; got a string"),
-        ("scope = 'planet'\n", "scope", "must be one of 'host', 'domain', 'subdomains'"),
+        ("scope = 'planet'\n", "scope", "must be one of 'host', 'origin', 'domain', 'subdomains'"),
         ("format = 'xml'\n", "format", "must be one of 'urls', 'jsonl', 'csv'"),
         ("include = '/docs/'\n", "include", "must be a list of strings; got a string"),
         ("include = ['ok', '(']\n", "include", "item 1 is not a valid regular expression ('('"),

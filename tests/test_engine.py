@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import io
+import socket
 import threading
 import time
 from collections import Counter
@@ -582,3 +583,42 @@ async def test_leaving_the_iteration_inside_the_context_stops_the_crawl(serve) -
         assert sum(site.requests.values()) == requests
         assert crawler.stats.cancelled
         assert crawler.stats.pages < 400
+
+
+def _closed_ports(n: int) -> list[int]:
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.mark.parametrize("scope", ["host", "origin", "domain", "subdomains"])
+async def test_other_ports_of_the_seed_host_are_out_of_scope(serve, scope: str) -> None:  # type: ignore[no-untyped-def]
+    # A page linking 50 ports of the seed's host: 50 other servers, not 50 origins to try
+    # (each with robots.txt, retries and backoff). Every scope is port-aware; only "origin"
+    # also holds the scheme (an https link to the seed's port is another origin).
+    ports = _closed_ports(50)
+    routes: dict[str, str | tuple[int, str, str]] = {}
+    app, hits = app_of(routes)
+    server = await serve(app)
+    port = server.port
+    routes["/"] = "".join(f'<a href="http://127.0.0.1:{p}/x">p</a>' for p in ports) + (
+        f'<a href="/same">s</a><a href="https://127.0.0.1:{port}/tls">t</a>'
+    )
+    routes["/same"] = "<p>same"
+    t0 = time.monotonic()
+    result = await crawl(
+        str(server.make_url("/")), scope=scope, retries=2, backoff=0.5, ignore_robots=False
+    )
+    assert time.monotonic() - t0 < 3
+    assert hits["/same"] == 1
+    tried = {p.url for p in result.pages}
+    assert not any(f":{p}/" in u for u in tried for p in ports), tried
+    https_tried = any(u.startswith("https://") for u in tried)
+    assert https_tried == (scope != "origin")  # same host and port: in scope but for "origin"
+    assert result.stats.out_of_scope == 50 + (scope == "origin")

@@ -104,30 +104,66 @@ def test_canonical_is_idempotent(scheme: str, host: str, port: str, rest: str, s
     assert p.canonical_resolved(once) == once
 
 
-def test_scope_host() -> None:
+def test_scope_host_is_port_aware() -> None:
+    # Same host name AND the seed's port: 50 ports of one host are 50 servers, not one site.
     p = UrlPolicy(["http://Example.com:8080/start"])
-    assert p.in_scope("http://example.com/x")
-    assert p.in_scope("https://example.com:9/x")  # same host name: scheme and port do not matter
-    assert not p.in_scope("http://www.example.com/x")
-    assert not p.in_scope("http://other.org/x")
+    assert p.in_scope("http://example.com:8080/x")
+    assert p.in_scope("https://example.com:8080/x")  # same port: the scheme does not matter
+    assert not p.in_scope("http://example.com/x")
+    assert not p.in_scope("https://example.com:9/x")
+    assert not p.in_scope("http://www.example.com:8080/x")
+    assert not p.in_scope("http://other.org:8080/x")
+    # http on 80 and https on 443 count as one port: the usual upgrade stays in scope
+    d = UrlPolicy(["http://example.com/"])
+    assert d.in_scope("https://example.com/a") and d.in_scope(
+        d.canonical("http://example.com:80/a") or ""
+    )
+    assert d.in_scope(d.canonical("https://example.com:443/a") or "")
+    assert not d.in_scope("http://example.com:443/a")  # http on 443 is another port
+    assert not d.in_scope("https://example.com:80/a")
+    assert not d.in_scope("http://example.com:8080/a")
+    v6 = UrlPolicy(["http://[::1]:8000/"])
+    assert v6.in_scope("http://[::1]:8000/x") and not v6.in_scope("http://[::1]:8001/x")
+    assert not v6.in_scope("http://[::1]/x")
+
+
+def test_scope_origin_is_exact() -> None:
+    p = UrlPolicy(["http://example.com/", "https://b.example.com:8443/"], scope="origin")
+    assert p.in_scope("http://example.com/x") and p.in_scope(
+        p.canonical("http://example.com:80/x") or ""
+    )
+    assert not p.in_scope("https://example.com/x")
+    assert p.in_scope("https://b.example.com:8443/x")
+    assert not p.in_scope("http://b.example.com:8443/x")
+    assert not p.in_scope("https://b.example.com/x")
+
+
+def test_each_seed_brings_its_own_port() -> None:
+    # two seeds: (a, 8080) and (b, 9090); a on 9090 is neither
+    p = UrlPolicy(["http://a.test:8080/", "http://b.test:9090/"])
+    assert p.in_scope("http://a.test:8080/") and p.in_scope("http://b.test:9090/")
+    assert not p.in_scope("http://a.test:9090/") and not p.in_scope("http://b.test:8080/")
 
 
 def test_scope_domain_uses_public_suffix_list() -> None:
     p = UrlPolicy(["http://www.example.co.uk/"], scope="domain")
     assert p.in_scope("http://shop.example.co.uk/")
-    assert p.in_scope("http://example.co.uk/")
+    assert p.in_scope("https://example.co.uk/")
     assert not p.in_scope("http://other.co.uk/")
+    assert not p.in_scope("http://shop.example.co.uk:8080/")  # port-aware too
     ip = UrlPolicy(["http://127.0.0.1:5000/"], scope="domain")
-    assert ip.in_scope("http://127.0.0.1:6000/")
-    assert not ip.in_scope("http://127.0.0.2/")
+    assert ip.in_scope("http://127.0.0.1:5000/a")
+    assert not ip.in_scope("http://127.0.0.1:6000/")
+    assert not ip.in_scope("http://127.0.0.2:5000/")
 
 
 def test_scope_subdomains() -> None:
     p = UrlPolicy(["http://blog.example.com/"], scope="subdomains")
     assert p.in_scope("http://a.blog.example.com/")
-    assert p.in_scope("http://blog.example.com/")
+    assert p.in_scope("https://blog.example.com/")
     assert not p.in_scope("http://example.com/")
     assert not p.in_scope("http://evilblog.example.com/")
+    assert not p.in_scope("http://a.blog.example.com:81/")  # port-aware too
 
 
 def test_include_exclude() -> None:
