@@ -117,8 +117,9 @@ def _occurrences(source: str, value: str) -> int:
     """How often ``value`` stands in ``source`` as a whole word (not inside a longer one)."""
     if not value:
         return source.count('=""') + source.count("=''")
-    pat = r"(?<![A-Za-z0-9])" + re.escape(value) + r"(?![A-Za-z0-9])"
-    return len(re.findall(pat, source))
+    tail = re.escape(value) + r"(?![A-Za-z0-9])"
+    n = len(re.findall(r"=[\t\n\f\r ]*[\"']?" + tail, source))
+    return n or len(re.findall(r"(?<![A-Za-z0-9])" + tail, source))
 
 
 @dataclass
@@ -595,6 +596,8 @@ _MARKERS = [
 
 # The cause keys of `causes`, as the findings and tests/test_fidelity.py name them.
 CAUSES = {
+    "selectedcontent": "<selectedcontent> in a customizable <select>: the browser replaces "
+    "its children with a clone of the selected <option>'s (a DOM mutation after parsing)",
     "charref-cr": "&#13; (or &#x0d;) in an attribute value: the DOM keeps U+000D (newlines are "
     "normalised in the input stream, before character references); we turn it into U+000A",
     "frameset": "a frameset document: after a <frameset> takes effect the tree builder drops "
@@ -652,6 +655,8 @@ def causes(r: Result, impl: str) -> list[str]:
                 why = "frame-outside-frameset"
             elif kind == "extra" and tag == "form" and _before(low, raw, r"<form[\s\S]*<form"):
                 why = "nested-form"
+            elif _before(low, raw, r"<selectedcontent"):
+                why = "selectedcontent"
             elif _before(low, raw, _TEMPLATE_COL):
                 why = "template-col"
             elif _before(low, raw, r"<(?:svg|math)"):
@@ -689,7 +694,7 @@ def summarize(title: str, results: list[Result], per_file: bool = False) -> list
     return lines
 
 
-def findings(title: str, results: list[Result], limit: int = 40) -> list[str]:
+def findings(title: str, results: list[Result], limit: int = 80) -> list[str]:
     groups: dict[str, list[tuple[str, Result]]] = defaultdict(list)
     for r in results:
         for impl in IMPLS:
