@@ -7,6 +7,7 @@ Which elements carry links (`LINK_SETS`), which attributes are read for other re
 
 from __future__ import annotations
 
+import math
 import re
 
 _RAWTEXT_NAMES = (b"style", b"xmp", b"iframe", b"noembed", b"noframes", b"title", b"textarea")
@@ -63,28 +64,40 @@ _FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _valid_descriptors(desc: str) -> bool:
-    """The descriptor checks of the standard's srcset parser (step "descriptor parser")."""
+    """The descriptor checks of the standard's srcset parser (step "descriptor parser").
+
+    No number is converted to an int: a page may write thousands of digits, more than
+    ``int()`` accepts; a width or height is valid when it is digits, not all zeros. A density
+    goes through ``float()``, which takes any length and, like the standard's parser, rounds
+    to the nearest double; one too large for a double (``inf``) is the standard's error.
+    """
     width = density = height = False
     for d in _DESC_TOKEN.findall(desc):
         kind = d[-1]
         num = d[:-1]
         if kind == "w":
-            if width or density or _NON_NEG_INT.fullmatch(num) is None or int(num) == 0:
+            if width or density or not _positive_int(num):
                 return False
             width = True
         elif kind == "x":
             if width or density or height or _FLOAT.fullmatch(num) is None:
                 return False
-            if float(num) < 0:
+            value = float(num)
+            if value < 0 or math.isinf(value):
                 return False
             density = True
         elif kind == "h":
-            if height or density or _NON_NEG_INT.fullmatch(num) is None or int(num) == 0:
+            if height or density or not _positive_int(num):
                 return False
             height = True
         else:
             return False
     return width or not height
+
+
+def _positive_int(num: str) -> bool:
+    """A valid non-negative integer (ASCII digits) that is not zero, of any length."""
+    return _NON_NEG_INT.fullmatch(num) is not None and num.strip("0") != ""
 
 
 def parse_srcset(value: str) -> list[str]:
@@ -144,18 +157,24 @@ def refresh_url(content: str) -> str | None:
         pos += 1
     if pos >= n:
         return None
+    # The standard keeps the text from here ("urlString") when "url" is not followed by
+    # "=" (or only a prefix of "url" is there): only a full "url=" is skipped.
+    url_start = pos
     if content[pos] in "Uu":
         pos += 1
-        if pos < n and content[pos] in "Rr":
+        if not (pos < n and content[pos] in "Rr"):
+            return content[url_start:]
+        pos += 1
+        if not (pos < n and content[pos] in "Ll"):
+            return content[url_start:]
+        pos += 1
+        while pos < n and content[pos] in _ASCII_WS:
             pos += 1
-            if pos < n and content[pos] in "Ll":
-                pos += 1
-                while pos < n and content[pos] in _ASCII_WS:
-                    pos += 1
-                if pos < n and content[pos] == "=":
-                    pos += 1
-                    while pos < n and content[pos] in _ASCII_WS:
-                        pos += 1
+        if not (pos < n and content[pos] == "="):
+            return content[url_start:]
+        pos += 1
+        while pos < n and content[pos] in _ASCII_WS:
+            pos += 1
     quote = ""
     if pos < n and content[pos] in "\"'":
         quote = content[pos]
