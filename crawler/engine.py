@@ -331,9 +331,7 @@ class Crawler:
                 for sitemap in rules.sitemaps:
                     self._offer_sitemap(sitemap, origin + "/robots.txt", 0)
         # Told on every request, not once per origin: the frontier forgets idle origins.
-        delay = min(rules.crawl_delay or 0.0, MAX_CRAWL_DELAY)
-        if delay > self.config.delay:
-            self._frontier.set_delay(origin, delay)
+        self._apply_delay(origin, rules)
         return rules
 
     async def _fetch_page(self, request: Request) -> PageResult | None:
@@ -573,9 +571,26 @@ class Crawler:
             if count >= cfg.max_pages_per_host:
                 return
             self._host_count[host] = count + 1
-        self._frontier.push(Request(url, depth, referrer or None, origin or origin_of(url)))
+        origin = origin or origin_of(url)
+        frontier = self._frontier
+        if not frontier.knows(origin):
+            # An origin the frontier forgot (or never had): its robots.txt delay, if the rules
+            # are still cached, holds from its first request again.
+            self._apply_delay(origin, None)
+        frontier.push(Request(url, depth, referrer or None, origin))
         if self._idle and self._wakeup is not None:
             self._wakeup.set()
+
+    def _apply_delay(self, origin: str, rules: RobotsRules | None) -> None:
+        if rules is None:
+            if self._robots is None or self.config.ignore_robots:
+                return
+            rules = self._robots.cached(origin)
+            if rules is None:
+                return
+        delay = min(rules.crawl_delay or 0.0, MAX_CRAWL_DELAY)
+        if delay > self.config.delay:
+            self._frontier.set_delay(origin, delay)
 
     def _list(self, url: str, referrer: str, kind: str, page: PageResult | None) -> None:
         """Count and keep an in-scope URL, and tell the sink of any ``kind``."""
@@ -738,6 +753,7 @@ async def crawl(
     config: CrawlConfig | None = None,
     sink: Sink | None = None,
     on_page: Callable[[PageResult], object] | None = None,
+    keep_results: bool | None = None,
     **options: Any,
 ) -> CrawlResult:
     """Crawl from ``seeds`` to the end and return links, pages and stats.
@@ -747,6 +763,9 @@ async def crawl(
         config: a CrawlConfig; ``options`` (CrawlConfig field names) override its fields.
         sink: optional streaming output (see :class:`crawler.results.Sink`).
         on_page: optional hook called with each PageResult.
+        keep_results: keep every PageResult and discovered URL for the result. Default:
+            only without a sink; with one, ``result.links`` and ``result.pages`` stay empty
+            (the sink has them) and memory stays flat however long the crawl.
 
     Raises:
         ConfigError: a bad option, naming the key.
@@ -759,7 +778,7 @@ async def crawl(
             options["seeds"] = tuple(config.seeds) + seed_list
         if options:
             config = config.replace(**options)
-    crawler = Crawler(config.validated(), sink=sink, on_page=on_page, keep_results=True)
+    crawler = Crawler(config.validated(), sink=sink, on_page=on_page, keep_results=keep_results)
     return await crawler.run()
 
 
@@ -769,6 +788,7 @@ def crawl_sync(
     config: CrawlConfig | None = None,
     sink: Sink | None = None,
     on_page: Callable[[PageResult], object] | None = None,
+    keep_results: bool | None = None,
     **options: Any,
 ) -> CrawlResult:
     """``crawl()`` for scripts: runs its own event loop (uvloop when installed)."""
@@ -780,4 +800,13 @@ def crawl_sync(
     except ImportError:  # pragma: no cover
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(crawl(seeds, config=config, sink=sink, on_page=on_page, **options))
+        return runner.run(
+            crawl(
+                seeds,
+                config=config,
+                sink=sink,
+                on_page=on_page,
+                keep_results=keep_results,
+                **options,
+            )
+        )

@@ -9,6 +9,12 @@ come out breadth-first: one FIFO per depth, lowest depth first. Politeness lives
 because only the frontier can skip a busy host without blocking: an origin is handed out again
 only while it has fewer than ``per_host`` requests in flight and its delay has passed.
 
+An origin with nothing queued and nothing in flight is forgotten, at once or, when it has a
+delay, as soon as that delay has passed (until then it must still hold its next slot), so the
+table holds the origins with work plus those of the last delay's worth of time, not every
+origin the crawl ever met. A forgotten origin comes back with the default delay: whoever set
+a longer one (robots.txt Crawl-delay) sets it again (``knows`` tells whether that is needed).
+
 MemorySeenSet stores an 8-byte fingerprint per URL in an open-addressing table (an
 ``array('Q')``, linear probing, load factor at most 1/2), about 16-32 bytes a URL against
 ~150 for a ``set`` of URL strings (benchmarks/seen_memory.py measures it). The fingerprint is
@@ -68,6 +74,10 @@ class Frontier(Protocol):
 
     def wait_time(self, now: float) -> float | None:
         """Seconds until a delayed origin becomes ready; None if none is waiting on a delay."""
+        ...
+
+    def knows(self, origin: str) -> bool:
+        """Whether ``origin`` has state here (work, requests in flight, a delay running)."""
         ...
 
     def __len__(self) -> int: ...
@@ -188,6 +198,8 @@ class MemoryFrontier:
         self._hosts: dict[str, _Host] = {}
         self._ready: deque[_Host] = deque()
         self._sleeping: list[tuple[float, int, _Host]] = []
+        # idle origins whose delay is still running: forgotten once it has passed
+        self._retired: list[tuple[float, int, _Host]] = []
         self._seq = 0
         self._size = 0
 
@@ -238,6 +250,8 @@ class MemoryFrontier:
     def pop(self, now: float) -> Request | None:
         if self._sleeping:
             self._wake(now)
+        if self._retired:
+            self._sweep(now)
         ready = self._ready
         while True:
             if not ready:
@@ -269,8 +283,36 @@ class MemoryFrontier:
         host.active -= 1
         if host.state == _IDLE:
             self._schedule(host, now)
-        if host.active == 0 and host.size == 0 and host.state == _IDLE and host.delay == 0:
-            del self._hosts[origin]  # keep the table small on wide crawls
+        if host.active == 0 and host.size == 0 and host.state == _IDLE:
+            # keep the table small on wide crawls; a running delay keeps the host a while
+            if host.next_time <= now:
+                del self._hosts[origin]
+            else:
+                self._seq += 1
+                heapq.heappush(self._retired, (host.next_time, self._seq, host))
+        if self._retired:
+            self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
+        retired = self._retired
+        hosts = self._hosts
+        while retired and retired[0][0] <= now:
+            host = heapq.heappop(retired)[2]
+            if (
+                host.active == 0
+                and host.size == 0
+                and host.state == _IDLE
+                and hosts.get(host.origin) is host
+            ):
+                del hosts[host.origin]
+
+    def knows(self, origin: str) -> bool:
+        return origin in self._hosts
+
+    @property
+    def origins(self) -> int:
+        """Origins held (with work, in flight, or within their delay): bounded on wide crawls."""
+        return len(self._hosts)
 
     def set_delay(self, origin: str, delay: float) -> None:
         host = self._host(origin)

@@ -183,7 +183,7 @@ async def test_body_is_streamed_links_enqueued_before_body_ends(serve, charset: 
 
     sink = Sink()
     t0 = time.monotonic()
-    result = await crawl(origin + "/", sink=sink, ignore_robots=True)
+    result = await crawl(origin + "/", sink=sink, ignore_robots=True, keep_results=True)
     assert seen_before == [True]  # the links arrived while the server was still holding back
     assert time.monotonic() - t0 < 4  # and the stall was released by them, not by the timeout
     assert origin + "/late" in result.links
@@ -406,7 +406,9 @@ async def test_invalid_links_are_counted_listed_and_never_fetched(serve) -> None
     app, hits = app_of({"/": bad + '<a href="/ok">ok</a>' + bad, "/ok": bad + "<p>ok"})
     server = await serve(app)
     sink = RecordingSink()
-    result = await crawl(str(server.make_url("/")), ignore_robots=True, all_links=True, sink=sink)
+    result = await crawl(
+        str(server.make_url("/")), ignore_robots=True, all_links=True, sink=sink, keep_results=True
+    )
     assert set(hits) == {"/", "/ok"} and set(hits.values()) == {1}
     assert result.stats.links_invalid == 3 * len(INVALID_HREFS)
     assert result.stats.links_found == 3 * len(INVALID_HREFS) + 1
@@ -456,7 +458,12 @@ async def test_a_sink_that_raises_loses_nothing(serve, nth: int) -> None:  # typ
             raise RuntimeError("hook boom")
 
     result = await crawl(
-        site.url("/p/0.html"), max_depth=1000, concurrency=4, sink=sink, on_page=on_page
+        site.url("/p/0.html"),
+        max_depth=1000,
+        concurrency=4,
+        sink=sink,
+        on_page=on_page,
+        keep_results=True,
     )
     requested = Counter(site.requests)
     requested.pop("/robots.txt")

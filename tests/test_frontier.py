@@ -160,3 +160,40 @@ def test_seen_set_is_far_smaller_than_a_set_of_strings() -> None:
     assert len(compact) == len(strings) == n
     assert compact_size / n <= 34  # 8-byte slots, load factor >= 1/4
     assert compact_size * 4 < strings_size
+
+
+def test_origins_with_a_delay_are_forgotten_once_it_has_passed() -> None:
+    # A wide crawl with a delay on every origin (robots.txt Crawl-delay, --delay): the table
+    # holds the origins with work or whose delay still runs, not every origin ever met.
+    f = MemoryFrontier(per_host=2, delay=0.5)
+    now = 0.0
+    for i in range(20_000):
+        origin = f"http://o{i}.test"
+        f.set_delay(origin, 1.0)
+        f.push(req(origin + "/"))
+        r = f.pop(now)
+        assert r is not None and r.origin == origin
+        f.release(origin, now)
+        now += 0.001  # 1,000 origins a second: about a delay's worth (1 s) are held
+        assert len(f._hosts) <= 1_100
+    assert f.pop(now + 5) is None
+    assert len(f._hosts) == 0 and len(f._retired) == 0
+
+
+def test_a_forgotten_origin_keeps_its_politeness_until_then() -> None:
+    f = MemoryFrontier(per_host=1)
+    f.set_delay("http://a", 2.0)
+    f.push(req("http://a/0"))
+    assert f.pop(10.0) is not None
+    f.release("http://a", 10.5)
+    assert f.knows("http://a")  # idle, but its next request may not come before 12.0
+    f.push(req("http://a/1"))
+    assert f.pop(11.9) is None
+    r = f.pop(12.0)
+    assert r is not None and r.url == "http://a/1"
+    f.release("http://a", 12.1)
+    assert f.pop(14.1) is None  # the sweep forgets it once its delay has passed
+    assert not f.knows("http://a")
+    f.push(req("http://a/2"))  # back with the default delay: the caller sets its own again
+    r = f.pop(14.2)
+    assert r is not None and r.url == "http://a/2"

@@ -265,7 +265,8 @@ class Harness:
         t0 = time.monotonic()
         try:
             result = await asyncio.wait_for(
-                crawl(seeds or [srv.url(f"/hub/{tag}")], sink=sink, **opts), bound
+                crawl(seeds or [srv.url(f"/hub/{tag}")], sink=sink, keep_results=True, **opts),
+                bound,
             )
         except TimeoutError:
             pytest.fail(f"crawl of {tag} did not end by itself within {bound}s")
