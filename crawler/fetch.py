@@ -70,19 +70,24 @@ class _RetryStatus(Exception):
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds from a ``Retry-After`` value (delta-seconds or HTTP-date); None if unusable."""
+    """Seconds from a ``Retry-After`` value; None when it is unusable (the caller backs off).
+
+    RFC 9110: delay-seconds (ASCII digits only: ``str.isdigit`` also accepts ``²`` and other
+    scripts' digits) or an HTTP-date with its zone. Anything else, however malformed, is
+    None, never an exception: a bad header must not turn a retryable 503 into a final error.
+    """
     if not value:
         return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
+    value = value.strip(" \t")
+    if value.isascii() and value.isdigit():
+        return float(value)  # any length: float() gives inf, which max_retry_after caps
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        if when.tzinfo is None:
+            return None
+        return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    except (TypeError, ValueError, IndexError, OverflowError, OSError):
         return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def classify_error(exc: BaseException) -> tuple[str, str]:
