@@ -7,6 +7,7 @@ so that the expectations written here are the standard's, not ours.
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from pathlib import Path
@@ -319,6 +320,7 @@ def test_link_fields_and_resolution(impl: Any) -> None:
         Link("http://example.com/x", "HTTP://Example.COM:80/x", "area", "href", False),
         Link("mailto:me@example.org", "mailto:me@example.org", "a", "href", False),
         Link("javascript:void(0)", "javascript:void(0)", "a", "href", False),
+        Link(None, "http://[::1", "a", "href", False),  # does not resolve: still a link
         Link(BASE, "", "a", "href", False),
     ]
     link = links[0]
@@ -326,6 +328,107 @@ def test_link_fields_and_resolution(impl: Any) -> None:
     with pytest.raises(AttributeError):
         link.url = "x"  # type: ignore[misc]
     assert hash(link) == hash(Link(*link))
+
+
+INVALID = [
+    "http://a b/",
+    "https://:99999/",
+    "//",
+    "http://[",
+    "https://exa mple.org/",
+    "http://:@/",
+]
+
+
+@pytest.mark.parametrize("value", INVALID)
+def test_value_that_does_not_resolve_is_a_link_without_url(impl: Any, value: str) -> None:
+    """A link checker must see a broken href: it is a Link whose url is None, in order, and
+    the same in a srcset candidate, a meta refresh URL and every other link attribute."""
+    v = value.encode()
+    data = (
+        b'<a href=/before><a href="' + v + b'" rel=nofollow><area href="' + v + b'">'
+        b'<img srcset="/ok 1x, ' + v.replace(b" ", b"%20") + b'x 2x">'
+        b'<meta http-equiv=refresh content="0; url=' + v + b'"><iframe src="' + v + b'"></iframe>'
+        b"<a href=/after>"
+    )
+    links = run(impl, data, link_set="resources")
+    srcset_bad = value.replace(" ", "%20") + "x"
+    got = [(x.url, x.raw, x.tag, x.attr) for x in links]
+    bad_srcset_url = [x.url for x in links if x.raw == srcset_bad]
+    assert got[0] == ("https://example.org/before", "/before", "a", "href")
+    assert got[1] == (None, value, "a", "href") and links[1].nofollow
+    assert got[2] == (None, value, "area", "href")
+    assert got[3] == ("https://example.org/ok", "/ok", "img", "srcset")
+    assert got[4][1:] == (srcset_bad, "img", "srcset")
+    assert bad_srcset_url == [got[4][0]]
+    assert got[5:] == [
+        (None, value, "meta", "content"),
+        (None, value, "iframe", "src"),
+        ("https://example.org/after", "/after", "a", "href"),
+    ]
+    # byte at a time: the same
+    assert run_split(impl, data, [1] * len(data), link_set="resources") == links
+
+
+def test_unresolvable_base_href_is_no_base(impl: Any) -> None:
+    links = run(impl, b'<base href="http://a b/"><a href=x><a href="http://a b/">')
+    assert [(x.url, x.raw) for x in links] == [
+        ("https://example.org/dir/x", "x"),
+        (None, "http://a b/"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("written", "dom"),
+    [
+        ("a&#13;b", "a\rb"),
+        ("a&#xD;b", "a\rb"),
+        ("a\r\nb&#13;&#10;c\rd", "a\nb\r\nc\nd"),
+        ("&#13;\r&amp;", "\r\n&"),
+        ("\u00e9&#13;\r\n", "\u00e9\r\n"),  # the non-ASCII path too
+    ],
+)
+def test_character_reference_cr_survives_newline_normalisation(
+    impl: Any, written: str, dom: str
+) -> None:
+    """The input stream turns CR and CRLF into LF before the tokenizer decodes references, so
+    ``&#13;`` keeps U+000D in the DOM (and in ``raw``), while a written CR does not."""
+    data = ('<a href="' + written + '">').encode("utf-8")
+    assert [x.raw for x in run(impl, data, encoding="utf-8")] == [dom]
+    assert [x.raw for x in run_split(impl, data, [1] * len(data), encoding="utf-8")] == [dom]
+    assert html5lib_hrefs(data.decode("utf-8")) == [dom]
+
+
+def test_an_error_in_a_value_parser_drops_that_tag_only(
+    impl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever goes wrong inside one tag's values (here a srcset parser that raises, as
+    ``int()`` of 5,000 digits once did) must not end extraction for the rest of the page."""
+    real = parse_srcset
+
+    def boom(value: str) -> list[str]:
+        if "boom" in value:
+            raise ValueError("injected")
+        return real(value)
+
+    monkeypatch.setattr(crawler.extract._machine, "parse_srcset", boom)
+    if LinkExtractorC is not None:
+        monkeypatch.setattr(
+            importlib.import_module("crawler.extract._extract_c"), "parse_srcset", boom
+        )
+    data = b'<a href=/1><img src=/i srcset="boom 1x"><img srcset="/ok 1x"><a href=/2>'
+    for sizes in ([len(data)], [1] * len(data)):
+        ex = impl(BASE, "utf-8", link_set="resources")  # not strict: the documented behaviour
+        links: list[Link] = []
+        i = 0
+        for k in sizes:
+            links += ex.feed(data[i : i + k])
+            i += k
+        links += ex.close()
+        assert [x.raw for x in links] == ["/1", "/ok", "/2"]
+    strict = new(impl, encoding="utf-8", link_set="resources")
+    with pytest.raises(ValueError, match="injected"):
+        strict.feed(data)
 
 
 def test_nofollow_rel_tokens(impl: Any) -> None:
@@ -366,8 +469,8 @@ def test_meta_robots(impl: Any, meta: str, expected: bool) -> None:
         ("0 /x", "/x"),
         ("  3.5 ; url = /x", "/x"),
         (".5;url=/x", "/x"),
-        ("5; u=/x", "=/x"),
-        ("5; uxyz", "xyz"),
+        ("5; u=/x", "u=/x"),
+        ("5; uxyz", "uxyz"),
         ("5;url=", ""),
         ("5", None),
         ("5;", None),
@@ -638,7 +741,7 @@ def test_utf16(impl: Any, codec: str, bom: bytes, transport: str | None) -> None
         (b"<meta http-equiv=content-type content=\"text/html; charset='big5'\">", "big5"),
         (b'<meta content="charset=koi8-r" http-equiv="Content-Type">', "koi8-r"),
         (b'<meta content="text/html; charset=big5">', None),  # no http-equiv pragma
-        (b'<meta http-equiv=content-type content="charset=koi8-r" charset=big5>', "koi8-r"),
+        (b'<meta http-equiv=content-type content="charset=koi8-r" charset=big5>', "big5"),
         (b'<meta charset=big5 http-equiv=content-type content="charset=koi8-r">', "big5"),
         (b"<meta charset=koi8-r charset=big5>", "koi8-r"),
         (b"<meta charset=bogus><meta charset=koi8-r>", "koi8-r"),

@@ -13,7 +13,8 @@ Behaviour worth knowing (details in ``_machine.py``):
   any link is returned (with one, only the 3 bytes of a possible BOM).
 * ``<base href>``: the first one sets the base for the links that follow it; links before it keep
   the document URL (a browser would resolve them against that base too).
-* ``Link.url`` is WHATWG-resolved (fragment dropped); values that do not resolve give no Link.
+* ``Link.url`` is WHATWG-resolved (fragment dropped); a value that does not resolve still gives
+  a Link, whose ``url`` is None (a crawler skips it, a link checker reports it).
   As in a browser, the query of an http(s)/ftp/file URL is percent-encoded in the document's
   encoding (a Shift_JIS page's ``?q=テスト`` gives ``?q=%83e%83X%83g``; UTF-16 pages use UTF-8),
   the rest of the URL in UTF-8. ``Link.raw`` keeps the decoded text.

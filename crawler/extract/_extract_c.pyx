@@ -1090,7 +1090,7 @@ cdef class LinkExtractor:
         """An attribute value as the DOM holds it: decoded, references and newlines done."""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(v)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(v), i
-        cdef bint high = False, special = False
+        cdef bint high = False, special = False, cr = False
         cdef unsigned char c
         cdef str s
         for i in range(n):
@@ -1098,23 +1098,57 @@ cdef class LinkExtractor:
             if c >= 0x80:
                 high = True
                 break
-            if c == 0x26 or c == 0x0D or c == 0:
+            if c == 0x26 or c == 0:
                 special = True
+            elif c == 0x0D:
+                cr = True
         if not high:
+            if not special and not cr:
+                return PyUnicode_DecodeASCII(<const char*>p, n, NULL)
+            # The reference's order: newlines (input stream), NUL, then character references,
+            # so that "&#13;" keeps U+000D.
+            if cr:
+                v = v.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                p = <const unsigned char*>PyBytes_AS_STRING(v)
+                n = PyBytes_GET_SIZE(v)
             if not special:
                 return PyUnicode_DecodeASCII(<const char*>p, n, NULL)
             s = _unescape_ascii(p, n)
-        else:
-            s = v.decode(self._codec, self._errors)
-            if "&" in s:
-                s = unescape_attr(s)
+            if "\x00" in s:
+                s = s.replace("\x00", "\ufffd")
+            return s
+        s = v.decode(self._codec, self._errors)
         if "\r" in s:
             s = s.replace("\r\n", "\n").replace("\r", "\n")
         if "\x00" in s:
             s = s.replace("\x00", "\ufffd")
+        if "&" in s:
+            s = unescape_attr(s)
         return s
 
     cdef int _emit(self, bytes tag, dict attrs, list out) except -1:
+        """`_machine.LinkExtractor._emit`: an error drops this tag's links only."""
+        cdef Py_ssize_t n = PyList_GET_SIZE(out)
+        try:
+            self._emit_links(tag, attrs, out)
+        except Exception:
+            if self._strict:
+                raise
+            del out[n:]
+        return 0
+
+    cdef int _emit_simple(self, int k, list out) except -1:
+        """`_emit_simple_links`, guarded as `_emit` is."""
+        cdef Py_ssize_t n = PyList_GET_SIZE(out)
+        try:
+            self._emit_simple_links(k, out)
+        except Exception:
+            if self._strict:
+                raise
+            del out[n:]
+        return 0
+
+    cdef int _emit_links(self, bytes tag, dict attrs, list out) except -1:
         """Links of a start tag in HTML content (or a foreign element with a link attr)."""
         spec = self._links.get(tag)
         cdef bint nofollow
@@ -1132,13 +1166,9 @@ cdef class LinkExtractor:
                 raw = self._text(v)
                 if a == b"srcset":
                     for u in parse_srcset(raw):
-                        url = fr.resolve(u)
-                        if url is not None:
-                            out.append(_new(Link, (url, u, tagstr, astr, nofollow)))
+                        out.append(_new(Link, (fr.resolve(u), u, tagstr, astr, nofollow)))
                     continue
-                url = fr.resolve(raw)
-                if url is not None:
-                    out.append(_new(Link, (url, raw, tagstr, astr, nofollow)))
+                out.append(_new(Link, (fr.resolve(raw), raw, tagstr, astr, nofollow)))
         if tag == b"base":
             if not self._base_seen and attrs.get(b"href") is not None:
                 self._base_seen = True
@@ -1160,9 +1190,7 @@ cdef class LinkExtractor:
         if equiv is not None and self._text(equiv).lower() == "refresh":
             raw = refresh_url(self._text(content))
             if raw is not None:
-                url = self._fr.resolve(raw)
-                if url is not None:
-                    out.append(_new(Link, (url, raw, "meta", "content", False)))
+                out.append(_new(Link, (self._fr.resolve(raw), raw, "meta", "content", False)))
         name = attrs.get(b"name")
         if name is not None and self._text(name).lower() == "robots":
             for tok in self._text(content).lower().replace(",", " ").split():
@@ -1340,7 +1368,7 @@ cdef class LinkExtractor:
     cdef inline bytes _slot_value(self, int i):
         return PyBytes_FromStringAndSize(<const char*>self._arena + self._sl_off[i], self._sl_len[i])
 
-    cdef int _emit_simple(self, int k, list out) except -1:
+    cdef int _emit_simple_links(self, int k, list out) except -1:
         """`_emit` for a link tag in HTML content, reading the kept attributes in place."""
         cdef int i, n = self._entries[k].nwant, slot
         cdef bint nofollow = False, any_attr = False
@@ -1365,13 +1393,9 @@ cdef class LinkExtractor:
             raw = self._text(self._slot_value(slot))
             if srcset:
                 for u in parse_srcset(raw):
-                    url = fr.resolve(u)
-                    if url is not None:
-                        out.append(_mklink(url, u, tagstr, astr, nofollow))
+                    out.append(_mklink(fr.resolve(u), u, tagstr, astr, nofollow))
                 continue
-            url = fr.resolve(raw)
-            if url is not None:
-                out.append(_mklink(url, raw, tagstr, astr, nofollow))
+            out.append(_mklink(fr.resolve(raw), raw, tagstr, astr, nofollow))
         return 0
 
     cdef int _tag_done(self, list out) except -1:

@@ -15,7 +15,9 @@ class Link(NamedTuple):
 
     Attributes:
         url: absolute URL, resolved as browsers resolve it (WHATWG URL standard) against the
-            document's base URL at that point; the fragment is dropped.
+            document's base URL at that point; the fragment is dropped. None when the value
+            does not resolve to a URL (``http://a b/``, ``https://:99999/``, ``//``): still a
+            link, which a crawler skips and a link checker reports as broken.
         raw: the attribute value as the DOM holds it (character references decoded), or for a
             meta refresh the URL part of ``content``.
         tag: lower-case tag name (``a``, ``area``, ``iframe``, ``meta``, ``img``, ...).
@@ -23,7 +25,7 @@ class Link(NamedTuple):
         nofollow: the element's ``rel`` contains ``nofollow`` (``a``, ``area``, ``form``).
     """
 
-    url: str
+    url: str | None
     raw: str
     tag: str
     attr: str
@@ -33,6 +35,6 @@ class Link(NamedTuple):
 _new = tuple.__new__
 
 
-def make_link(url: str, raw: str, tag: str, attr: str, nofollow: bool) -> Link:
+def make_link(url: str | None, raw: str, tag: str, attr: str, nofollow: bool) -> Link:
     """Build a `Link` without the NamedTuple ``__new__`` overhead (same result)."""
     return _new(Link, (url, raw, tag, attr, nofollow))

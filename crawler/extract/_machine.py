@@ -47,9 +47,11 @@ Rules this module keeps
    dropped whole (never cut into a wrong URL) and the tag still ends where the standard says.
    Only attributes that can produce a link are kept at all; the stack of open svg/math
    elements is capped at 1024 entries; the URL cache of a resolver at 4096.
-4. Never raises on any input: malformed markup is tokenized as the standard says; an
-   unexpected internal error (a bug) stops extraction for that document and returns the
-   links found so far, unless ``_strict`` is set (the tests set it).
+4. Never raises on any input: malformed markup is tokenized as the standard says. An
+   unexpected error (a bug) while a tag's values become links drops that tag's links and
+   the tokenizer goes on; one in the tokenizer itself stops extraction for that document,
+   after returning the links found so far (held ones included). ``_strict`` (set by the
+   tests) raises instead.
 
 Deviations, on purpose
 ----------------------
@@ -515,16 +517,31 @@ class LinkExtractor:
                 return s
         else:
             s = v.decode(self._codec, self._errors)
-        if "&" in s:
-            s = unescape_attr(s)
+        # Newlines are normalised in the input stream, before the tokenizer decodes character
+        # references: a written CR or CRLF becomes LF, but "&#13;" stays U+000D.
         if "\r" in s:
             s = s.replace("\r\n", "\n").replace("\r", "\n")
         if "\x00" in s:
             s = s.replace("\x00", "\ufffd")
+        if "&" in s:
+            s = unescape_attr(s)
         return s
 
     def _emit(self, tag: bytes, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
-        """Links of a start tag in HTML content (or a foreign element with a link attr)."""
+        """Links of a start tag in HTML content (or a foreign element with a link attr).
+
+        An unexpected error while turning a tag's values into links (a bug in a value
+        parser, say) drops that tag's links only: the tokenizer goes on with the rest of the
+        document (``_strict``, set by the tests, raises instead)."""
+        n = len(out)
+        try:
+            self._emit_links(tag, attrs, out)
+        except Exception:
+            if self._strict:
+                raise
+            del out[n:]
+
+    def _emit_links(self, tag: bytes, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
         spec = self._links.get(tag)
         if spec is not None and attrs:
             nofollow = False
@@ -538,15 +555,12 @@ class LinkExtractor:
                 if v is None:
                     continue
                 raw = self._text(v)
+                # A value that does not resolve is still a link (url None): a checker reports it.
                 if a == b"srcset":
                     for u in parse_srcset(raw):
-                        url = resolve(u)
-                        if url is not None:
-                            out.append(_new(Link, (url, u, tagstr, astr, nofollow)))
+                        out.append(_new(Link, (resolve(u), u, tagstr, astr, nofollow)))
                     continue
-                url = resolve(raw)
-                if url is not None:
-                    out.append(_new(Link, (url, raw, tagstr, astr, nofollow)))
+                out.append(_new(Link, (resolve(raw), raw, tagstr, astr, nofollow)))
         if tag == b"base":
             if not self._base_seen and attrs.get(b"href") is not None:
                 self._base_seen = True
@@ -568,9 +582,7 @@ class LinkExtractor:
         if equiv is not None and self._text(equiv).lower() == "refresh":
             raw = refresh_url(self._text(content))
             if raw is not None:
-                url = self._resolver.resolve(raw)
-                if url is not None:
-                    out.append(make_link(url, raw, "meta", "content", False))
+                out.append(make_link(self._resolver.resolve(raw), raw, "meta", "content", False))
         name = attrs.get(b"name")
         if name is not None and self._text(name).lower() == "robots":
             for tok in self._text(content).lower().replace(",", " ").split():
