@@ -765,9 +765,9 @@ def test_utf8_bom_wins(impl: Any) -> None:
 
 def test_windows_1252_default_and_undefined_bytes(impl: Any) -> None:
     ex = new(impl)
-    links = ex.feed(b"<a href='/\xe9\x80\x81'>") + ex.close()
+    links = ex.feed(b"<a href='/\xe9\x80\x81\xff'>") + ex.close()  # not UTF-8
     assert ex.encoding == "windows-1252"
-    assert [link.raw for link in links] == ["/é€\x81"]
+    assert [link.raw for link in links] == ["/é€\x81ÿ"]
 
 
 def test_prescan_skips_comments_and_other_tags(impl: Any) -> None:
@@ -783,12 +783,57 @@ def test_prescan_skips_comments_and_other_tags(impl: Any) -> None:
 
 def test_late_meta_charset_applies_to_what_follows(impl: Any) -> None:
     # The <meta> is past the 1024-byte prescan: a browser re-parses, we switch from there on.
-    data = b"<a href='/\xc3\xa9'>" + b" " * 2000 + b"<meta charset=utf-8><a href='/\xc3\xa9'>"
-    links = run(impl, data)
-    assert [link.raw for link in links] == ["/Ã©", "/é"]
+    data = b"<a href='/\xc3\xa9'>" + b" " * 2000 + b"<meta charset=koi8-r><a href='/\xc3\xa9'>"
+    links = run(impl, data)  # undeclared, valid UTF-8 in the first 1024 bytes: UTF-8 so far
+    assert [link.raw for link in links] == [
+        "/é",
+        "/" + "\xc3\xa9".encode("latin-1").decode("koi8-r"),
+    ]
     # With a transport charset the encoding is certain: the late <meta> is ignored.
     links = run(impl, data, encoding="windows-1252")
     assert [link.raw for link in links] == ["/Ã©", "/Ã©"]
+
+
+MUENCHEN = "https://m\u00fcnchen.example/"
+MUENCHEN_URL = "https://xn--mnchen-3ya.example/"
+
+
+@pytest.mark.parametrize("codec", ["utf-8", "windows-1252"])
+@pytest.mark.parametrize("offset", [0, 2000])
+def test_undeclared_encoding_is_detected_as_browsers_do(impl: Any, codec: str, offset: int) -> None:
+    """No BOM, no transport charset, no <meta>: valid UTF-8 means UTF-8 (in the first 1024
+    bytes, or else in the first non-ASCII value), anything else windows-1252; the URL is
+    right either way, whole and a byte at a time."""
+    data = b" " * offset + b'<a href="' + MUENCHEN.encode(codec) + b'"><a href="/\xc3\xa9">'
+    for sizes in ([len(data)], [1] * len(data)):
+        ex = new(impl)
+        links = run_split(impl, data, sizes)
+        ex = new(impl)
+        for i in range(len(data)):
+            ex.feed(data[i : i + 1])
+        ex.close()
+        assert ex.encoding == codec
+        assert [x.url for x in links][0] == MUENCHEN_URL
+        assert links[0].raw == MUENCHEN
+        # the second value in the same encoding: "é" in UTF-8, "Ã©" in windows-1252
+        assert links[1].raw == "/" + b"\xc3\xa9".decode("utf-8" if codec == "utf-8" else "cp1252")
+
+
+def test_undeclared_utf8_sequence_cut_by_the_window_is_valid(impl: Any) -> None:
+    data = b"<!--" + b"x" * 1016 + b"-->\xc3\xa9<a href='/\xc3\xa9'>"
+    assert data[1023:1024] == b"\xc3"
+    ex = new(impl)
+    links = ex.feed(data) + ex.close()
+    assert ex.encoding == "utf-8"
+    assert [x.raw for x in links] == ["/é"]
+
+
+def test_undeclared_guess_still_yields_to_a_late_meta(impl: Any) -> None:
+    data = b" " * 1100 + b"<a href='/\xc3\xa9'><meta charset=windows-1252><a href='/\xc3\xa9'>"
+    ex = new(impl)
+    links = ex.feed(data) + ex.close()
+    assert [x.raw for x in links] == ["/é", "/Ã©"]
+    assert ex.encoding == "windows-1252"
 
 
 def test_replacement_encoding_has_no_links(impl: Any) -> None:

@@ -876,6 +876,7 @@ cdef class LinkExtractor:
     cdef object _transport
     cdef int _estate
     cdef bint _tentative
+    cdef bint _sniff
     cdef bytes _pending
     cdef str _codec
     cdef str _errors
@@ -972,6 +973,7 @@ cdef class LinkExtractor:
         self.encoding = self._transport or "windows-1252"
         self._estate = E_UNDECIDED
         self._tentative = False
+        self._sniff = False
         self._pending = b""
         self._codec = "cp1252"
         self._errors = "crawler-whatwg"
@@ -1047,7 +1049,7 @@ cdef class LinkExtractor:
             else:
                 found = self._transport or _charset.prescan(data)
                 self._tentative = found is None
-                name = found or "windows-1252"
+                name = found or self._undeclared(data, final)
             self._decide(name)
             st = self._estate
             if st == E_BYTES:
@@ -1055,6 +1057,20 @@ cdef class LinkExtractor:
         if st == E_TRANSCODE:
             text = self._decoder.decode(data, final)
             self._scan(text.encode("utf-8", "surrogatepass"), final, out)
+        return 0
+
+    cdef str _undeclared(self, bytes data, bint final):
+        """`_machine.LinkExtractor._undeclared`."""
+        name = _charset.detect_undeclared(data[:1024], final and len(data) <= 1024)
+        self._sniff = name is None
+        return name or "windows-1252"
+
+    cdef int _sniff_value(self, bytes v) except -1:
+        """`_machine.LinkExtractor._sniff_value`."""
+        self._sniff = False
+        name = _charset.detect_undeclared(v, True)
+        if name is not None and name != self.encoding:
+            self._decide(name)
         return 0
 
     cdef _decide(self, str name):
@@ -1117,6 +1133,8 @@ cdef class LinkExtractor:
             if "\x00" in s:
                 s = s.replace("\x00", "\ufffd")
             return s
+        if self._sniff and self._tentative:
+            self._sniff_value(v)
         s = v.decode(self._codec, self._errors)
         if "\r" in s:
             s = s.replace("\r\n", "\n").replace("\r", "\n")

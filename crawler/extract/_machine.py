@@ -9,7 +9,10 @@ them; `close()` ends the document. Nothing here does I/O (no sockets, no asyncio
 
 Encoding. The first bytes are held until the encoding is known (see `charset`): a BOM (3
 bytes), else the caller's transport charset, else a ``<meta>`` prescan of the first 1024
-bytes, else windows-1252. Every encoding the standard lists is ASCII-compatible for markup
+bytes, else, as browsers detect it, UTF-8 if those bytes have non-ASCII and are valid UTF-8,
+windows-1252 if they are not; if they are all ASCII, windows-1252 until the first non-ASCII
+attribute value decoded, which is UTF-8 when it is valid UTF-8 (all of these are tentative: a
+later ``<meta charset>`` still applies). Every encoding the standard lists is ASCII-compatible for markup
 except UTF-16 and ISO-2022-JP: for those an incremental decoder turns the bytes into text,
 re-encoded as UTF-8, and that is what is scanned. Everything else is scanned as raw bytes and
 only the attribute values that become links are decoded.
@@ -393,6 +396,7 @@ class LinkExtractor:
         self.encoding = self._transport or "windows-1252"
         self._estate = E_UNDECIDED
         self._tentative = False
+        self._sniff = False  # the first non-ASCII value still decides UTF-8 or not
         self._pending = b""
         self._codec = "cp1252"
         self._errors = "crawler-whatwg"
@@ -472,7 +476,7 @@ class LinkExtractor:
             else:
                 found = self._transport or _charset.prescan(data)
                 self._tentative = found is None
-                name = found or "windows-1252"
+                name = found or self._undeclared(data, final)
             self._decide(name)
             st = self._estate
             if st == E_BYTES:
@@ -482,6 +486,23 @@ class LinkExtractor:
             text = self._decoder.decode(data, final)
             self._scan(text.encode("utf-8", "surrogatepass"), final, out)
         # E_REPLACEMENT: the whole document decodes to one U+FFFD: no markup, no links.
+
+    def _undeclared(self, data: bytes, final: bool) -> str:
+        """No BOM, no transport charset, no <meta> in the prescan: as browsers do, valid UTF-8
+        in the first 1024 bytes means UTF-8, invalid means windows-1252; an ASCII-only window
+        leaves windows-1252 as a guess that the first non-ASCII value decoded decides."""
+        window = data[:1024]
+        name = _charset.detect_undeclared(window, final and len(data) <= 1024)
+        self._sniff = name is None
+        return name or "windows-1252"
+
+    def _sniff_value(self, v: bytes) -> None:
+        """The first non-ASCII value of a document undeclared and ASCII in its first 1024
+        bytes: UTF-8 if it is valid UTF-8 (and still only a guess)."""
+        self._sniff = False
+        name = _charset.detect_undeclared(v, True)
+        if name is not None and name != self.encoding:
+            self._decide(name)
 
     def _decide(self, name: str) -> None:
         self.encoding = name
@@ -516,6 +537,8 @@ class LinkExtractor:
             if "&" not in s and "\r" not in s and "\x00" not in s:
                 return s
         else:
+            if self._sniff and self._tentative:
+                self._sniff_value(v)
             s = v.decode(self._codec, self._errors)
         # Newlines are normalised in the input stream, before the tokenizer decodes character
         # references: a written CR or CRLF becomes LF, but "&#13;" stays U+000D.
