@@ -12,10 +12,10 @@ bytes), else the caller's transport charset, else a ``<meta>`` prescan of the fi
 bytes, else, as browsers detect it, UTF-8 if those bytes have non-ASCII and are valid UTF-8,
 windows-1252 if they are not; if they are all ASCII, windows-1252 until the first non-ASCII
 attribute value decoded, which is UTF-8 when it is valid UTF-8 (all of these are tentative: a
-later ``<meta charset>`` still applies). Every encoding the standard lists is ASCII-compatible for markup
-except UTF-16 and ISO-2022-JP: for those an incremental decoder turns the bytes into text,
-re-encoded as UTF-8, and that is what is scanned. Everything else is scanned as raw bytes and
-only the attribute values that become links are decoded.
+later ``<meta charset>`` still applies). Every encoding the standard lists is
+ASCII-compatible for markup except UTF-16 and ISO-2022-JP: for those an incremental decoder
+turns the bytes into text, re-encoded as UTF-8, and that is what is scanned. Everything else
+is scanned as raw bytes and only the attribute values that become links are decoded.
 
 Tokenizing. The HTML standard's tokenizer is followed where it decides what is a tag, an
 attribute and its value, and which text is not markup at all (comments, bogus comments,
