@@ -30,9 +30,10 @@ _HOST = re.compile(rb"\r\nhost:\s*(?:o(\d+)\.)?localhost(?::\d+)?\r\n", re.IGNOR
 class WideSite:
     """The link graph, and the bytes of each response."""
 
-    def __init__(self, n: int, fanout: int = 4, port: int = 0) -> None:
+    def __init__(self, n: int, fanout: int = 4, port: int = 0, *, window: bool = False) -> None:
         self.n = n
         self.fanout = fanout
+        self.window = window
         self.port = port
         self.requests = 0
 
@@ -41,7 +42,10 @@ class WideSite:
         return f"http://o{i}.localhost:{self.port}" if i else f"http://localhost:{self.port}"
 
     def children(self, i: int) -> range:
-        first = self.fanout * i + 1
+        """A tree (``fanout`` new origins a page), or with ``window`` the next ``fanout``
+        origins (``i+1 .. i+fanout``): a crawl front that stays ``fanout`` wide however long
+        the crawl, so that what is queued at any time does not grow with it."""
+        first = i + 1 if self.window else self.fanout * i + 1
         return range(first, min(first + self.fanout, self.n))
 
     def robots(self, i: int) -> bytes:
@@ -161,10 +165,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--origins", type=int, default=100_000)
     parser.add_argument("--fanout", type=int, default=4)
+    parser.add_argument("--window", action="store_true", help="link the next FANOUT origins")
     args = parser.parse_args()
 
     async def serve() -> None:
-        site = WideSite(args.origins, args.fanout)
+        site = WideSite(args.origins, args.fanout, window=args.window)
         server = await start(site, args.port)
         print(site.port, flush=True)
         async with server:
