@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ada_url
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,24 +279,28 @@ _JS = r"""
   for (const html of cases) {
     const doc = parser.parseFromString(html, "text/html");
     const els = [], foreign = [];
-    const walk = (node) => {
+    let baseHref = null;
+    const walk = (node, inTemplate) => {
       for (let c = node.firstChild; c; c = c.nextSibling) {
         if (c.nodeType !== 1) continue;
         if (c.namespaceURI === HTML) {
           const attrs = {};
           for (const a of c.attributes) if (!a.namespaceURI) attrs[a.name] = a.value;
           els.push([c.localName, attrs]);
-          if (c.localName === "template") walk(c.content);
+          if (c.localName === "base" && baseHref === null && !inTemplate && "href" in attrs) {
+            baseHref = attrs.href;
+          }
+          if (c.localName === "template") walk(c.content, true);
         } else if (c.localName === "a") {
           for (const a of c.attributes) {
             if (a.localName === "href") foreign.push(a.value);
           }
         }
-        walk(c);
+        walk(c, inTemplate);
       }
     };
-    walk(doc);
-    out.push([els, foreign]);
+    walk(doc, false);
+    out.push([els, foreign, baseHref]);
   }
   return JSON.stringify(out);
 })()
@@ -381,6 +386,19 @@ class Chromium:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply["result"]
 
+    async def resolve(self, pairs: Sequence[tuple[str, str]], batch: int = 20000) -> list[Any]:
+        """``new URL(raw, base)`` without its fragment (None when it throws), per pair."""
+        out: list[Any] = []
+        for i in range(0, len(pairs), batch):
+            expr = _RESOLVE_JS % json.dumps(json.dumps(list(pairs[i : i + batch])))
+            res = await self._call(
+                "Runtime.evaluate", self._sid, expression=expr, returnByValue=True
+            )
+            if "exceptionDetails" in res:
+                raise RuntimeError(str(res["exceptionDetails"])[:2000])
+            out.extend(json.loads(res["result"]["value"]))
+        return out
+
     async def parse(self, htmls: Sequence[str], batch: int = 2000) -> list[Any]:
         """``[elements, foreign_hrefs]`` per document, as DOMParser builds it."""
         out: list[Any] = []
@@ -394,6 +412,16 @@ class Chromium:
                 raise RuntimeError(str(res["exceptionDetails"])[:2000])
             out.extend(json.loads(res["result"]["value"]))
         return out
+
+
+_RESOLVE_JS = r"""
+(() => {
+  const pairs = JSON.parse(%s);
+  return JSON.stringify(pairs.map(([raw, base]) => {
+    try { const u = new URL(raw, base); u.hash = ""; return u.href; } catch (e) { return null; }
+  }));
+})()
+"""
 
 
 def chromium_expected(parsed: Any, link_set: str) -> tuple[list[Entry], list[str]]:
@@ -546,6 +574,63 @@ def generate_tokens(n: int, seed: int = 13) -> list[str]:
                 v = v.replace('"', "")
             parts.append(shape.format(q=q, v=v))
         parts.append(rng.choice(_AROUND))
+        docs.append("".join(parts))
+    return docs
+
+
+# URL family: values whose resolution is the question (host parsing, ports, IDNA, IPv4,
+# percent-encoding sets, backslashes, schemes, whitespace), resolved against the base.
+# fmt: off
+_URLS = [
+    "http://a b/", "https://:99999/", "//", "///x", "\\\\host\\p", "/\\x", "HTTP://EXAMPLE.COM/%7e",
+    "http://m\u00fcnchen.example/", "http://xn--mnchen-3ya.example/", "http://[::1]/",
+    "http://[::ffff:1.2.3.4]/", "http://0x7f.1/", "http://127.1/", "http://1.2.3.4.5/",
+    "http://256.0.0.1/", "http://999999999/", "http://a..b/", "http://xn--/", "http://%41.com/",
+    "http://a%2eb/", "http://a.com:/", "http://a:80/", "https://a:443/", "https://a:080/",
+    "ftp://a:21/", "javascript:x", "mailto:x@y", "data:,x", "file:///x", "file://h/x", "  /lead  ",
+    "\t/tab\n/x", "http://a/b/../c/./d", "/a/%2e%2E/b", "?q=\u00e9", "?q=%zz", "#frag", "",
+    " ", "x y", "a<b>c", 'a"b', "a`b", "a{b}", "a|b", "a^b", "http://a/\u00e9?\u00e9#\u00e9",
+    "http://user:pa ss@a/", "http://@a/", "http://a@b@c/", "http://a:b@c:1/", "https://EXAMPLE.org",
+    "http://a/%", "http://a/%2", "http://ex ample/", "http://a\u3002b/", "http://\uff21.com/",
+    "http://a.b./", "http://.a/", "sc://\u00e9/", "sc:/x/../y", "urn:x:y", "blob:http://a/u",
+    "http:/a", "http:a", "https:a/b", "HTTPS:\\\\a", "../../../../x", "./", ".", "..", "?",
+    "http://a/?x=\u00a0", "http://a/\x00b", "http://[1::2::3]/", "http://[::1]:65536/",
+    "http://a/\U0001f600", "http://\u2603.com/", "http://\u00df.de/", "http://faß.de/",
+    "http://a.com/x?y#z#w", "ws://a/", "wss://a:443/", "http://0/", "http://0x100000000/",
+    "http://4294967295/", "http://4294967296/", "http://1.2.3.09/", "http://a/\\b",
+]
+# fmt: on
+
+
+def generate_urls(n: int, seed: int = 13) -> list[str]:
+    """``n`` documents with one to three links of `_URLS` values (sometimes after a base)."""
+    rng = random.Random(seed)
+    docs = []
+    shapes = [
+        '<a href="{v}">',
+        "<img src='{v}'>",
+        '<iframe src="{v}"></iframe>',
+        '<img srcset="{v} 1x">',
+        '<meta http-equiv=refresh content="0; url={v}">',
+    ]
+    for _ in range(n):
+        parts = []
+        if rng.random() < 0.3:
+            base = rng.choice(
+                ["/b/", "http://base.example/x/y", "//o.example/", "https://a b/", "data:,x"]
+            )
+            parts.append(f'<base href="{base}">')
+        for _ in range(rng.randint(1, 3)):
+            v = rng.choice(_URLS)
+            q = "'" if "'" not in v else '"'
+            shape = rng.choice(shapes)
+            if "'" in v:
+                shape = shape.replace("'", '"')
+            if '"' in v:
+                shape = shape.replace('"', "'")
+            if q and v.count('"') and v.count("'"):
+                continue
+            parts.append(shape.format(v=v.replace("&", "&amp;")))
         docs.append("".join(parts))
     return docs
 
@@ -751,6 +836,88 @@ async def chromium_results(
     return results, version
 
 
+def _ada(raw: str, base: str) -> str | None:
+    """The URL standard's answer (Ada), fragment dropped; None when it does not parse."""
+    try:
+        u = ada_url.URL(raw, base)
+    except ValueError:
+        return None
+    u.hash = ""
+    return str(u.href)
+
+
+async def url_check(inputs: list[tuple[str, str]], link_set: str) -> tuple[list[str], str]:
+    """Our ``Link.url`` against Chromium's ``new URL(raw, document base)`` (fragment dropped).
+
+    Only links that both sides have (same tag, attr, raw) are compared, so tree differences
+    are not counted twice. The document base is Chromium's first ``<base href>`` in tree order
+    (not in template contents), resolved against the document URL (data: and javascript:
+    refused, as we refuse them). A link of ours resolved against the document URL although the
+    document has a base is the documented "links before <base>" deviation (``before-base``).
+    """
+    async with Chromium() as ch:
+        parsed = await ch.parse([d for _, d in inputs])
+        version = ch.version
+        hrefs = [p[2] for p in parsed]
+        resolved = iter(await ch.resolve([(h, BASE) for h in hrefs if h is not None]))
+        bases = []
+        for h in hrefs:
+            b = next(resolved) if h is not None else None
+            ok = b is not None and not b.startswith(("data:", "javascript:"))
+            bases.append(b if ok else BASE)
+        expected = [chromium_expected(p, link_set)[0] for p in parsed]
+        pairs = []
+        for e, b in zip(expected, bases, strict=True):
+            pairs += [(raw, b) for _, _, raw in e] + [(raw, BASE) for _, _, raw in e]
+        urls = iter(await ch.resolve(pairs))
+    mismatches: dict[str, list[tuple[str, str, Any, Any]]] = defaultdict(list)
+    compared = Counter[str]()
+    for (name, data), e, href in zip(inputs, expected, hrefs, strict=True):
+        std_base = BASE if href is None else (_ada(href, BASE) or BASE)
+        if std_base.startswith(("data:", "javascript:")):
+            std_base = BASE
+        want: dict[Entry, list[Any]] = defaultdict(list)
+        at_doc: dict[Entry, Any] = {}
+        ours_b = [next(urls) for _ in e]
+        ours_doc = [next(urls) for _ in e]
+        for t, u, d in zip(e, ours_b, ours_doc, strict=True):
+            want[t].append(u)
+            at_doc[t] = d
+        raw_bytes = data.encode("utf-8", "surrogateescape")
+        for impl, cls in IMPLS.items():
+            ex = cls(BASE, "utf-8", link_set=link_set)
+            got: dict[Entry, list[Any]] = defaultdict(list)
+            for lk in ex.feed(raw_bytes) + ex.close():
+                got[(lk.tag, lk.attr, lk.raw)].append(lk.url)
+            for t in want.keys() & got.keys():
+                w, g = Counter(want[t]), Counter(got[t])
+                compared[impl] += min(len(want[t]), len(got[t]))
+                for u in (g - w).elements():
+                    if u == _ada(t[2], std_base):
+                        kind = "Chromium differs from the URL standard (Ada agrees with us)"
+                    elif std_base != BASE and u == _ada(t[2], BASE):
+                        kind = "before-base"
+                    elif u is None:
+                        kind = "we give None, the browser a URL"
+                    elif not w - g or next(iter((w - g).elements())) is None:
+                        kind = "we give a URL, the browser fails"
+                    else:
+                        kind = "different URL"
+                    exp = next(iter((w - g).elements()), None)
+                    mismatches[f"{impl}: {kind}"].append((name, t[2], exp, u))
+    lines = [f"### Link.url vs Chromium {version} new URL() ({len(inputs)} documents)", ""]
+    for impl in IMPLS:
+        bad = sum(len(v) for k, v in mismatches.items() if k.startswith(impl + ":"))
+        lines.append(f"- `{impl}`: {compared[impl]} URLs compared, {bad} differ")
+    lines.append("")
+    for kind, items in sorted(mismatches.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"- **{kind}** — {len(items)}, e.g.:")
+        for name, raw, exp, u in sorted(items, key=lambda it: len(it[1]))[:6]:
+            lines.append(f"  - `{name}` raw {raw!r}: browser {exp!r}, we {u!r}")
+    lines.append("")
+    return lines, version
+
+
 def page_text(data: bytes) -> str:
     """A page's text, decoded as our extractor decides (BOM, <meta> prescan, default).
 
@@ -837,6 +1004,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument(
+        "--urls", action="store_true", help="also compare Link.url with Chromium's new URL()"
+    )
+    ap.add_argument(
         "--try",
         dest="try_",
         nargs="+",
@@ -874,6 +1044,8 @@ def main(argv: list[str] | None = None) -> int:
                 inputs.append((f"{c.file}:{c.index}/p{k}", v))
         gen = [(f"gen:{i}", d) for i, d in enumerate(generate(args.generate, args.seed))]
         gen += [(f"tok:{i}", d) for i, d in enumerate(generate_tokens(args.generate, args.seed))]
+        if args.urls:
+            gen += [(f"url:{i}", d) for i, d in enumerate(generate_urls(args.generate, args.seed))]
         t0 = time.monotonic()
         results, version = asyncio.run(chromium_results(inputs + gen, args.link_set))
         out.append(
@@ -891,9 +1063,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.write_cases:
                 write_cases(args.write_cases, gr, version, args.link_set)
                 out.append(f"wrote {len(gr)} cases to {args.write_cases}")
+                out.append("")
             if args.write_deviations:
                 write_deviations(args.write_deviations, gr)
-                out.append("")
+        if args.urls:
+            ulines, _ = asyncio.run(url_check(inputs + gen, args.link_set))
+            out += ulines
     if args.pages:
         inputs = [(p.name, page_text(p.read_bytes())) for p in sorted(args.pages.glob("*.html"))]
         results, version = asyncio.run(chromium_results(inputs, args.link_set))
@@ -904,6 +1079,9 @@ def main(argv: list[str] | None = None) -> int:
             out.append(f"- `{impl}` links: {n} in the DOMs, {bad} differences (missing + extra)")
         out.append("")
         fails += findings("real pages", results)
+        if args.urls:
+            ulines, _ = asyncio.run(url_check(inputs, args.link_set))
+            out += ulines
     report = "\n".join(out + fails)
     print("\n".join(out))
     if args.findings:
