@@ -16,15 +16,23 @@ says about fetching, and what this module does:
   but its pages get a PageResult with that error kind, so a dead host shows up in the summary
   as what it is, not as "robots disallowed".
 
+The body is decoded as the RFC says: UTF-8, a leading byte order mark dropped (it would hide the
+first line's ``User-agent``), invalid bytes replaced.
+
 Each origin's robots.txt is fetched by the first request that needs it; concurrent requests for
-the same origin await the same future.
+the same origin await the same future. A verdict is kept for `ROBOTS_TTL` (24 hours, the RFC's
+limit on caching) and the cache is bounded: at most `MAX_ROBOTS_ORIGINS` origins and about
+`MAX_ROBOTS_CACHE_BYTES` of parsed rules, least recently used first out. An origin that has
+expired or been evicted is simply fetched again when one of its URLs next needs it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,17 +42,53 @@ from protego import Protego
 from crawler.fetch import Fetcher, Response
 from crawler.urls import join
 
-__all__ = ["MAX_ROBOTS_BYTES", "RobotsCache", "RobotsRules", "SitemapParser"]
+__all__ = [
+    "MAX_ROBOTS_BYTES",
+    "MAX_ROBOTS_CACHE_BYTES",
+    "MAX_ROBOTS_ORIGINS",
+    "ROBOTS_TTL",
+    "RobotsCache",
+    "RobotsRules",
+    "SitemapParser",
+    "decode_robots",
+]
 
 MAX_ROBOTS_BYTES = 500 * 1024
 MAX_ROBOTS_REDIRECTS = 5
 UNREACHABLE_KINDS = frozenset({"dns", "connect"})
+#: Seconds a robots.txt verdict is used (RFC 9309 section 2.4: no more than 24 hours).
+ROBOTS_TTL = 24 * 3600.0
+#: Origins whose verdict is kept at once; beyond it the least recently used is dropped.
+MAX_ROBOTS_ORIGINS = 4096
+#: Budget for the estimated memory of the cached rules (see `RobotsRules.weight`).
+MAX_ROBOTS_CACHE_BYTES = 64 * 1024 * 1024
+# Estimated memory of parsed rules, measured with tracemalloc on Protego 0.7: about 6.5 KiB
+# for a small file, and about 90 bytes per byte of a file of many rules (a 500 KiB file of
+# rules holds ~45 MB).
+_WEIGHT_BASE = 8 * 1024
+_WEIGHT_PER_BYTE = 90
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def decode_robots(body: bytes) -> str:
+    """robots.txt bytes as text: UTF-8 (RFC 9309 section 2.3), BOM dropped, bad bytes replaced."""
+    return body.removeprefix(_BOM).decode("utf-8", "replace")
 
 
 class RobotsRules:
     """The robots.txt verdict for one origin."""
 
-    __slots__ = ("_parser", "_user_agent", "allow_all", "crawl_delay", "error", "sitemaps", "why")
+    __slots__ = (
+        "_parser",
+        "_user_agent",
+        "allow_all",
+        "crawl_delay",
+        "error",
+        "sitemaps",
+        "weight",
+        "why",
+    )
 
     def __init__(
         self,
@@ -62,6 +106,8 @@ class RobotsRules:
         self.error = error  # a fetch error kind when the host itself is unreachable
         self.crawl_delay: float | None = None
         self.sitemaps: list[str] = []
+        # Estimated bytes of memory this verdict holds (the cache's budget counts it).
+        self.weight = _WEIGHT_BASE
         if parser is not None:
             try:
                 delay = parser.crawl_delay(user_agent)
@@ -72,11 +118,15 @@ class RobotsRules:
 
     @classmethod
     def parse(cls, text: str, user_agent: str) -> RobotsRules:
+        """The rules of a robots.txt file already decoded (see `decode_robots`)."""
+        text = text.removeprefix("\ufeff")
         try:
             parser = Protego.parse(text)
         except Exception:
             return cls(allow_all=True, why="unparseable robots.txt")
-        return cls(parser=parser, user_agent=user_agent, why="robots.txt")
+        rules = cls(parser=parser, user_agent=user_agent, why="robots.txt")
+        rules.weight = _WEIGHT_BASE + _WEIGHT_PER_BYTE * len(text)
+        return rules
 
     def allowed(self, url: str) -> bool:
         if self._parser is None:
@@ -92,13 +142,18 @@ class _LoaderGone(Exception):
 
 
 class RobotsCache:
-    """robots.txt rules per origin, each fetched once.
+    """robots.txt rules per origin, fetched when first needed and kept for a bounded time.
 
     Args:
         fetcher: the crawl's Fetcher (same session, timeouts and retries as pages).
         user_agent: matched against the file's User-agent groups.
         in_scope: the crawl's scope test; a redirect out of it is followed only to another
             host's ``/robots.txt``. None: every http(s) redirect is followed.
+        ttl: seconds a verdict is used before the file is fetched again.
+        max_origins: most origins kept; the least recently used goes first.
+        max_bytes: budget for the kept verdicts' estimated memory (`RobotsRules.weight`);
+            the verdict just fetched is always kept, however large.
+        clock: monotonic seconds (injectable for tests).
     """
 
     def __init__(
@@ -106,20 +161,66 @@ class RobotsCache:
         fetcher: Fetcher,
         user_agent: str,
         in_scope: Callable[[str], bool] | None = None,
+        *,
+        ttl: float = ROBOTS_TTL,
+        max_origins: int = MAX_ROBOTS_ORIGINS,
+        max_bytes: int = MAX_ROBOTS_CACHE_BYTES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetcher = fetcher
         self._user_agent = user_agent
         self._in_scope = in_scope
-        self._rules: dict[str, RobotsRules] = {}
+        self._ttl = ttl
+        self._max_origins = max(1, max_origins)
+        self._max_bytes = max_bytes
+        self._clock = clock
+        # origin -> (expiry time, rules), least recently used first
+        self._rules: OrderedDict[str, tuple[float, RobotsRules]] = OrderedDict()
+        self._weight = 0
         self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
         self.fetched = 0
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        """Origins whose verdict is kept now."""
+        return len(self._rules)
+
+    @property
+    def weight(self) -> int:
+        """Estimated bytes the kept verdicts hold."""
+        return self._weight
 
     def cached(self, origin: str) -> RobotsRules | None:
-        return self._rules.get(origin)
+        """The origin's verdict if it is kept and fresh, else None (no fetch)."""
+        entry = self._rules.get(origin)
+        if entry is None:
+            return None
+        expires, rules = entry
+        if self._clock() >= expires:
+            self._drop(origin)
+            return None
+        self._rules.move_to_end(origin)
+        return rules
+
+    def _drop(self, origin: str) -> None:
+        _, rules = self._rules.pop(origin)
+        self._weight -= rules.weight
+
+    def _store(self, origin: str, rules: RobotsRules) -> None:
+        if origin in self._rules:
+            self._drop(origin)
+        self._rules[origin] = (self._clock() + self._ttl, rules)
+        self._weight += rules.weight
+        while len(self._rules) > 1 and (
+            len(self._rules) > self._max_origins or self._weight > self._max_bytes
+        ):
+            self._drop(next(iter(self._rules)))
+            self.evicted += 1
 
     async def get(self, origin: str) -> RobotsRules:
+        """The origin's verdict, fetching its robots.txt if it is not kept (or has expired)."""
         while True:
-            rules = self._rules.get(origin)
+            rules = self.cached(origin)
             if rules is not None:
                 return rules
             pending = self._pending.get(origin)
@@ -138,7 +239,7 @@ class RobotsCache:
             future.set_exception(_LoaderGone())
             future.exception()  # mark it retrieved: there may be no waiter
             raise
-        self._rules[origin] = rules
+        self._store(origin, rules)
         del self._pending[origin]
         future.set_result(rules)
         return rules
@@ -166,8 +267,7 @@ class RobotsCache:
                 url = target
                 continue
             if status is not None and 200 <= status < 300 and res.error in (None, "too_large"):
-                text = b"".join(chunks).decode("utf-8", "replace")
-                return RobotsRules.parse(text, self._user_agent)
+                return RobotsRules.parse(decode_robots(b"".join(chunks)), self._user_agent)
             if status is not None and 400 <= status < 500 and status != 429:
                 return RobotsRules(allow_all=True, why=f"robots.txt unavailable ({status})")
             # Only the origin's own host being unreachable is the origin's error; a redirect

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import socket
+import sys
 import time
 from collections import Counter
 
@@ -15,10 +17,13 @@ from crawler.config import CrawlConfig
 from crawler.fetch import Fetcher
 from crawler.robots import (
     MAX_ROBOTS_BYTES,
+    MAX_ROBOTS_ORIGINS,
     MAX_SITEMAP_BYTES,
+    ROBOTS_TTL,
     RobotsCache,
     RobotsRules,
     SitemapParser,
+    decode_robots,
 )
 
 UA = "crawler/1.0 (+https://example.org/bot)"
@@ -225,3 +230,154 @@ def test_sitemap_parser_gzip_file_and_bomb() -> None:
     assert p._inflated <= MAX_SITEMAP_BYTES
     assert time.monotonic() - t0 < 10
     assert SitemapParser().feed(b"\x1f\x8bgarbage") == []
+
+
+def raw(body: bytes):  # type: ignore[no-untyped-def]
+    async def h(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/plain")
+
+    return h
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xef\xbb\xbfUser-agent: *\nDisallow: /private\n",
+        b"\xef\xbb\xbfuser-agent: crawler\r\ndisallow: /private\r\n",
+        b"\xef\xbb\xbfDisallow: /nothing\nUser-agent: *\nDisallow: /private\n",
+        # invalid UTF-8 in a comment and in another rule: replaced, the rest still counts
+        b"\xef\xbb\xbfUser-agent: *\n# caf\xe9 \xff\xfe\n"
+        b"Disallow: /\xe9t\xe9\nDisallow: /private\n",
+    ],
+)
+async def test_utf8_bom_does_not_hide_the_rules(serve, body: bytes) -> None:  # type: ignore[no-untyped-def]
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": raw(body)})
+    try:
+        rules = await cache.get(origin)
+    finally:
+        await fetcher.close()
+    assert not rules.allowed(origin + "/private")
+    assert not rules.allowed(origin + "/private/x")
+    assert rules.allowed(origin + "/public")
+
+
+def test_decode_robots() -> None:
+    assert decode_robots(b"\xef\xbb\xbfUser-agent: *") == "User-agent: *"
+    assert decode_robots(b"Disallow: /caf\xc3\xa9") == "Disallow: /café"
+    assert decode_robots(b"Disallow: /caf\xe9") == "Disallow: /caf\ufffd"
+    assert decode_robots(b"\xef\xbb\xbf\xef\xbb\xbfx") == "\ufeffx"  # only one BOM is one
+    rules = RobotsRules.parse("\ufeffUser-agent: *\nDisallow: /p\n", UA)
+    assert not rules.allowed("http://h/p")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_rules_expire_after_24_hours(serve) -> None:  # type: ignore[no-untyped-def]
+    body = {"text": "User-agent: *\nDisallow: /old\n"}
+
+    async def robots(request: web.Request) -> web.Response:
+        return web.Response(text=body["text"])
+
+    origin, hits, fetcher, _ = await make(serve, {"/robots.txt": robots})
+    clock = Clock()
+    cache = RobotsCache(fetcher, UA, clock=clock)
+    try:
+        first = await cache.get(origin)
+        assert not first.allowed(origin + "/old")
+        body["text"] = "User-agent: *\nDisallow: /new\n"
+        clock.now += ROBOTS_TTL - 1
+        assert cache.cached(origin) is first
+        assert await cache.get(origin) is first
+        assert hits["/robots.txt"] == 1
+        clock.now += 2  # 24 h and 1 s after the fetch
+        assert cache.cached(origin) is None
+        fresh = await cache.get(origin)
+        assert hits["/robots.txt"] == 2
+        assert fresh.allowed(origin + "/old") and not fresh.allowed(origin + "/new")
+    finally:
+        await fetcher.close()
+    assert ROBOTS_TTL == 24 * 3600
+
+
+async def test_least_recently_used_origin_evicted_and_fetched_again(serve) -> None:  # type: ignore[no-untyped-def]
+    counts: Counter[int] = Counter()
+    origins: list[str] = []
+    for i in range(5):
+
+        async def robots(request: web.Request, i: int = i) -> web.Response:
+            counts[i] += 1
+            return web.Response(text=f"User-agent: *\nDisallow: /only-{i}\n")
+
+        app = web.Application()
+        app.router.add_get("/robots.txt", robots)
+        server = await serve(app)
+        origins.append(str(server.make_url("")).rstrip("/"))
+    fetcher = Fetcher(CrawlConfig(retries=0, user_agent=UA))
+    cache = RobotsCache(fetcher, UA, max_origins=3)
+    try:
+        for origin in origins[:3]:
+            await cache.get(origin)
+        await cache.get(origins[0])  # origin 0 is now the most recently used
+        for origin in origins[3:]:
+            await cache.get(origin)
+        assert len(cache) == 3 and cache.evicted == 2
+        assert cache.cached(origins[1]) is None and cache.cached(origins[2]) is None
+        assert cache.cached(origins[0]) is not None
+        rules = await cache.get(origins[1])  # evicted: fetched again, same verdict
+        assert not rules.allowed(origins[1] + "/only-1") and rules.allowed(origins[1] + "/x")
+        assert counts == {0: 1, 1: 2, 2: 1, 3: 1, 4: 1}
+        assert len(cache) == 3
+    finally:
+        await fetcher.close()
+
+
+async def test_byte_budget_bounds_large_files(serve) -> None:  # type: ignore[no-untyped-def]
+    big = "User-agent: *\n" + "".join(f"Disallow: /p{i}/*.x$\n" for i in range(2000))
+    origins = []
+    for _ in range(4):
+        app = web.Application()
+        app.router.add_get("/robots.txt", text(big))
+        server = await serve(app)
+        origins.append(str(server.make_url("")).rstrip("/"))
+    fetcher = Fetcher(CrawlConfig(retries=0, user_agent=UA))
+    one = RobotsRules.parse(big, UA).weight
+    cache = RobotsCache(fetcher, UA, max_bytes=2 * one + one // 2)
+    try:
+        for origin in origins:
+            rules = await cache.get(origin)
+            assert not rules.allowed(origin + "/p1999/a.x")
+            assert cache.weight <= 2 * one + one // 2
+        assert len(cache) == 2 and cache.evicted == 2
+    finally:
+        await fetcher.close()
+
+
+async def test_cache_bounded_over_100000_origins() -> None:
+    """A wide crawl: 100,000 origins through get() keep at most MAX_ROBOTS_ORIGINS verdicts and
+    flat memory. The origins' port is out of range, so each fetch fails at once (no socket)."""
+    # timeout=0: aiohttp leaves each failed request's total-timeout timer in the loop until it
+    # fires, which would show as growth here though it is not the cache's.
+    fetcher = Fetcher(CrawlConfig(retries=0, user_agent=UA, timeout=0))
+    cache = RobotsCache(fetcher, UA)
+    blocks = []
+    try:
+        for i in range(100_000):
+            rules = await cache.get(f"http://o{i}.example:99999")
+            assert not rules.allowed(f"http://o{i}.example:99999/")
+            assert len(cache) <= MAX_ROBOTS_ORIGINS
+            if i in (2 * MAX_ROBOTS_ORIGINS, 99_999):
+                gc.collect()
+                blocks.append(sys.getallocatedblocks())
+    finally:
+        await fetcher.close()
+    assert len(cache) == MAX_ROBOTS_ORIGINS
+    assert cache.evicted == 100_000 - MAX_ROBOTS_ORIGINS
+    # After 100,000 origins as many memory blocks are in use as after 8,192: each origin kept
+    # holds several blocks (over 10,000 in all), so growth with the origins would show.
+    assert blocks[1] - blocks[0] < 2_000, blocks
