@@ -155,7 +155,8 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
     "all_links": (
         ("--all-links",),
         {"action": _BOOL},
-        "urls format: also list out-of-scope and non-HTTP links, tab-marked external/other",
+        "urls format: also list out-of-scope, non-HTTP and invalid links, tab-marked"
+        " external/other/invalid",
     ),
     "quiet": (("--quiet", "-q"), {"action": "store_true"}, "no progress and no summary on stderr"),
     "frontier": (("--frontier",), {"choices": ("memory",)}, "frontier backend"),

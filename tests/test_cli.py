@@ -657,6 +657,8 @@ def test_every_module_the_tests_import_is_installed_by_the_test_extra() -> None:
         for req in project["dependencies"] + project["optional-dependencies"]["test"]
     }
     local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"crawler", "tests"}
+    # the project's own top-level folders of Python code (fuzz/, benchmarks/) are local too
+    local |= {p.name for p in ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))}
     imported: set[str] = set()
     for path in (ROOT / "tests").glob("*.py"):
         for m in re.finditer(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", path.read_text(), re.M):
