@@ -491,6 +491,7 @@ _FRAGS = [
     "<math><mtext><a href=MT>", "<svg><title><a href=ST>", "<isindex>", "<sarcasm>", "&lt;",
     "&#x26;", "<a href='q'>", "<a href=\"dq\">", "<a href=u v>", "<a href=x/>", "<a/href=sl>",
     "<a href = sp>", "<A HREF=UP>", "<a href=1 href=2>", "<a\nhref=nl>", "<a href=&amp;e>",
+    "<image src=IM>", "<svg><image src=SI>", "<IMAGE SRC=IU>",
 ]
 # fmt: on
 
@@ -681,6 +682,7 @@ _MARKERS = [
 
 # The cause keys of `causes`, as the findings and tests/test_fidelity.py name them.
 CAUSES = {
+    "image-tag": 'an <image> start tag in HTML content: the tree builder renames it "img"',
     "selectedcontent": "<selectedcontent> in a customizable <select>: the browser replaces "
     "its children with a clone of the selected <option>'s (a DOM mutation after parsing)",
     "charref-cr": "&#13; (or &#x0d;) in an attribute value: the DOM keeps U+000D (newlines are "
@@ -740,6 +742,8 @@ def causes(r: Result, impl: str) -> list[str]:
                 why = "frame-outside-frameset"
             elif kind == "extra" and tag == "form" and _before(low, raw, r"<form[\s\S]*<form"):
                 why = "nested-form"
+            elif kind == "missing" and tag == "img" and re.search(r"<image[\s/]", low):
+                why = "image-tag"
             elif _before(low, raw, r"<selectedcontent"):
                 why = "selectedcontent"
             elif _before(low, raw, _TEMPLATE_COL):
