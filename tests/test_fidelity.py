@@ -8,9 +8,10 @@ implementations must report the same multiset of ``(tag, attr, raw)`` (resources
 another order (foster parenting), an SVG/MathML ``<a href>`` reported, and adoption-agency
 clones are allowed, as benchmarks/fidelity.py's ``compare`` says.
 
-A case that differs must be listed in tests/data/fidelity/deviations.json with exactly that
-difference and a cause from ``CAUSES`` (the documented reason): no percentage threshold, so a
-new difference anywhere fails. Regenerate both files with::
+A case that differs must be listed in tests/data/fidelity/deviations.json with that difference
+and a cause from ``CAUSES`` (the documented reason); it may differ by less than listed (a fix
+in progress), never by anything else: no percentage threshold, so a new difference anywhere
+fails. Regenerate both files with::
 
     python benchmarks/fidelity.py --chromium --generate 4000 \\
         --write-cases tests/data/fidelity/cases.json \\
@@ -22,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,11 @@ def _deviation(case_id: str, impl: str) -> dict[str, Any] | None:
     return d.get(impl) if "cause" not in d else d
 
 
+def _within(found: list[tuple[str, str, str]], listed: list[list[str]]) -> bool:
+    """Whether every difference found is one of the listed ones (as multisets)."""
+    return not Counter(found) - Counter(tuple(t) for t in listed)
+
+
 def _check(impl: str, chunk: int) -> list[str]:
     cls = IMPLS[impl]
     problems = []
@@ -68,9 +75,12 @@ def _check(impl: str, chunk: int) -> list[str]:
         dev = _deviation(case["id"], impl)
         if v.status != "fail":
             continue
-        diff = {"missing": sorted(map(list, v.missing)), "extra": sorted(map(list, v.extra))}
-        if dev is not None and {k: dev[k] for k in diff} == diff:
-            continue
+        if (
+            dev is not None
+            and _within(v.missing, dev["missing"])
+            and _within(v.extra, dev["extra"])
+        ):
+            continue  # no difference beyond the listed ones (a partial fix is progress)
         problems.append(
             f"{case['id']}: {case['html']!r}\n    DOM {expected}\n    got {got}\n"
             f"    listed deviation: {dev}"
