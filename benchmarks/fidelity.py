@@ -649,6 +649,9 @@ class Result:
     verdicts: dict[str, Verdict]
 
 
+CHUNK = 0  # feed the extractor in chunks of this many bytes (0: whole); --chunk sets it
+
+
 def run_case(
     name: str, data: str, expected: list[Entry], foreign: list[str], link_set: str
 ) -> Result:
@@ -656,7 +659,7 @@ def run_case(
     got, verdicts = {}, {}
     for impl, cls in IMPLS.items():
         try:
-            g = extracted(cls, raw, link_set)
+            g = extracted(cls, raw, link_set, CHUNK)
         except Exception as e:  # a raise is a failure of its own kind
             g = [("!raise", type(e).__name__, str(e)[:80])]
         got[impl] = g
@@ -1017,7 +1020,10 @@ def main(argv: list[str] | None = None) -> int:
         metavar="HTML",
         help="print Chromium's links and ours for these inputs, then exit",
     )
+    ap.add_argument("--chunk", type=int, default=0, metavar="N", help="feed N-byte chunks")
     args = ap.parse_args(argv)
+    global CHUNK
+    CHUNK = args.chunk
     if args.try_:
         results, version = asyncio.run(
             chromium_results([(f"arg{i}", h) for i, h in enumerate(args.try_)], args.link_set)
