@@ -90,6 +90,20 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         return None
 
 
+def _location(value: str | None) -> str | None:
+    """A Location header as a URL string, whatever its bytes.
+
+    aiohttp decodes header bytes as UTF-8 with ``surrogateescape``: a byte that is not UTF-8
+    (``/caf\xe9`` from a latin-1 server) arrives as a lone surrogate, which no URL parser
+    takes, so the redirect would be lost. Such bytes become percent-escapes of themselves, so
+    the server gets back the bytes it sent; valid UTF-8 around them stays text (the URL parser
+    percent-encodes it as UTF-8, which is again the bytes sent).
+    """
+    if value is None or value.isascii():
+        return value
+    return "".join(f"%{ord(c) - 0xDC00:02X}" if "\udc80" <= c <= "\udcff" else c for c in value)
+
+
 def classify_error(exc: BaseException) -> tuple[str, str]:
     """(kind, human message) for an exception raised while fetching."""
     try:
@@ -258,7 +272,7 @@ class Fetcher:
             if ctype is not None:
                 res.content_type = r.content_type
                 res.charset = r.charset
-            res.location = headers.get("Location")
+            res.location = _location(headers.get("Location"))
             if status == 429 or status >= 500:
                 res.retry_after = headers.get("Retry-After")
                 if may_retry:

@@ -7,6 +7,7 @@ import gzip
 import socket
 import time
 from types import SimpleNamespace
+from urllib.parse import unquote_to_bytes
 
 import aiohttp
 import pytest
@@ -15,6 +16,7 @@ from aioresponses import aioresponses
 
 from crawler.config import CrawlConfig
 from crawler.fetch import Fetcher, Response, classify_error, parse_retry_after
+from crawler.urls import join
 
 URL = "http://site.test/page"
 
@@ -264,3 +266,49 @@ async def test_url_sent_byte_for_byte(serve) -> None:  # type: ignore[no-untyped
     finally:
         await f.close()
     assert seen == ["/pct/%zz%4", "/a%2Fb?q=%7e&x=%E9", "/100%"]
+
+
+async def _raw_server(*responses: bytes):  # type: ignore[no-untyped-def]
+    """A server answering the n-th request with ``responses[n]`` verbatim (no HTTP library)."""
+    targets: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        targets.append(head.split(b" ")[1])
+        writer.write(responses[min(len(targets), len(responses)) - 1])
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], targets
+
+
+@pytest.mark.parametrize(
+    ("location", "expected"),
+    [
+        (b"/caf\xe9", "/caf%E9"),  # a latin-1 byte: not UTF-8
+        (b"/caf\xe9/\xc3\xbc?q=\xff", "/caf%E9/\xfc?q=%FF"),  # valid UTF-8 is kept as text
+        (b"/\xc3", "/%C3"),  # a cut sequence
+        (b"/\xed\xa0\x80", "/%ED%A0%80"),  # an encoded surrogate is not UTF-8
+        (b"/plain", "/plain"),
+        (b"/\xc3\xbc", "/\xfc"),
+    ],
+)
+async def test_non_utf8_location_kept_as_its_bytes(location: bytes, expected: str) -> None:
+    close = b"Connection: close\r\nContent-Length: 0\r\n\r\n"
+    moved = b"HTTP/1.1 301 Moved\r\nLocation: " + location + b"\r\n" + close
+    ok = b"HTTP/1.1 200 OK\r\n" + close
+    server, port, targets = await _raw_server(moved, ok)
+    fetcher = Fetcher(cfg(retries=0))
+    try:
+        res = await fetcher.fetch(f"http://127.0.0.1:{port}/")
+        assert (res.status, res.error, res.location) == (301, None, expected)
+        # Followed (as the engine does: resolve, then fetch), the server gets its bytes back.
+        target = join(res.url, res.location)
+        assert target is not None
+        again = await fetcher.fetch(target)
+    finally:
+        await fetcher.close()
+        server.close()
+    assert again.status == 200
+    assert unquote_to_bytes(targets[1]) == location
