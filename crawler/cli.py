@@ -366,7 +366,9 @@ async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> i
             pass  # Windows, or not the main thread: Ctrl-C still ends the run, less gracefully
     stats: CrawlStats | None = None
     try:
-        async with engine.Crawler(config, sink=sink) as crawler:
+        # The urls format never reads PageResult.links: do not hold every link of a page.
+        page_links = config.format != "urls"
+        async with engine.Crawler(config, sink=sink, page_links=page_links) as crawler:
             state.crawler = crawler
 
             def snapshot() -> Snapshot:

@@ -629,3 +629,15 @@ async def test_other_ports_of_the_seed_host_are_out_of_scope(serve, scope: str) 
     https_tried = any(u.startswith("https://") for u in tried)
     assert https_tried == (scope != "origin")  # same host and port: in scope but for "origin"
     assert result.stats.out_of_scope == 50 + (scope == "origin")
+
+
+async def test_page_links_off_still_crawls_and_counts(serve) -> None:  # type: ignore[no-untyped-def]
+    app, hits = app_of({"/": '<a href="/a">a</a><a href="/b">b</a><a href="/a">a</a>', "/a": "a"})
+    server = await serve(app)
+    config = CrawlConfig(seeds=(str(server.make_url("/")),), ignore_robots=True)
+    pages: list[PageResult] = []
+    async with Crawler(config, page_links=False, on_page=pages.append) as crawler:
+        await crawler.run()
+    assert set(hits) == {"/", "/a", "/b"}
+    assert crawler.stats.links_found == 3 and crawler.stats.links_new == 3
+    assert all(p.links == [] for p in pages) and len(pages) == 3
