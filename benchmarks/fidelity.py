@@ -739,14 +739,14 @@ def causes(r: Result, impl: str) -> list[str]:
             what = f"{kind} {tag}[{attr}]"
             if (tag, attr, raw) in cr_pairs:
                 why = "charref-cr"
+            elif kind == "missing" and tag == "img" and re.search(r"<image[\s/>]", low):
+                why = "image-tag"
             elif "<frameset" in low:
                 why = "frameset"
             elif kind == "extra" and tag == "frame":
                 why = "frame-outside-frameset"
             elif kind == "extra" and tag == "form" and _before(low, raw, r"<form[\s\S]*<form"):
                 why = "nested-form"
-            elif kind == "missing" and tag == "img" and re.search(r"<image[\s/]", low):
-                why = "image-tag"
             elif _before(low, raw, r"<selectedcontent"):
                 why = "selectedcontent"
             elif _before(low, raw, _TEMPLATE_COL):
