@@ -707,3 +707,32 @@ async def test_urls_format_holds_no_page_links(serve: Serve) -> None:
     assert rc == 0 and lines == 2  # jsonl needs them: one record lists every link
     print(f"peak RSS: one small page {base_peak} MB, urls {urls_peak} MB, jsonl {jsonl_peak} MB")
     assert urls_peak < base_peak + 40, (base_peak, urls_peak)
+
+
+INVALID_DOC = (
+    b'<a href="http://a b/">bad</a><a href="/ok">ok</a><a href="//">x</a><a href="/ok">again</a>'
+)
+
+
+async def test_invalid_links_on_the_command_line(serve: Serve, tmp_path: Path) -> None:
+    # A value that does not resolve (Link.url None): extract lists it in jsonl (url null)
+    # and nowhere else; crawl --all-links lists it once, raw, marked invalid; jsonl records
+    # carry it in invalid_links; the summary counts it. Nothing crashes.
+    path = tmp_path / "page.html"
+    path.write_bytes(INVALID_DOC)
+    base = "https://s.test/"
+    done = await run("extract", str(path), "--base", base)
+    assert (done.rc, done.lines()) == (0, ["https://s.test/ok"]), done.err
+    done = await run("extract", str(path), "--base", base, "-f", "jsonl")
+    urls = [json.loads(line)["url"] for line in done.lines()]
+    assert urls == [None, "https://s.test/ok", None, "https://s.test/ok"]
+    done = await run("extract", str(path), "--base", base, "-f", "csv")
+    assert done.rc == 0 and len(done.lines()) == 3  # header + the two valid ones
+    url = await serve(site_app({"/": INVALID_DOC.decode(), "/ok": "<p>ok"}))
+    done = await run("crawl", url + "/", "--ignore-robots", "--all-links")
+    assert done.rc == 0, done.err
+    assert done.lines() == [url + "/", "http://a b/\tinvalid", url + "/ok", "//\tinvalid"]
+    assert "; 2 invalid" in done.err
+    done = await run("crawl", url + "/", "--ignore-robots", "-f", "jsonl")
+    records = {r["url"]: r for r in map(json.loads, done.lines())}
+    assert records[url + "/"]["invalid_links"] == ["http://a b/", "//"]
