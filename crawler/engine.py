@@ -11,10 +11,28 @@ through canonicalisation, the seen set and scope, and new ones are pushed to the
 reported to the sink) before the rest of the body has arrived. Only new URLs pay for the scope
 check: a link already in the seen set costs a canonical check and one hash probe.
 
+Rules this module keeps:
+
+* Every discovered in-scope URL is listed (``links``, ``Sink.link``) exactly once, fetched or
+  not: one hop past ``max_depth`` it is listed without being marked seen (``_beyond``), so
+  that a shallower page still queues it, and it is not listed a second time then.
+* Marking seen and queueing cannot be separated by an error: a URL is queued before the sink
+  hears of it, and every call of the user's code (``Sink.link``/``page``, ``on_page``) is
+  guarded; its exception is logged, counted (``sink_errors``) and marks the page ``sink``.
+  An exception of the extractor or of our own link handling ends that body's read with kind
+  ``extract``/``internal``, never a wire error, and is not retried.
+* No per-origin state outlives the origin's work: the frontier forgets idle origins (after
+  their delay), robots delays are re-applied from the robots cache, sitemap URLs are kept
+  only while queued. What grows with the crawl is per URL: the seen sets (8-byte
+  fingerprints) and the queued requests.
+* A ``Link`` whose ``url`` is None (a value that does not resolve) is counted
+  (``links_invalid``) and, with ``all_links``, listed once by its raw value; never crawled.
+
 The crawl ends when the frontier is empty (or the page budget is spent) and no page task is
-left. Leaving the ``async with`` block, cancelling the task that runs ``run()``, or
-``stop()`` cancels the dispatcher and page tasks, closes the session and completes the stats;
-``Sink.close()`` is called once at the end in every case.
+left. Leaving the ``async with`` block, leaving an ``async for`` over the crawler early
+(break, an exception, ``aclose()``), cancelling the task that runs ``run()``, or ``stop()``
+cancels the dispatcher and page tasks; the session is closed and the stats completed when
+the crawler is closed; ``Sink.close()`` is called once at the end in every case.
 
 Limits not in CrawlConfig are module constants: MAX_CRAWL_DELAY caps a robots.txt
 Crawl-delay, ITER_QUEUE bounds the pages buffered for ``async for``.
