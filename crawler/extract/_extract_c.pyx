@@ -44,7 +44,7 @@ from ._entities import C1, NAMED, unescape_attr
 from ._link import Link
 from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
 from ._machine import LINK_SETS, MAX_TOKEN, _link_config, link_set_key, parse_srcset, refresh_url
-from ._machine import _MAX_ANAME, _MAX_NAME, F_HTML, F_LINK, ForeignStack
+from ._machine import _MAX_ANAME, _MAX_NAME, F_HTML, F_LINK, ForeignStack, FramesetState
 from ._resolve import Resolver
 
 cdef extern from "Python.h":
@@ -104,6 +104,14 @@ DEF F_WANT = 1
 DEF F_SVG = 2
 DEF F_MATH = 4
 DEF F_SIMPLE = 8    # a link tag whose links `_emit_simple` can make (not base, not meta)
+DEF F_FRAME = 16    # <frame>: an element only in a frameset document
+
+# `_machine.FramesetState` modes (the same values).
+DEF FS_HEAD = 0
+DEF FS_BODY = 1
+DEF FS_DONE = 2
+DEF FS_FRAMESET = 3
+DEF FS_TEMPLATE = 4
 
 # Character classes.
 DEF C_WS = 1        # \t \n \f \r space
@@ -646,6 +654,10 @@ cdef class _Tables:
                 pool += a
                 j += 1
             e.flags = F_WANT if t in self.want else 0
+            if t == b"input" and t not in self.links:
+                e.flags = 0  # only its type is read, for the frameset-ok flag (`_machine`)
+            elif t == b"frame":
+                e.flags |= F_FRAME
             if t == b"svg":
                 e.flags |= F_SVG
             elif t == b"math":
@@ -887,6 +899,8 @@ cdef class LinkExtractor:
     cdef int _rawidx
     cdef object _fst
     cdef list _foreign
+    cdef object _fs
+    cdef int _fmode
     cdef bint _closed
     # tag table (shared, per link set)
     cdef _Tables _tb
@@ -984,6 +998,8 @@ cdef class LinkExtractor:
         self._rawidx = -1
         self._fst = ForeignStack()
         self._foreign = self._fst.runs  # the same list: empty means HTML content
+        self._fs = FramesetState()
+        self._fmode = FS_HEAD
         self._closed = False
         self._begin_tag(False)
         self._state = S_DATA
@@ -1010,6 +1026,7 @@ cdef class LinkExtractor:
             if self._strict:
                 raise
             self._state = S_DEAD
+            self._fs.release(out)
         return out
 
     def close(self):
@@ -1025,6 +1042,7 @@ cdef class LinkExtractor:
         except Exception:
             if self._strict:
                 raise
+        self._fs.release(out)
         self._state = S_DEAD
         self._buf = b""
         return out
@@ -1246,8 +1264,17 @@ cdef class LinkExtractor:
             kind = self._fst.start(name, attrs, sc)
             if kind != F_HTML:
                 if kind == F_LINK and b"a" in self._links:
-                    self._emit(name, attrs, out)
+                    self._emit(name, attrs, self._fs.held if self._fmode == FS_BODY else out)
                 return 0
+        if self._fmode != FS_DONE:
+            ignored = self._fs.start(name, attrs, out)
+            self._fmode = self._fs.mode
+            if ignored:
+                return 0
+            if self._fmode == FS_BODY:
+                out = self._fs.held
+        elif name == b"frame":
+            return 0
         if name in self._want:
             self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
@@ -1259,6 +1286,16 @@ cdef class LinkExtractor:
             self._fst.push(b"s:svg")
         elif name == b"math" and not sc:
             self._fst.push(b"m:math")
+        return 0
+
+    cdef int _fs_end(self, bytes name, list out) except -1:
+        self._fs.end(name, out)
+        self._fmode = self._fs.mode
+        return 0
+
+    cdef int _fs_text(self, list out) except -1:
+        self._fs.text(out)
+        self._fmode = self._fs.mode
         return 0
 
     cdef inline void _switch(self, int k) noexcept:
@@ -1421,19 +1458,26 @@ cdef class LinkExtractor:
         cdef int k = self._t_tag
         self._state = S_DATA
         if self._t_end:
-            if PyList_GET_SIZE(self._foreign):
-                self._fst.end(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen))
+            if PyList_GET_SIZE(self._foreign) or self._fmode != FS_DONE:
+                name = PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen)
+                if PyList_GET_SIZE(self._foreign):
+                    self._fst.end(name)
+                if self._fmode != FS_DONE:
+                    self._fs_end(name, out)
             return 0
         if k >= 0:
             e = &self._entries[k]
-            if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH)):
+            if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH)) \
+                    and self._fmode == FS_DONE:
+                if e.flags & F_FRAME:
+                    return 0  # no frame element outside a frameset
                 if e.flags & F_SIMPLE:
                     self._emit_simple(k, out)
                 elif e.flags & F_WANT:
                     self._emit(self._entry_names[k], self._attrs(), out)
                 self._switch(k)
                 return 0
-        elif PyList_GET_SIZE(self._foreign) == 0:
+        elif PyList_GET_SIZE(self._foreign) == 0 and self._fmode == FS_DONE:
             return 0
         self._start(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen),
                     self._attrs(), self._t_slash, out)
@@ -1576,6 +1620,27 @@ cdef class LinkExtractor:
         while pos < n:
             state = self._state
             if state == S_DATA:
+                if self._fmode < FS_DONE:
+                    # A <frameset> could still take effect: all text matters (`_machine`).
+                    while pos < n:
+                        c = p[pos]
+                        if c == 0x3C:
+                            break
+                        if CLS[c] & C_WS:
+                            pos += 1
+                        elif c == 0:
+                            self._fs.nul(out)
+                            self._fmode = self._fs.mode
+                            pos += 1
+                        else:
+                            self._fs_text(out)
+                            break
+                    if pos >= n:
+                        break
+                    if p[pos] != 0x3C:
+                        continue
+                    if pos + 1 < n and p[pos + 1] == 0x3C:
+                        self._fs_text(out)  # a '<' that starts nothing is text
                 q = <const unsigned char*>memchr(p + pos, 0x3C, n - pos)
                 if q == NULL:
                     pos = n
@@ -1613,6 +1678,8 @@ cdef class LinkExtractor:
                     elif foreign and rest == b"[CDATA[":
                         self._state = S_CDATA
                         pos += 9
+                        if self._fmode < FS_DONE:
+                            self._fs_text(out)
                     elif len(rest) < 7 and (
                         b"--".startswith(rest) or (foreign and b"[CDATA[".startswith(rest))
                     ):
@@ -1626,6 +1693,8 @@ cdef class LinkExtractor:
                     pos += 1
                 else:
                     pos += 1
+                    if self._fmode < FS_DONE:
+                        self._fs_text(out)
             elif state == S_TAG:
                 pos = self._tag_stream(p, pos, n, out)
             elif state == S_COMMENT_START:

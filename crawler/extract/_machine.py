@@ -66,10 +66,17 @@ Deviations, on purpose
   HTML and MathML text integration points); ``noscript`` is parsed as if scripting were off
   (as html5lib does by default, and what a crawler wants); a link inside ``<select>`` is
   reported (the current standard keeps it; html5lib 1.1 drops it), so are links inside
-  ``<template>`` (inert in a browser) and after ``<frameset>`` (dropped by a browser).
-  HTML elements opened inside an integration point (``<svg><foreignObject><div>``) are not
-  tracked: there a CDATA section is taken as CDATA, and an end tag matching no open svg/math
-  element is ignored (a browser closes the svg when an enclosing HTML element has that name).
+  ``<template>`` (inert in a browser, but in the DOM). HTML elements opened inside an
+  integration point (``<svg><foreignObject><div>``) are not tracked: there a CDATA section is
+  taken as CDATA, and an end tag matching no open svg/math element is ignored (a browser
+  closes the svg when an enclosing HTML element has that name). A tag name over 256 bytes is
+  kept short: no end tag closes such a foreign element.
+* Frameset documents follow the standard (`FramesetState`): the frameset-ok flag (cleared by
+  non-whitespace text in the body and by the start tags the "in body" rules name), a
+  ``<frameset>`` that takes effect removing the body (its links so far, held back until the
+  flag is known, are dropped), after it only ``frame``/``noframes``, and no ``frame`` element
+  outside a frameset. A character reference in text is counted as text (``&#32;`` would not
+  be), and so is a CDATA section in svg/math: then a later ``<frameset>`` does not take effect.
 * A ``<meta charset>`` past the 1024-byte prescan, while the encoding is only a guess, is
   applied to the values that follow it (a browser re-parses the whole document).
 """
@@ -202,6 +209,10 @@ def _boring(names: list[bytes]) -> re.Pattern[bytes]:
 
 # In foreign content every tag matters (the element stack), and CDATA sections exist.
 _BORING_FOREIGN = compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
+# While a <frameset> could take effect: only whitespace, comments and doctypes are skipped.
+_TRACK_SKIP = compile_pattern(
+    rb"(?:[" + _WS + rb"]++|<!--(?>>|->|(?s:.*?)--!?>)|<\?[^>]*+>|<!(?!--|\[CDATA\[)[^>]*+>)*+"
+)
 
 _Config = tuple[
     dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any
@@ -228,6 +239,9 @@ def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
     for t in set(links) | set(_AUX):
         want[t] = frozenset([a for a, _ in links.get(t, [])] + list(_AUX.get(t, ())))
     names.extend(_AUX)
+    # <input type> decides whether an input clears the frameset-ok flag; inputs are read only
+    # while that flag matters (every tag is looked at then), so input is no stop tag here.
+    want[b"input"] = want.get(b"input", frozenset()) | {b"type"}
     return links, want, tagstr, _boring(names)
 
 
@@ -354,6 +368,121 @@ class ForeignStack:
         return F_LINK if name == b"a" else F_ELEMENT
 
 
+# Where a document stands with respect to <frameset> (`FramesetState.mode`). Below FS_DONE,
+# text matters (non-whitespace text clears the frameset-ok flag); above it, only tags do.
+FS_HEAD = 0  # no body yet (initial .. "after head"): a <frameset> takes effect
+FS_BODY = 1  # in body, frameset-ok still "ok": a <frameset> would remove the body
+FS_DONE = 2  # frameset-ok "not ok" in body: an ordinary document (a <frame> is ignored)
+FS_FRAMESET = 3  # a <frameset> took effect: only frame and noframes start tags do anything
+FS_TEMPLATE = 4  # inside a <template> in the head: its content, which is not the body
+
+# Start tags that stay in the head before the body exists (the rest create the body).
+_HEAD_TAGS = frozenset(
+    b"html head base basefont bgsound link meta noframes script style title noscript".split()
+)
+# Start tags after which a <frameset> in body no longer takes effect ("in body" rules).
+_NOT_OK_TAGS = frozenset(
+    b"pre listing li dd dt button applet marquee object table area br embed img image keygen "
+    b"wbr hr textarea xmp iframe select template body".split()
+)
+
+
+class FramesetState:
+    """The tree builder's frameset-ok flag and whether a <frameset> took effect, shared by
+    both extractors so that they agree on every input.
+
+    Before the body exists ("after head") a <frameset> always takes effect; in a body it does
+    while the flag is "ok" (the body holds only whitespace and elements that do not clear it),
+    and then removes the body: the links found in the body meanwhile are held back (`held`),
+    released in order once the flag goes "not ok" (or the document ends), dropped when a
+    frameset takes effect. Holding costs what returning them would; it normally ends at the
+    page's first text. After a frameset only ``frame`` (while a frameset is open) and
+    ``noframes`` start tags make elements; a ``frame`` anywhere else makes none.
+    """
+
+    __slots__ = ("mode", "held", "depth")
+
+    def __init__(self) -> None:
+        self.mode = FS_HEAD
+        self.held: list[Link] = []
+        self.depth = 0  # open <template>s (FS_TEMPLATE) or <frameset>s (FS_FRAMESET)
+
+    def release(self, out: list[Link]) -> None:
+        if self.held:
+            out.extend(self.held)
+            self.held = []
+
+    def not_ok(self, out: list[Link]) -> None:
+        """The flag goes "not ok" in the body (creating it if need be)."""
+        self.mode = FS_DONE
+        self.release(out)
+
+    def text(self, out: list[Link]) -> None:
+        """Non-whitespace text (mode below FS_DONE): it creates the body and clears the flag."""
+        self.not_ok(out)
+
+    def nul(self, out: list[Link]) -> None:
+        """A NUL in text creates the body (and is dropped there); the flag stays. (The body
+        that "after head" creates sets the flag "ok" again, whatever a <template> did.)"""
+        self.mode = FS_BODY
+
+    def start(self, name: bytes, attrs: Mapping[bytes, bytes | None], out: list[Link]) -> bool:
+        """An HTML start tag (mode not FS_DONE): True if the tree builder ignores it (no
+        element: no link, no tokenizer switch)."""
+        mode = self.mode
+        if mode == FS_FRAMESET:
+            if name == b"frameset":
+                if self.depth:
+                    self.depth += 1
+                return True
+            if name == b"frame":
+                return not self.depth  # "after frameset": ignored
+            return name != b"noframes"
+        if mode == FS_TEMPLATE:
+            if name == b"template":
+                self.depth += 1
+            return name == b"frame" or name == b"frameset"
+        if name == b"frameset":
+            self.mode = FS_FRAMESET
+            self.held = []
+            self.depth = 1
+            return True
+        if mode == FS_HEAD:
+            if name == b"template":
+                self.mode = FS_TEMPLATE
+                self.depth = 1
+                return False
+            if name in _HEAD_TAGS:
+                return False
+        if name in _NOT_OK_TAGS:
+            self.not_ok(out)
+        elif name == b"input":
+            kind = attrs.get(b"type")
+            if kind is None or kind.lower() != b"hidden":
+                self.not_ok(out)
+            else:
+                self.mode = FS_BODY
+        else:
+            self.mode = FS_BODY
+        return name == b"frame"  # a frame outside a frameset is ignored
+
+    def end(self, name: bytes, out: list[Link]) -> None:
+        """An end tag (mode not FS_DONE)."""
+        mode = self.mode
+        if mode == FS_FRAMESET:
+            if name == b"frameset" and self.depth:
+                self.depth -= 1
+        elif mode == FS_TEMPLATE:
+            if name == b"template":
+                self.depth -= 1
+                if not self.depth:
+                    self.mode = FS_HEAD
+        elif name == b"br":  # taken as <br>
+            self.not_ok(out)
+        elif mode == FS_HEAD and (name == b"body" or name == b"html"):
+            self.mode = FS_BODY
+
+
 class LinkExtractor:
     """Streaming link extractor for one HTML document.
 
@@ -407,6 +536,8 @@ class LinkExtractor:
         self._end_re: re.Pattern[bytes] | None = None
         self._fst = ForeignStack()
         self._foreign = self._fst.runs  # the same list: empty means HTML content
+        self._fs = FramesetState()
+        self._fmode = FS_HEAD  # self._fs.mode, read on every tag
         self._closed = False
         # Streaming tag.
         self._ts = TS_NAME
@@ -436,6 +567,7 @@ class LinkExtractor:
             if self._strict:
                 raise
             self._state = S_DEAD
+            self._fs.release(out)
         return out
 
     def close(self) -> list[Link]:
@@ -451,6 +583,7 @@ class LinkExtractor:
         except Exception:
             if self._strict:
                 raise
+        self._fs.release(out)
         self._state = S_DEAD
         self._buf = b""
         return out
@@ -646,8 +779,17 @@ class LinkExtractor:
             if kind != F_HTML:
                 # A foreign element: no raw-text switching; an SVG <a href> is still a link.
                 if kind == F_LINK and b"a" in self._links:
-                    self._emit(name, attrs, out)
+                    self._emit(name, attrs, self._fs.held if self._fmode == FS_BODY else out)
                 return
+        if self._fmode != FS_DONE:
+            ignored = self._fs.start(name, attrs, out)
+            self._fmode = self._fs.mode
+            if ignored:
+                return
+            if self._fmode == FS_BODY:
+                out = self._fs.held
+        elif name == b"frame":
+            return  # no frame element outside a frameset
         if name in self._want:
             self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
@@ -658,12 +800,24 @@ class LinkExtractor:
         elif (name == b"svg" or name == b"math") and not sc:
             self._fst.push(b"s:svg" if name == b"svg" else b"m:math")
 
+    def _fs_end(self, name: bytes, out: list[Link]) -> None:
+        self._fs.end(name, out)
+        self._fmode = self._fs.mode
+
+    def _fs_text(self, out: list[Link]) -> None:
+        """Text that is not whitespace (or a character reference: counted as text) while a
+        <frameset> could still take effect: it no longer can."""
+        self._fs.text(out)
+        self._fmode = self._fs.mode
+
     def _tag_match(self, buf: bytes, m: re.Match[bytes], out: list[Link]) -> None:
         """A tag matched whole by `_TAG` (the hot path: kept flat on purpose)."""
         name = m.group(2).lower()
         if m.group(1):
             if self._foreign:
                 self._fst.end(name)
+            if self._fmode != FS_DONE:
+                self._fs_end(name, out)
             return
         attrs: dict[bytes, bytes | None] = {}
         s, e = m.span(3)
@@ -683,11 +837,11 @@ class LinkExtractor:
                 if an in want and an not in attrs:
                     v = v1 or v2 or v3
                     attrs[an] = v if len(v) <= mx else None
-        if self._foreign or name == b"svg" or name == b"math":
+        if self._foreign or name == b"svg" or name == b"math" or self._fmode != FS_DONE:
             end = m.end()
             self._start(name, attrs, end - 2 >= e and buf[end - 2] == 0x2F, out)
             return
-        if want is not None:
+        if want is not None and name != b"frame":  # no frame element outside a frameset
             self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
@@ -856,6 +1010,8 @@ class LinkExtractor:
         if self._t_end:
             if self._foreign:
                 self._fst.end(name)
+            if self._fmode != FS_DONE:
+                self._fs_end(name, out)
         else:
             attrs = self._t_attrs
             self._t_attrs = {}
@@ -883,7 +1039,25 @@ class LinkExtractor:
         while pos < n:
             state = self._state
             if state == S_DATA:
-                pos = (self._boring if not self._foreign else _BORING_FOREIGN).match(buf, pos).end()  # type: ignore[union-attr]
+                if self._fmode < FS_DONE:
+                    # A <frameset> could still take effect: every tag and all text matter.
+                    pos = _TRACK_SKIP.match(buf, pos).end()  # type: ignore[union-attr]
+                    if pos >= n:
+                        break
+                    c = buf[pos]
+                    if c != 0x3C:
+                        if c == 0:
+                            self._fs.nul(out)
+                            self._fmode = self._fs.mode
+                            pos += 1
+                        else:
+                            self._fs_text(out)
+                        continue
+                elif self._foreign or self._fmode != FS_DONE:
+                    # Foreign content, a head <template>, a frameset: every tag matters.
+                    pos = _BORING_FOREIGN.match(buf, pos).end()  # type: ignore[union-attr]
+                else:
+                    pos = self._boring.match(buf, pos).end()
                 if pos >= n:
                     break
                 # buf[pos] is '<' starting something that matters or is incomplete.
@@ -925,6 +1099,8 @@ class LinkExtractor:
                     elif self._foreign and rest == b"[CDATA[":
                         self._state = S_CDATA
                         pos += 9
+                        if self._fmode < FS_DONE:
+                            self._fs_text(out)  # its text (taken to be some) is text
                     elif len(rest) < 7 and (
                         b"--".startswith(rest) or (self._foreign and b"[CDATA[".startswith(rest))
                     ):
@@ -938,6 +1114,8 @@ class LinkExtractor:
                     pos += 1
                 else:
                     pos += 1
+                    if self._fmode < FS_DONE:
+                        self._fs_text(out)  # a '<' that starts nothing is text
             elif state == S_TAG:
                 pos = self._tag_stream(buf, pos, n, out)
             elif state == S_COMMENT_START:
