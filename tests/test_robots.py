@@ -381,3 +381,61 @@ async def test_cache_bounded_over_100000_origins() -> None:
     # After 100,000 origins as many memory blocks are in use as after 8,192: each origin kept
     # holds several blocks (over 10,000 in all), so growth with the origins would show.
     assert blocks[1] - blocks[0] < 2_000, blocks
+
+
+# 500 KiB of wildcard rules: seconds for Protego to parse, tens of ms for each check.
+HUGE_RULES = ("User-agent: *\n" + "".join(f"Disallow: /*{i}*$\n" for i in range(40_000)))[
+    : MAX_ROBOTS_BYTES - 100
+] + "\nDisallow: /last\n"
+
+
+class Ticker:
+    """Records the gaps between event-loop turns while it runs."""
+
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+        self.last = time.perf_counter()
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            self.gaps.append(now - self.last)
+            self.last = now
+
+    def stop(self) -> float:
+        """The longest gap, the one still open included."""
+        self._task.cancel()
+        return max([*self.gaps, time.perf_counter() - self.last])
+
+
+async def test_huge_rule_file_does_not_stall_the_event_loop(serve) -> None:  # type: ignore[no-untyped-def]
+    """Parsing and checking a huge rule file happen off the event loop."""
+    t0 = time.perf_counter()
+    RobotsRules.parse(HUGE_RULES, UA)
+    parse_time = time.perf_counter() - t0
+    origin, hits, fetcher, cache = await make(serve, {"/robots.txt": text(HUGE_RULES)})
+    ticker = Ticker()
+    try:
+        rules = await cache.get(origin)
+    finally:
+        worst = ticker.stop()
+        await fetcher.close()
+    assert parse_time > 0.5, parse_time  # the test means something only if parsing is slow
+    assert worst < parse_time / 2, (worst, parse_time)  # on the loop it would be all of it
+
+    urls = [f"{origin}/page-{chr(97 + i)}" for i in range(26)]  # no digit: no rule matches
+    t0 = time.perf_counter()
+    inline = [rules.allowed(u) for u in urls]
+    check_time = time.perf_counter() - t0
+    ticker = Ticker()
+    checked = await asyncio.gather(*(rules.allowed_async(u) for u in urls))
+    worst = ticker.stop()
+    assert checked == inline == [True] * 26
+    assert check_time > 0.2, check_time
+    assert worst < check_time / 2, (worst, check_time)
+    assert not await rules.allowed_async(origin + "/last")
+    assert not await rules.allowed_async(origin + "/page-7")  # "/*7*$"
+    small = RobotsRules.parse("User-agent: *\nDisallow: /x\n", UA)
+    assert not small.slow and not await small.allowed_async("http://h/x")
