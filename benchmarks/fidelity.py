@@ -319,6 +319,7 @@ class Chromium:
         self._sid = ""
         self._id = 0
         self._tmp = ""
+        self._nav_ready = False
 
     async def __aenter__(self) -> Chromium:
         self._tmp = tempfile.mkdtemp(prefix="fidelity-chromium-")
@@ -335,17 +336,24 @@ class Chromium:
             "--disable-extensions",
             "--disable-default-apps",
             "--no-default-browser-check",
+            # No traffic but 127.0.0.1: no name is resolved, and every request that is not to
+            # the loopback goes to a closed local port (a page's images, scripts, prefetches).
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+            "--proxy-server=http://127.0.0.1:9",
             f"--user-data-dir={self._tmp}",
             "--remote-debugging-address=127.0.0.1",
             "--remote-debugging-port=0",
             "about:blank",
         ]
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # stderr to a file: a pipe nobody reads would fill and stall the browser
+        self._err = open(Path(self._tmp) / "stderr.log", "w+b")  # noqa: SIM115
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._err)
         port_file = Path(self._tmp) / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not port_file.exists() or len(port_file.read_text().split("\n")) < 2:
             if self._proc.poll() is not None or time.monotonic() > deadline:
-                err = self._proc.stderr.read().decode() if self._proc.stderr else ""
+                self._err.seek(0)
+                err = self._err.read().decode(errors="replace")
                 raise RuntimeError(f"chromium did not start: {err[-2000:]}")
             await asyncio.sleep(0.05)
         port, path = port_file.read_text().split("\n")[:2]
@@ -369,8 +377,7 @@ class Chromium:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-            if self._proc.stderr:
-                self._proc.stderr.close()
+            self._err.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     async def _call(self, method: str, sid: str | None = None, **params: Any) -> Any:
@@ -385,6 +392,37 @@ class Chromium:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply["result"]
+
+    async def navigate_dom(self, url: str, timeout: float = 30.0) -> Any:
+        """Load ``url`` (scripts off) and return ``[characterSet, elements, foreign_hrefs]``.
+
+        The document is the browser's own parse of the bytes the server sent: its encoding
+        sniffing included, which DOMParser (a string in) cannot show.
+        """
+        if not self._nav_ready:
+            await self._call("Page.enable", self._sid)
+            await self._call("Emulation.setScriptExecutionDisabled", self._sid, value=True)
+            self._nav_ready = True
+        await self._call("Page.navigate", self._sid, url=url)
+        deadline = time.monotonic() + timeout
+        while True:
+            res = await self._call(
+                "Runtime.evaluate",
+                self._sid,
+                expression="[document.readyState, location.href]",
+                returnByValue=True,
+            )
+            state, href = res["result"].get("value") or ["", ""]
+            if state == "complete" and href == url:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url}: not loaded in {timeout}s ({state}, {href})")
+            await asyncio.sleep(0.05)
+        expr = _NAV_JS
+        res = await self._call("Runtime.evaluate", self._sid, expression=expr, returnByValue=True)
+        if "exceptionDetails" in res:
+            raise RuntimeError(str(res["exceptionDetails"])[:2000])
+        return json.loads(res["result"]["value"])
 
     async def resolve(self, pairs: Sequence[tuple[str, str]], batch: int = 20000) -> list[Any]:
         """``new URL(raw, base)`` without its fragment (None when it throws), per pair."""
@@ -413,6 +451,14 @@ class Chromium:
             out.extend(json.loads(res["result"]["value"]))
         return out
 
+
+# The walker of _JS over the loaded document itself, with its character set.
+_NAV_JS = (
+    _JS.replace("const cases = JSON.parse(%s);", "const cases = [null];")
+    .replace('const doc = parser.parseFromString(html, "text/html");', "const doc = document;")
+    .replace("out.push([els, foreign, baseHref]);", "out.push([doc.characterSet, els, foreign]);")
+    .replace("return JSON.stringify(out);", "return JSON.stringify(out[0]);")
+)
 
 _RESOLVE_JS = r"""
 (() => {
@@ -925,6 +971,68 @@ async def url_check(inputs: list[tuple[str, str]], link_set: str) -> tuple[list[
     return lines, version
 
 
+async def served_pages(pages: list[Path], link_set: str) -> tuple[list[str], list[Result]]:
+    """Real pages end to end: bytes served from 127.0.0.1 as ``text/html`` (no charset), the
+    browser's document (its encoding sniffing included) vs our extractor on the same bytes
+    (``encoding=None``: BOM, <meta> prescan, then our default)."""
+    from aiohttp import web  # noqa: PLC0415 - only this measurement serves pages
+
+    blobs = {p.name: p.read_bytes() for p in pages}
+
+    async def handler(request: web.Request) -> web.Response:
+        body = blobs.get(request.match_info["name"])
+        if body is None:
+            return web.Response(status=404)
+        return web.Response(body=body, headers={"Content-Type": "text/html"})
+
+    app = web.Application()
+    app.router.add_get("/p/{name}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    results: list[Result] = []
+    charsets: Counter[str] = Counter()
+    lines: list[str] = []
+    try:
+        async with Chromium() as ch:
+            version = ch.version
+            for name, data in blobs.items():
+                url = f"http://127.0.0.1:{port}/p/{name}"
+                cs, els, foreign = await ch.navigate_dom(url)
+                expected = dom_links([(t, a) for t, a in els], link_set)
+                got, verdicts, encs = {}, {}, set()
+                for impl, cls in IMPLS.items():
+                    ex = cls(url, None, link_set=link_set)
+                    links = ex.feed(data) + ex.close()
+                    encs.add(ex.encoding)
+                    got[impl] = [(lk.tag, lk.attr, lk.raw) for lk in links]
+                    verdicts[impl] = compare(got[impl], expected, foreign, "")
+                ours = "/".join(sorted(encs))
+                charsets[f"browser {cs.lower()} / ours {ours}"] += 1
+                results.append(Result(name, "", expected, foreign, got, verdicts))
+    finally:
+        await runner.cleanup()
+    lines += summarize(f"real pages served as bytes, vs {version} ({len(results)})", results)
+    for impl in IMPLS:
+        n = sum(len(r.expected) for r in results)
+        bad = sum(len(r.verdicts[impl].missing) + len(r.verdicts[impl].extra) for r in results)
+        lines.append(f"- `{impl}` links: {n} in the DOMs, {bad} differences (missing + extra)")
+    lines.append("- encodings (pages): " + ", ".join(f"{k}: {v}" for k, v in charsets.items()))
+    lines.append("")
+    for r in results:
+        for impl in IMPLS:
+            v = r.verdicts[impl]
+            if v.status == "fail":
+                lines.append(
+                    f"  - `{r.name}` {impl}: missing {v.missing[:3]} extra {v.extra[:3]}"
+                    f" ({len(v.missing)} missing, {len(v.extra)} extra)"
+                )
+    lines.append("")
+    return lines, results
+
+
 def page_text(data: bytes) -> str:
     """A page's text, decoded as our extractor decides (BOM, <meta> prescan, default).
 
@@ -1020,6 +1128,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="HTML",
         help="print Chromium's links and ours for these inputs, then exit",
     )
+    ap.add_argument(
+        "--served",
+        action="store_true",
+        help="with --pages: also serve the bytes from 127.0.0.1 (the browser's own encoding "
+        "sniffing) and compare end to end",
+    )
     ap.add_argument("--chunk", type=int, default=0, metavar="N", help="feed N-byte chunks")
     args = ap.parse_args(argv)
     global CHUNK
@@ -1092,6 +1206,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.urls:
             ulines, _ = asyncio.run(url_check(inputs, args.link_set))
             out += ulines
+        if args.served:
+            slines, _ = asyncio.run(served_pages(sorted(args.pages.glob("*.html")), args.link_set))
+            out += slines
     report = "\n".join(out + fails)
     print("\n".join(out))
     if args.findings:

@@ -1,13 +1,15 @@
 """The fidelity oracle live: a real headless Chromium (``pytest -m browser``).
 
 Needs ``/usr/bin/chromium`` (Debian: ``apt-get install chromium``); it is driven over the
-DevTools protocol on 127.0.0.1 only (benchmarks/fidelity.py ``Chromium``). Three checks:
+DevTools protocol on 127.0.0.1 only (benchmarks/fidelity.py ``Chromium``). Four checks:
 
 * the recorded answers of tests/data/fidelity/cases.json are still what this Chromium says
   (a sample), so the committed regression set stays a browser's answer;
 * freshly generated documents (a seed the committed set does not use): every difference has a
   documented cause (``CAUSES``), none is new;
-* the real pages of ../shared/corpus/pages: links and resources exactly as in the DOM.
+* the real pages of ../shared/corpus/pages: links and resources exactly as in the DOM, both
+  parsed from the same text (DOMParser) and served as bytes from 127.0.0.1 (the browser's own
+  encoding sniffing).
 """
 
 from __future__ import annotations
@@ -71,3 +73,16 @@ def test_real_pages_match_the_dom() -> None:
     ]
     assert sum(len(r.expected) for r in results) > 10_000
     assert not bad, bad
+
+
+@pytest.mark.skipif(not PAGES, reason=f"needs {CORPUS}")
+def test_real_pages_served_as_bytes_match_the_browser_document() -> None:
+    # End to end: the browser's own encoding sniffing on the bytes, ours on the same bytes.
+    lines, results = asyncio.run(fidelity.served_pages(PAGES, "resources"))
+    bad = [
+        (r.name, impl)
+        for r in results
+        for impl in fidelity.IMPLS
+        if r.verdicts[impl].status == "fail"
+    ]
+    assert not bad, "\n".join(lines)
