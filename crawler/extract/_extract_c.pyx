@@ -45,6 +45,7 @@ from ._link import Link
 from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
 from ._machine import LINK_SETS, MAX_TOKEN, _link_config, link_set_key, parse_srcset, refresh_url
 from ._machine import _MAX_ANAME, _MAX_NAME, F_HTML, F_LINK, ForeignStack, FramesetState
+from ._machine import Iso2022JPDecoder
 from ._resolve import Resolver
 
 cdef extern from "Python.h":
@@ -1103,7 +1104,10 @@ cdef class LinkExtractor:
             codec, errors = "cp1252", "crawler-whatwg"
             self.encoding = "windows-1252"
         if name in _charset.TRANSCODE:
-            self._decoder = codecs.getincrementaldecoder(codec)("replace")
+            if name == "iso-2022-jp":
+                self._decoder = Iso2022JPDecoder()
+            else:
+                self._decoder = codecs.getincrementaldecoder(codec)("replace")
             self._estate = E_TRANSCODE
             self._codec, self._errors = "utf-8", "replace"
         else:

@@ -269,6 +269,42 @@ def link_set_key(link_set: str | Mapping[str, Any]) -> Any:
         raise ValueError(msg) from e
 
 
+class Iso2022JPDecoder:
+    """An incremental ISO-2022-JP decoder that never raises (both twins use it).
+
+    Python's ``iso2022_jp`` decoder keeps the bytes after an ESC that starts no escape
+    sequence it knows as "pending" and, a few bytes later, raises ``pending buffer overflow``
+    even with errors="replace". The standard's decoder never fails: an invalid escape is an
+    error (U+FFFD) and the bytes after the ESC are read again. So such an ESC becomes a byte
+    that decodes to U+FFFD (0x80) before Python's decoder sees it; an ESC in the last two
+    bytes of a chunk waits for the next one.
+    """
+
+    __slots__ = ("_dec", "_tail")
+    _VALID = frozenset({b"(B", b"(J", b"$@", b"$B"})
+
+    def __init__(self) -> None:
+        self._dec = codecs.getincrementaldecoder("iso2022_jp")("replace")
+        self._tail = b""
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        data = self._tail + data if self._tail else data
+        self._tail = b""
+        if not final:
+            j = data.rfind(b"\x1b", max(0, len(data) - 2))
+            if j >= 0:
+                data, self._tail = data[:j], data[j:]
+        i = data.find(b"\x1b")
+        if i >= 0:
+            buf = bytearray(data)
+            while i >= 0:
+                if data[i + 1 : i + 3] not in self._VALID:
+                    buf[i] = 0x80
+                i = data.find(b"\x1b", i + 1)
+            data = bytes(buf)
+        return self._dec.decode(data, final)
+
+
 # What `ForeignStack.start` found a start tag to be.
 F_HTML = 0  # HTML content: the caller processes it as an HTML start tag
 F_ELEMENT = 1  # a foreign element (no raw-text switch, no link)
@@ -649,7 +685,10 @@ class LinkExtractor:
             codec, errors = "cp1252", "crawler-whatwg"
             self.encoding = "windows-1252"
         if name in _charset.TRANSCODE:
-            self._decoder = codecs.getincrementaldecoder(codec)("replace")
+            if name == "iso-2022-jp":
+                self._decoder = Iso2022JPDecoder()
+            else:
+                self._decoder = codecs.getincrementaldecoder(codec)("replace")
             self._estate = E_TRANSCODE
             self._codec, self._errors = "utf-8", "replace"
         else:
