@@ -876,6 +876,32 @@ def h5_results(directory: Path, link_set: str) -> tuple[list[Result], Counter[st
     return results, skipped, used
 
 
+def tokenizer_inputs(directory: Path, rng: random.Random) -> list[tuple[str, str]]:
+    """Documents made from html5lib-tests tokenizer inputs (Data-state tests only): each input
+    as the value of an ``<a href>`` (unquoted, double- and single-quoted), which exercises
+    character references in attributes, and the input itself with probe links inserted."""
+    out: list[tuple[str, str]] = []
+    for path in sorted(directory.glob("*.test")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        for i, t in enumerate(doc.get("tests", [])):
+            states = t.get("initialStates", ["Data state"])
+            if "Data state" not in states or "lastStartTag" in t:
+                continue
+            text = t["input"]
+            if t.get("doubleEscaped"):
+                text = text.encode("utf-8", "surrogatepass").decode("unicode_escape")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                continue  # lone surrogates: no UTF-8 document carries them
+            name = f"{path.name}:{i}"
+            out.append((f"{name}/u", f"<a href={text}>"))
+            out.append((f"{name}/d", f'<a href="{text}">'))
+            out.append((f"{name}/s", f"<a href='{text}'>"))
+            out += [(f"{name}/p{k}", v) for k, v in enumerate(probe_variants(text, rng, 3))]
+    return out
+
+
 async def chromium_results(
     inputs: list[tuple[str, str]], link_set: str
 ) -> tuple[list[Result], str]:
@@ -1105,6 +1131,12 @@ def write_deviations(path: Path, results: list[Result]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--html5lib-tests", type=Path, metavar="DIR")
+    ap.add_argument(
+        "--html5lib-tokenizer",
+        type=Path,
+        metavar="DIR",
+        help="with --chromium: html5lib-tests tokenizer inputs as hrefs and with probes",
+    )
     ap.add_argument("--chromium", action="store_true", help="generated probes vs Chromium")
     ap.add_argument("--generate", type=int, default=0, metavar="N")
     ap.add_argument("--pages", type=Path, metavar="DIR")
@@ -1166,6 +1198,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in h5cases:
             for k, v in enumerate(probe_variants(c.data, rng)):
                 inputs.append((f"{c.file}:{c.index}/p{k}", v))
+        if args.html5lib_tokenizer:
+            inputs += tokenizer_inputs(args.html5lib_tokenizer, rng)
         gen = [(f"gen:{i}", d) for i, d in enumerate(generate(args.generate, args.seed))]
         gen += [(f"tok:{i}", d) for i, d in enumerate(generate_tokens(args.generate, args.seed))]
         if args.urls:
@@ -1180,6 +1214,9 @@ def main(argv: list[str] | None = None) -> int:
             hr = results[: len(inputs)]
             out += summarize(f"html5lib-tests inputs + probes vs Chromium ({len(hr)})", hr)
             fails += findings("html5lib-tests inputs + probes vs Chromium", hr)
+            tk = [r for r in hr if ".test:" in r.name]
+            if tk:
+                out += summarize(f"of which tokenizer inputs ({len(tk)})", tk)
         gr = results[len(inputs) :]
         if gr:
             out += summarize(f"generated documents vs Chromium ({len(gr)})", gr)
