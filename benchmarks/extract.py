@@ -17,7 +17,8 @@ over the data, the physical limit for anything that must look at every byte.
 
 Also printed: URL resolution timed on its own (the values the extractor resolved, resolved
 again with our resolver, with Ada alone and with ``urljoin``) and its share of the extractor's
-time, and pathological documents fed in 1 KiB chunks next to a normal document of that size.
+time, and pathological documents fed in 1 KiB chunks next to a normal document of that size
+(among them deep svg/math nesting with end tags that match nothing: linear since issue 13).
 
 Usage::
 
@@ -238,6 +239,11 @@ def pathological(size: int) -> dict[str, bytes]:
         "unclosed <script>": b"<script>" + b"if (a<b) x='</scrip'+'t>'; " * (size // 27),
         f"'<' x {size:,}": b"<" * size,
         "endless tag attributes": b"<a " + b"x=1 y='2' " * (size // 10),
+        # Foreign content: the open-element stack of svg/math, deep and unmatched.
+        "<svg>, 1,023 runs, </x> x N": b"<svg>" + b"<g><h>" * 512 + b"</x>" * (size // 4),
+        "<svg><g> x N (no </g>)": b"<svg>" + b"<g>" * (size // 3),
+        "<math><mi><svg> x N, </p> x N": (b"<math><mi><svg>" * (size // 30))
+        + b"</p>" * (size // 8),
     }
 
 

@@ -149,3 +149,49 @@ def test_links_held_while_a_frameset_could_still_remove_them(impl: Any) -> None:
 def test_meta_in_the_head_is_not_held(impl: Any) -> None:
     data = b"<head><meta http-equiv=refresh content='0;url=/m'></head><frameset><frame src=f>"
     assert [(x.tag, x.raw) for x in run(impl, data)] == [("meta", "/m"), ("frame", "f")]
+
+
+# -- other places where the tree builder decides whether an element exists -----------------
+
+RESOURCE_ATTRS = {"img": "src", "form": "action"}
+
+
+def dom_resources(html: str) -> list[tuple[str, str]]:
+    doc = html5lib.parse(html, treebuilder="etree", namespaceHTMLElements=True)
+    out = []
+    for el in doc.iter():
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if tag.startswith("{" + HTML_NS + "}"):
+            local = tag.split("}")[1]
+            attr = RESOURCE_ATTRS.get(local)
+            if attr is not None and el.get(attr) is not None:
+                out.append((local, el.get(attr)))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        # <image> in HTML content is an img; in svg it is an svg element (no link).
+        ("<IMAGE SRC=i><br><img src=j>", [("img", "i"), ("img", "j")]),
+        ("<svg><image src=s></svg><image src=h>", [("img", "h")]),
+        # A form start tag while a form is open is ignored; </form> clears the pointer.
+        ("<form action=1><form action=2></form><form action=3>", [("form", "1"), ("form", "3")]),
+        ("<form action=1><div></form><form action=2>", [("form", "1"), ("form", "2")]),
+        ("<form action=1><table><form action=2>", [("form", "1")]),
+        ("<form action=1><svg></form></svg><form action=2>", [("form", "1"), ("form", "2")]),
+    ],
+)
+def test_elements_the_tree_builder_renames_or_ignores(
+    impl: Any, html: str, expected: list[tuple[str, str]]
+) -> None:
+    data = html.encode("utf-8")
+    ex = impl(BASE, "utf-8", link_set="resources")
+    ex._strict = True
+    links = ex.feed(data) + ex.close()
+    got = [(x.tag, x.raw) for x in links if x.tag in RESOURCE_ATTRS]
+    assert got == expected
+    assert got == dom_resources(html)
+    ex = impl(BASE, "utf-8", link_set="resources")
+    one = [x for i in range(len(data)) for x in ex.feed(data[i : i + 1])] + ex.close()
+    assert one == links

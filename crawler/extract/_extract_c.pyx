@@ -106,6 +106,7 @@ DEF F_SVG = 2
 DEF F_MATH = 4
 DEF F_SIMPLE = 8    # a link tag whose links `_emit_simple` can make (not base, not meta)
 DEF F_FRAME = 16    # <frame>: an element only in a frameset document
+DEF F_FORM = 32     # <form> of a link set: no element while another form is open
 
 # `_machine.FramesetState` modes (the same values).
 DEF FS_HEAD = 0
@@ -659,6 +660,8 @@ cdef class _Tables:
                 e.flags = 0  # only its type is read, for the frameset-ok flag (`_machine`)
             elif t == b"frame":
                 e.flags |= F_FRAME
+            elif t == b"form" and t in self.links:
+                e.flags |= F_FORM
             if t == b"svg":
                 e.flags |= F_SVG
             elif t == b"math":
@@ -902,6 +905,7 @@ cdef class LinkExtractor:
     cdef list _foreign
     cdef object _fs
     cdef int _fmode
+    cdef bint _form
     cdef bint _closed
     # tag table (shared, per link set)
     cdef _Tables _tb
@@ -1001,6 +1005,7 @@ cdef class LinkExtractor:
         self._foreign = self._fst.runs  # the same list: empty means HTML content
         self._fs = FramesetState()
         self._fmode = FS_HEAD
+        self._form = False
         self._closed = False
         self._begin_tag(False)
         self._state = S_DATA
@@ -1280,6 +1285,10 @@ cdef class LinkExtractor:
         elif name == b"frame":
             return 0
         if name in self._want:
+            if name == b"form":
+                if self._form:
+                    return 0
+                self._form = True
             self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
@@ -1462,6 +1471,8 @@ cdef class LinkExtractor:
         cdef int k = self._t_tag
         self._state = S_DATA
         if self._t_end:
+            if k >= 0 and (self._entries[k].flags & F_FORM):
+                self._form = False
             if PyList_GET_SIZE(self._foreign) or self._fmode != FS_DONE:
                 name = PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen)
                 if PyList_GET_SIZE(self._foreign):
@@ -1475,6 +1486,10 @@ cdef class LinkExtractor:
                     and self._fmode == FS_DONE:
                 if e.flags & F_FRAME:
                     return 0  # no frame element outside a frameset
+                if e.flags & F_FORM:
+                    if self._form:
+                        return 0
+                    self._form = True
                 if e.flags & F_SIMPLE:
                     self._emit_simple(k, out)
                 elif e.flags & F_WANT:

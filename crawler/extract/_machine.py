@@ -195,12 +195,17 @@ _COMMON = (
 _TAG_REST = rb"[^" + _WS + rb"/>]*+" + _ATTRS + rb"[" + _WS + rb"/]*+>"
 
 
-def _boring(names: list[bytes]) -> re.Pattern[bytes]:
-    """The data-state skipper for HTML content: stops only at start tags named in ``names``."""
+def _boring(names: list[bytes], end_names: tuple[bytes, ...] = ()) -> re.Pattern[bytes]:
+    """The data-state skipper for HTML content: stops only at start tags named in ``names``
+    (and end tags named in ``end_names``)."""
     uniq: list[bytes] = sorted(set(names), key=len, reverse=True)
     alt = b"|".join([re.escape(n) for n in uniq])
     not_named = rb"(?!(?i:" + alt + rb")[" + _WS + rb"/>])"
-    end_tag = rb"</(?:>|(?![A-Za-z])[^>]*+>|[A-Za-z]" + _TAG_REST + rb")"
+    not_end = b""
+    if end_names:
+        ealt = b"|".join([re.escape(n) for n in end_names])
+        not_end = rb"(?!(?i:" + ealt + rb")[" + _WS + rb"/>])"
+    end_tag = rb"</(?:>|(?![A-Za-z])[^>]*+>|" + not_end + rb"[A-Za-z]" + _TAG_REST + rb")"
     start_tag = rb"<" + not_named + rb"[A-Za-z]" + _TAG_REST
     return compile_pattern(
         rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>|" + end_tag + rb"|" + start_tag + rb")*+"
@@ -213,6 +218,9 @@ _BORING_FOREIGN = compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]
 _TRACK_SKIP = compile_pattern(
     rb"(?:[" + _WS + rb"]++|<!--(?>>|->|(?s:.*?)--!?>)|<\?[^>]*+>|<!(?!--|\[CDATA\[)[^>]*+>)*+"
 )
+
+# Start tags the fast path of `_tag_match` leaves to `_start`.
+_SLOW_TAGS = frozenset((b"svg", b"math", b"form"))
 
 _Config = tuple[
     dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any
@@ -236,13 +244,21 @@ def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
         links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
         tagstr[t] = tag.lower()
         names.append(t)
+    # The tree builder renames an <image> start tag in HTML content "img".
+    links.pop(b"image", None)
+    tagstr.pop(b"image", None)
+    if b"img" in links:
+        links[b"image"] = links[b"img"]
+        tagstr[b"image"] = tagstr[b"img"]
+        names.append(b"image")
     for t in set(links) | set(_AUX):
         want[t] = frozenset([a for a, _ in links.get(t, [])] + list(_AUX.get(t, ())))
     names.extend(_AUX)
     # <input type> decides whether an input clears the frameset-ok flag; inputs are read only
     # while that flag matters (every tag is looked at then), so input is no stop tag here.
     want[b"input"] = want.get(b"input", frozenset()) | {b"type"}
-    return links, want, tagstr, _boring(names)
+    # A <form> inside an open form is no element: </form> matters when forms are links.
+    return links, want, tagstr, _boring(names, (b"form",) if b"form" in links else ())
 
 
 def link_set_key(link_set: str | Mapping[str, Any]) -> Any:
@@ -574,6 +590,7 @@ class LinkExtractor:
         self._foreign = self._fst.runs  # the same list: empty means HTML content
         self._fs = FramesetState()
         self._fmode = FS_HEAD  # self._fs.mode, read on every tag
+        self._form = False  # the tree builder's form element pointer is set
         self._closed = False
         # Streaming tag.
         self._ts = TS_NAME
@@ -830,6 +847,10 @@ class LinkExtractor:
         elif name == b"frame":
             return  # no frame element outside a frameset
         if name in self._want:
+            if name == b"form":
+                if self._form:
+                    return  # a form start tag while a form is open is ignored
+                self._form = True
             self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
@@ -857,6 +878,8 @@ class LinkExtractor:
                 self._fst.end(name)
             if self._fmode != FS_DONE:
                 self._fs_end(name, out)
+            if name == b"form":
+                self._form = False
             return
         attrs: dict[bytes, bytes | None] = {}
         s, e = m.span(3)
@@ -876,7 +899,7 @@ class LinkExtractor:
                 if an in want and an not in attrs:
                     v = v1 or v2 or v3
                     attrs[an] = v if len(v) <= mx else None
-        if self._foreign or name == b"svg" or name == b"math" or self._fmode != FS_DONE:
+        if self._foreign or name in _SLOW_TAGS or self._fmode != FS_DONE:
             end = m.end()
             self._start(name, attrs, end - 2 >= e and buf[end - 2] == 0x2F, out)
             return
@@ -1051,6 +1074,8 @@ class LinkExtractor:
                 self._fst.end(name)
             if self._fmode != FS_DONE:
                 self._fs_end(name, out)
+            if name == b"form":
+                self._form = False
         else:
             attrs = self._t_attrs
             self._t_attrs = {}
