@@ -1645,11 +1645,7 @@ cdef class LinkExtractor:
                         c = p[pos]
                         if c == 0x3C:
                             break
-                        if CLS[c] & C_WS:
-                            pos += 1
-                        elif c == 0:
-                            self._fs.nul(out)
-                            self._fmode = self._fs.mode
+                        if (CLS[c] & C_WS) or c == 0:
                             pos += 1
                         else:
                             self._fs_text(out)

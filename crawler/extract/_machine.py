@@ -215,8 +215,9 @@ def _boring(names: list[bytes], end_names: tuple[bytes, ...] = ()) -> re.Pattern
 # In foreign content every tag matters (the element stack), and CDATA sections exist.
 _BORING_FOREIGN = compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
 # While a <frameset> could take effect: only whitespace, comments and doctypes are skipped.
+# (A NUL is dropped by the tree builder wherever it is, and creates no body either.)
 _TRACK_SKIP = compile_pattern(
-    rb"(?:[" + _WS + rb"]++|<!--(?>>|->|(?s:.*?)--!?>)|<\?[^>]*+>|<!(?!--|\[CDATA\[)[^>]*+>)*+"
+    rb"(?:[\x00" + _WS + rb"]++|<!--(?>>|->|(?s:.*?)--!?>)|<\?[^>]*+>|<!(?!--|\[CDATA\[)[^>]*+>)*+"
 )
 
 # Start tags the fast path of `_tag_match` leaves to `_start`.
@@ -470,13 +471,10 @@ class FramesetState:
         self.release(out)
 
     def text(self, out: list[Link]) -> None:
-        """Non-whitespace text (mode below FS_DONE): it creates the body and clears the flag."""
+        """Non-whitespace text (mode below FS_DONE): it creates the body and clears the flag.
+        (The body that "after head" creates sets the flag "ok" again, whatever a <template>
+        in the head did.)"""
         self.not_ok(out)
-
-    def nul(self, out: list[Link]) -> None:
-        """A NUL in text creates the body (and is dropped there); the flag stays. (The body
-        that "after head" creates sets the flag "ok" again, whatever a <template> did.)"""
-        self.mode = FS_BODY
 
     def start(self, name: bytes, attrs: Mapping[bytes, bytes | None], out: list[Link]) -> bool:
         """An HTML start tag (mode not FS_DONE): True if the tree builder ignores it (no
@@ -1108,14 +1106,8 @@ class LinkExtractor:
                     pos = _TRACK_SKIP.match(buf, pos).end()  # type: ignore[union-attr]
                     if pos >= n:
                         break
-                    c = buf[pos]
-                    if c != 0x3C:
-                        if c == 0:
-                            self._fs.nul(out)
-                            self._fmode = self._fs.mode
-                            pos += 1
-                        else:
-                            self._fs_text(out)
+                    if buf[pos] != 0x3C:
+                        self._fs_text(out)
                         continue
                 elif self._foreign or self._fmode != FS_DONE:
                     # Foreign content, a head <template>, a frameset: every tag matters.
