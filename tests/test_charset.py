@@ -247,3 +247,15 @@ def test_extract_ignores_unknown_transport_label(impl: str, label: str) -> None:
         "https://example.org/%D0%BF%D1%83%D1%82%D1%8C?q=%D6",
         "https://example.org/after",
     ]
+
+
+@pytest.mark.parametrize("impl", IMPL_NAMES)
+def test_x_user_defined_transport(impl: str) -> None:
+    """The standard's x-user-defined maps bytes 0x80..0xFF to U+F780..U+F7FF (not latin-1)."""
+    enc, urls = _links(IMPLS[impl], b'<a href="/\x80\xff?q=\x80&r=\xe9">x</a>', "x-user-defined")
+    assert enc == "x-user-defined"
+    # The path is UTF-8 (U+F780 is EF 9E 80); the query goes back to the document's bytes.
+    assert urls == ["https://example.org/%EF%9E%80%EF%9F%BF?q=%80&r=%E9"]
+    assert b"\x00a\x7f\x80\xff".decode("crawler-x-user-defined") == "\x00a\x7f\uf780\uf7ff"
+    # In a <meta>, the prescan makes it windows-1252, as the standard says.
+    assert prescan(b"<meta charset=x-user-defined>") == "windows-1252"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from typing import Any
 
 # The Encoding Standard's table of names and labels, exactly
 # (https://encoding.spec.whatwg.org/#names-and-labels): encoding name, then its labels.
@@ -120,7 +121,7 @@ _CODECS: dict[str, str] = {
     "replacement": "utf-8",  # never used to decode: the document is one U+FFFD
     "utf-16be": "utf-16-be",
     "utf-16le": "utf-16-le",
-    "x-user-defined": "latin-1",  # documented simplification: bytes >= 0x80 differ
+    "x-user-defined": "crawler-x-user-defined",  # registered below
 }
 # The standard's windows-125x and windows-874 decoders map the bytes Microsoft leaves
 # undefined to the same code point; Python's codecs reject them.
@@ -137,6 +138,28 @@ def _c1_passthrough(err: UnicodeError) -> tuple[str, int]:
 
 
 codecs.register_error("crawler-whatwg", _c1_passthrough)
+
+# The standard's x-user-defined: ASCII as itself, bytes 0x80..0xFF as U+F780..U+F7FF (no
+# Python codec does that; latin-1 would give U+0080..U+00FF).
+_XUD_DECODE = "".join(map(chr, range(0x80))) + "".join(chr(0xF780 + i) for i in range(0x80))
+_XUD_ENCODE = codecs.charmap_build(_XUD_DECODE)
+
+
+def _xud_encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
+    return codecs.charmap_encode(text, errors, _XUD_ENCODE)
+
+
+def _xud_decode(data: Any, errors: str = "strict") -> tuple[str, int]:  # Any: a Buffer
+    return codecs.charmap_decode(data, errors, _XUD_DECODE)
+
+
+def _find_codec(name: str) -> codecs.CodecInfo | None:
+    if name != "crawler_x_user_defined":  # codecs.lookup hands over "-" as "_"
+        return None
+    return codecs.CodecInfo(_xud_encode, _xud_decode, name="crawler-x-user-defined")
+
+
+codecs.register(_find_codec)
 
 
 def lookup(label: str | None) -> str | None:
