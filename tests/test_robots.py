@@ -439,3 +439,35 @@ async def test_huge_rule_file_does_not_stall_the_event_loop(serve) -> None:  # t
     assert not await rules.allowed_async(origin + "/page-7")  # "/*7*$"
     small = RobotsRules.parse("User-agent: *\nDisallow: /x\n", UA)
     assert not small.slow and not await small.allowed_async("http://h/x")
+
+
+async def test_redirect_to_a_non_utf8_location_is_followed() -> None:
+    """A latin-1 server's Location (byte 0xE9): followed, not taken for a bad redirect."""
+    rules_body = b"User-agent: *\nDisallow: /private\n"
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        target = (await reader.readuntil(b"\r\n\r\n")).split(b" ")[1]
+        seen.append(target)
+        if target == b"/robots.txt":
+            head = b"HTTP/1.1 301 Moved\r\nLocation: /r\xe9gles.txt\r\nContent-Length: 0\r\n"
+            body = b""
+        elif target == b"/r%E9gles.txt":
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n" % len(rules_body)
+            body = rules_body
+        else:
+            head, body = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n", b""
+        writer.write(head + b"Connection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    origin = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    fetcher = Fetcher(CrawlConfig(retries=0, user_agent=UA))
+    try:
+        rules = await RobotsCache(fetcher, UA).get(origin)
+    finally:
+        await fetcher.close()
+        server.close()
+    assert seen == [b"/robots.txt", b"/r%E9gles.txt"]
+    assert not rules.allowed(origin + "/private") and rules.allowed(origin + "/public")
