@@ -7,9 +7,11 @@ import itertools
 from typing import Any
 
 import pytest
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
+import crawler
 from crawler.extract.charset import (
     ENCODINGS,
     detect_undeclared,
@@ -259,3 +261,24 @@ def test_x_user_defined_transport(impl: str) -> None:
     assert b"\x00a\x7f\x80\xff".decode("crawler-x-user-defined") == "\x00a\x7f\uf780\uf7ff"
     # In a <meta>, the prescan makes it windows-1252, as the standard says.
     assert prescan(b"<meta charset=x-user-defined>") == "windows-1252"
+
+
+@pytest.mark.parametrize("label", ["rot13", "utf-7", "base64", "hex", "x-bogus"])
+async def test_crawl_ignores_unknown_content_type_charset(serve, label: str) -> None:  # type: ignore[no-untyped-def]
+    """End to end: a real server's Content-Type names a charset the standard does not know;
+    the page is read as if none were named (here: its <meta charset=utf-8>)."""
+    body = "<meta charset=utf-8><a href='/münchen/straße'>x</a><a href='/after'>y</a>"
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(
+            body=body.encode(), headers={"Content-Type": f"text/html; charset={label}"}
+        )
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    server = await serve(app)
+    root = str(server.make_url("/"))
+    result = await crawler.crawl(root, max_pages=1, ignore_robots=True, retries=0)
+    (first,) = result.pages
+    assert first.error is None
+    assert [link.url for link in first.links] == [root + "m%C3%BCnchen/stra%C3%9Fe", root + "after"]
