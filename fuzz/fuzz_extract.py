@@ -271,7 +271,11 @@ def main(argv: list[str]) -> None:
     if asan_so:
         # The installed (uninstrumented) .so must not be the one crawler.extract picks.
         os.environ["CRAWLER_NO_EXTENSIONS"] = "1"
-    with atheris.instrument_imports(include=["crawler"]):
+    if os.environ.get("FUZZ_PY_COVERAGE", "1") == "1":
+        # Coverage of the Python twin's bytecode too (costly: every compare is traced).
+        with atheris.instrument_imports(include=["crawler"]):
+            extract = importlib.import_module("crawler.extract")
+    else:
         extract = importlib.import_module("crawler.extract")
     py = extract.LinkExtractorPy
     c = _load_asan_twin(asan_so) if asan_so else extract.LinkExtractorC

@@ -37,9 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SEEDS = sorted((ROOT / "fuzz" / "corpus").iterdir())
 REGRESSIONS = sorted((ROOT / "fuzz" / "regressions").iterdir())
 # Reproducers of findings not fixed yet (name: where it is tracked). Remove a name once fixed.
-OPEN: dict[str, str] = {
-    "f1-iso2022jp-pending-overflow": "fuzz finding F1: ISO-2022-JP decoder raises",
-}
+OPEN: dict[str, str] = {}
 
 
 def _check(data: bytes) -> None:
