@@ -160,8 +160,8 @@ class _Host:
         "active",
         "delay",
         "last",
+        "depths",
         "levels",
-        "low",
         "next_time",
         "origin",
         "size",
@@ -170,8 +170,11 @@ class _Host:
 
     def __init__(self, origin: str, delay: float) -> None:
         self.origin = origin
-        self.levels: list[deque[Request]] = []
-        self.low = 0  # lowest depth that may be non-empty
+        # One FIFO per depth that has requests, and a heap of those depths: memory and time
+        # follow the depths queued, not the depth reached (a 100,000-deep chain of origins
+        # must not give each new origin 100,000 empty queues).
+        self.levels: dict[int, deque[Request]] = {}
+        self.depths: list[int] = []
         self.size = 0
         self.active = 0
         self.delay = delay
@@ -217,12 +220,11 @@ class MemoryFrontier:
         if host is None:
             host = self._host(request.origin)
         depth = request.depth
-        levels = host.levels
-        while len(levels) <= depth:
-            levels.append(deque())
-        levels[depth].append(request)
-        if depth < host.low:
-            host.low = depth
+        level = host.levels.get(depth)
+        if level is None:
+            level = host.levels[depth] = deque()
+            heapq.heappush(host.depths, depth)
+        level.append(request)
         host.size += 1
         self._size += 1
         if host.state == _IDLE:
@@ -261,12 +263,12 @@ class MemoryFrontier:
             if host.next_time <= now:
                 break
             self._schedule(host, now)  # its delay grew while it waited in the ring
-        levels = host.levels
-        low = host.low
-        while not levels[low]:
-            low += 1
-        host.low = low
-        request = levels[low].popleft()
+        low = host.depths[0]
+        level = host.levels[low]
+        request = level.popleft()
+        if not level:
+            del host.levels[low]
+            heapq.heappop(host.depths)
         host.size -= 1
         self._size -= 1
         host.active += 1

@@ -197,3 +197,25 @@ def test_a_forgotten_origin_keeps_its_politeness_until_then() -> None:
     f.push(req("http://a/2"))  # back with the default delay: the caller sets its own again
     r = f.pop(14.2)
     assert r is not None and r.url == "http://a/2"
+
+
+def test_memory_follows_the_depths_queued_not_the_depth_reached() -> None:
+    # A chain of origins thousands of hops deep (--max-depth 0): each new origin's queue
+    # must not hold one (empty) FIFO per depth above it.
+    f = MemoryFrontier(per_host=1)
+    tracemalloc.start()
+    for i in range(50):
+        f.push(req(f"http://o{i}.test/", depth=5_000 + i))
+        f.push(req(f"http://o{i}.test/b", depth=5_001 + i))
+    traced = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert traced < 1 << 20, traced  # was 50 x 5,000 deques: ~150 MB
+    got = drain(f)
+    assert len(got) == 100
+    assert got.index("http://o3.test/") < got.index("http://o3.test/b")
+    # breadth-first within an origin still holds across depths pushed out of order
+    f.push(req("http://a/d9", 9))
+    f.push(req("http://a/d2", 2))
+    f.push(req("http://a/d5", 5))
+    f.push(req("http://a/d2b", 2))
+    assert drain(f) == ["http://a/d2", "http://a/d2b", "http://a/d5", "http://a/d9"]
