@@ -49,7 +49,9 @@ def test_recorded_answers_are_still_chromiums() -> None:
 
 
 def test_fresh_documents_differ_only_for_documented_causes() -> None:
-    inputs = [(f"fresh:{i}", d) for i, d in enumerate(fidelity.generate(1500, seed=20261201))]
+    seed = 20261201
+    inputs = [(f"fresh:{i}", d) for i, d in enumerate(fidelity.generate(1500, seed))]
+    inputs += [(f"tok:{i}", d) for i, d in enumerate(fidelity.generate_tokens(1500, seed))]
     results, _ = asyncio.run(fidelity.chromium_results(inputs, "resources"))
     new = []
     for r in results:
