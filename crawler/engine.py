@@ -376,7 +376,7 @@ class Crawler:
                 if rules.error is not None:
                     page.error, page.error_detail = rules.error, rules.why
                     return page
-                if not rules.allowed(current):
+                if not await rules.allowed_async(current):  # a long file: off the loop
                     self.stats.robots_disallowed += 1
                     if hops == 0:
                         self._admitted -= 1
