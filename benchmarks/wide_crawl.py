@@ -97,7 +97,7 @@ async def run(origins: int, port: int, concurrency: int) -> int:
 
     def on_page(page: PageResult) -> None:
         nonlocal fronts
-        if page.url.endswith(".localhost:%d/" % port) or page.depth == 0:
+        if page.url.endswith(f".localhost:{port}/") or page.depth == 0:
             fronts += 1
             if marks and fronts >= marks[0]:
                 marks.pop(0)
