@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from crawler import fetch  # noqa: E402
 from crawler.config import CrawlConfig  # noqa: E402
 from crawler.engine import Crawler  # noqa: E402
 from crawler.results import PageResult  # noqa: E402
@@ -124,7 +125,16 @@ def main() -> int:
     parser.add_argument(
         "--window", type=int, default=64, help="each front page links the next N origins"
     )
+    parser.add_argument(
+        "--keepalive",
+        type=float,
+        default=None,
+        help="experiment: seconds an idle keep-alive connection is kept"
+        " (crawler.fetch.KEEPALIVE_TIMEOUT, default 30)",
+    )
     args = parser.parse_args()
+    if args.keepalive is not None:
+        fetch.KEEPALIVE_TIMEOUT = args.keepalive
     server = subprocess.Popen(
         [
             sys.executable,
@@ -145,7 +155,8 @@ def main() -> int:
         port = int(server.stdout.readline())
         print(
             f"wide crawl: {args.origins} origins on 127.0.0.1:{port} (server pid {server.pid}),"
-            f" concurrency {args.concurrency}, Python {sys.version.split()[0]}, pid {os.getpid()}",
+            f" concurrency {args.concurrency}, keep-alive {fetch.KEEPALIVE_TIMEOUT:g} s,"
+            f" Python {sys.version.split()[0]}, pid {os.getpid()}",
             flush=True,
         )
         try:
