@@ -1,39 +1,48 @@
 """Fidelity of the link extractor against a DOM: html5lib-tests trees and headless Chromium.
 
 The extractor does not build a tree; the question is whether the links it reports are the
-links a spec-compliant tree holds. Three measurements, each comparing, per case, the multiset
-of ``(tag, attr, raw)`` the extractor reports with the one read from a DOM:
+links a spec-compliant tree holds. Each measurement compares, per case, the multiset of
+``(tag, attr, raw)`` that each implementation reports with the one read from a DOM
+(method and figures: benchmarks/FIDELITY.md):
 
 * ``--html5lib-tests DIR``: the expected trees of html5lib-tests' tree-construction ``.dat``
   files (``#document-fragment`` and ``#script-on`` cases are skipped: the extractor parses
-  whole documents with scripting off). Get DIR with
-  ``git -C MIRROR archive HEAD~1 tree-construction | tar -x -C /tmp/h5t`` from a clone of
-  html5lib/html5lib-tests; nothing of it is committed here.
-* ``--chromium``: inputs with probe links inserted at token boundaries (of the html5lib-tests
-  inputs when that option is given, and of our own generated documents), parsed by a real
-  headless Chromium (``/usr/bin/chromium``, DevTools protocol over 127.0.0.1 only) with
-  ``new DOMParser().parseFromString(html, "text/html")`` (scripting off, as our ``noscript``
-  handling assumes).
-* ``--pages DIR``: real pages (``*.html``) through Chromium, the ``resources`` set.
+  whole documents with scripting off). Get DIR (and the tokenizer tests) with
+  ``git -C CLONE archive HEAD tree-construction tokenizer | tar -x -C /tmp/h5t`` from a
+  clone of html5lib/html5lib-tests; nothing of it is committed here.
+* ``--chromium``: documents parsed by a real headless Chromium (``/usr/bin/chromium``,
+  DevTools protocol, 127.0.0.1 only) with ``new DOMParser().parseFromString(html,
+  "text/html")`` (scripting off, as our ``noscript`` handling assumes): the html5lib-tests
+  tree-construction inputs with probe links at token boundaries (with ``--html5lib-tests``),
+  the tokenizer inputs as ``<a href>`` values and with probes (``--html5lib-tokenizer DIR``),
+  and ``--generate N`` documents of each of our own families.
+* ``--pages DIR``: real pages (``*.html``), the same text on both sides; ``--served`` also loads
+  their bytes from a local server, so the browser's encoding sniffing is part of it.
+* ``--urls``: ``Link.url`` against Chromium's ``new URL(raw, document base)``, with the URL
+  standard's answer (Ada) telling Chromium's departures from ours.
+* ``--try HTML...``: one input, Chromium's links and ours.
 
 What counts as the DOM's links: HTML-namespace elements of the link set (``a``/``area`` href,
 ``frame``/``iframe`` src, meta refresh ``content`` with ``http-equiv=refresh``; for
 ``resources`` also img/script/link/source/... as ``crawler.extract._html.LINK_SETS`` says),
 template contents included (we report them). ``srcset`` and the refresh ``content`` are split
 with our own ``parse_srcset``/``refresh_url``: this measures the tree, not those parsers. An
-``<a href>`` in SVG/MathML that we report is forgiven (listed as ``forgiven``). Same multiset
-in another order (foster parenting, adoption agency) is ``order``, not a failure.
+``<a href>`` in SVG/MathML that we report is ``forgiven``; the same multiset in another order
+(foster parenting) is ``order``; more copies of an ``<a>`` in the DOM than the source has
+values (the adoption agency clones it) is ``clone``: none of them is a failure.
 
 Usage::
 
     python benchmarks/fidelity.py --html5lib-tests /tmp/h5t/tree-construction
-    python benchmarks/fidelity.py --chromium --generate 3000 [--html5lib-tests DIR]
-    python benchmarks/fidelity.py --pages ../shared/corpus/pages
-    python benchmarks/fidelity.py --chromium --generate 3000 --write-cases \\
-        tests/data/fidelity/cases.json
+    python benchmarks/fidelity.py --chromium --generate 2500 --html5lib-tests DIR \
+        --html5lib-tokenizer DIR2 --urls --findings FILE
+    python benchmarks/fidelity.py --pages ../shared/corpus/pages --served --urls
+    python benchmarks/fidelity.py --chromium --generate 2500 \
+        --write-cases tests/data/fidelity/cases.json \
+        --write-deviations tests/data/fidelity/deviations.json
 
-``--findings FILE`` writes the failing cases grouped by cause (with the shortest input of each
-group) as Markdown.
+``--findings FILE`` writes the failing cases grouped by cause (`CAUSES`, with the shortest
+input of each group) as Markdown.
 """
 
 from __future__ import annotations
