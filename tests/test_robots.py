@@ -8,6 +8,7 @@ import gzip
 import socket
 import sys
 import time
+import tracemalloc
 from collections import Counter
 
 import pytest
@@ -471,3 +472,32 @@ async def test_redirect_to_a_non_utf8_location_is_followed() -> None:
         server.close()
     assert seen == [b"/robots.txt", b"/r%E9gles.txt"]
     assert not rules.allowed(origin + "/private") and rules.allowed(origin + "/public")
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "Disallow: /d{i}\n",
+        "Allow: /*{i}*$\n",
+        "Allow:*{i}$\n",
+        "Allow:{i:x}*$\n",
+        "Allow: /" + "x*" * 300 + "{i}$\n",
+        "Allow: /" + "x" * 300 + "{i}\n",
+        "User-agent: b{i}\nAllow:*{i}$\n",
+        "# {i}\n",
+    ],
+    ids=lambda r: repr(r[:24]),
+)
+def test_weight_is_an_upper_bound_of_the_memory_held(rule: str) -> None:
+    """The cache's byte budget counts `weight`: it must not be below what the rules hold."""
+    body = ("User-agent: *\n" + "".join(rule.format(i=i) for i in range(20_000)))[:100_000]
+    tracemalloc.start()
+    try:
+        rules = RobotsRules.parse(body, UA)
+        rules.allowed("http://h/zz")  # Protego builds its index on the first check
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held <= rules.weight, (held, rules.weight)
+    small = RobotsRules.parse("User-agent: *\nDisallow: /x\n", UA)
+    assert small.weight >= 6 * 1024
