@@ -355,6 +355,11 @@ async def test_byte_budget_bounds_large_files(serve) -> None:  # type: ignore[no
             assert not rules.allowed(origin + "/p1999/a.x")
             assert cache.weight <= 2 * one + one // 2
         assert len(cache) == 2 and cache.evicted == 2
+        # A budget below one file: the verdict just fetched is kept all the same (alone).
+        tiny = RobotsCache(fetcher, UA, max_bytes=1)
+        for origin in origins[:2]:
+            rules = await tiny.get(origin)
+            assert len(tiny) == 1 and tiny.cached(origin) is rules
     finally:
         await fetcher.close()
 
