@@ -107,6 +107,7 @@ DEF F_MATH = 4
 DEF F_SIMPLE = 8    # a link tag whose links `_emit_simple` can make (not base, not meta)
 DEF F_FRAME = 16    # <frame>: an element only in a frameset document
 DEF F_FORM = 32     # <form> of a link set: no element while another form is open
+DEF F_TEMPLATE = 64 # <template>: `_machine.FramesetState` keeps the open ones
 
 # `_machine.FramesetState` modes (the same values).
 DEF FS_HEAD = 0
@@ -626,7 +627,7 @@ cdef class _Tables:
         # The reference's own table builder: same validation, same tables.
         self.links, self.want, self.tagstr, _ = _link_config(spec)
         names = list(self.want)
-        for t in _SWITCH_NAMES:
+        for t in [*_SWITCH_NAMES, b"template"]:
             if t not in self.want:
                 names.append(t)
         self.entry_names = names
@@ -662,6 +663,8 @@ cdef class _Tables:
                 e.flags |= F_FRAME
             elif t == b"form" and t in self.links:
                 e.flags |= F_FORM
+            elif t == b"template":
+                e.flags |= F_TEMPLATE
             if t == b"svg":
                 e.flags |= F_SVG
             elif t == b"math":
@@ -1275,9 +1278,9 @@ cdef class LinkExtractor:
                 if kind == F_LINK and b"a" in self._links:
                     self._emit(name, attrs, self._fs.held if self._fmode == FS_BODY else out)
                 return 0
-        if self._fmode != FS_DONE:
+        if self._fmode != FS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
-            self._fmode = self._fs.mode
+            self._fmode = self._fs.view
             if ignored:
                 return 0
             if self._fmode == FS_BODY:
@@ -1303,12 +1306,12 @@ cdef class LinkExtractor:
 
     cdef int _fs_end(self, bytes name, list out) except -1:
         self._fs.end(name, out)
-        self._fmode = self._fs.mode
+        self._fmode = self._fs.view
         return 0
 
     cdef int _fs_text(self, list out) except -1:
         self._fs.text(out)
-        self._fmode = self._fs.mode
+        self._fmode = self._fs.view
         return 0
 
     cdef inline void _switch(self, int k) noexcept:
@@ -1482,7 +1485,7 @@ cdef class LinkExtractor:
             return 0
         if k >= 0:
             e = &self._entries[k]
-            if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH)) \
+            if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH | F_TEMPLATE)) \
                     and self._fmode == FS_DONE:
                 if e.flags & F_FRAME:
                     return 0  # no frame element outside a frameset

@@ -221,7 +221,7 @@ _TRACK_SKIP = compile_pattern(
 )
 
 # Start tags the fast path of `_tag_match` leaves to `_start`.
-_SLOW_TAGS = frozenset((b"svg", b"math", b"form"))
+_SLOW_TAGS = frozenset((b"svg", b"math", b"form", b"template"))
 
 _Config = tuple[
     dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any
@@ -234,7 +234,7 @@ def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
     links: dict[bytes, list[tuple[bytes, str]]] = {}
     want: dict[bytes, frozenset[bytes]] = {}
     tagstr: dict[bytes, str] = {}
-    names: list[bytes] = list(_SWITCH_NAMES)
+    names: list[bytes] = [*_SWITCH_NAMES, b"template"]
     for tag, attrs in spec.items():
         if not (tag.isascii() and all(a.isascii() for a in attrs)) or not tag:
             raise ValueError(f"link_set: tag and attribute names must be ASCII: {tag!r}")
@@ -427,7 +427,7 @@ FS_HEAD = 0  # no body yet (initial .. "after head"): a <frameset> takes effect
 FS_BODY = 1  # in body, frameset-ok still "ok": a <frameset> would remove the body
 FS_DONE = 2  # frameset-ok "not ok" in body: an ordinary document (a <frame> is ignored)
 FS_FRAMESET = 3  # a <frameset> took effect: only frame and noframes start tags do anything
-FS_TEMPLATE = 4  # inside a <template> in the head: its content, which is not the body
+FS_TEMPLATE = 4  # (`FramesetState.view` only) a <template> is open: its content is no body
 
 # Start tags that stay in the head before the body exists (the rest create the body).
 _HEAD_TAGS = frozenset(
@@ -440,9 +440,19 @@ _NOT_OK_TAGS = frozenset(
 )
 
 
+# A <template>'s content: how its first element set the template's insertion mode.
+T_UNDECIDED = 0
+T_COLUMN = 1  # "in column group": everything but col and template is ignored
+T_OTHER = 2
+# Start tags a template processes "in head" without choosing a mode for its content.
+_TEMPLATE_HEAD = frozenset(
+    b"base basefont bgsound link meta noframes script style template title".split()
+)
+
+
 class FramesetState:
-    """The tree builder's frameset-ok flag and whether a <frameset> took effect, shared by
-    both extractors so that they agree on every input.
+    """The tree builder's frameset-ok flag, whether a <frameset> took effect, and the open
+    <template>s, shared by both extractors so that they agree on every input.
 
     Before the body exists ("after head") a <frameset> always takes effect; in a body it does
     while the flag is "ok" (the body holds only whitespace and elements that do not clear it),
@@ -450,15 +460,25 @@ class FramesetState:
     released in order once the flag goes "not ok" (or the document ends), dropped when a
     frameset takes effect. Holding costs what returning them would; it normally ends at the
     page's first text. After a frameset only ``frame`` (while a frameset is open) and
-    ``noframes`` start tags make elements; a ``frame`` anywhere else makes none.
+    ``noframes`` start tags make elements; a ``frame`` anywhere else makes none. A template
+    whose first element is ``<col>`` ignores every start tag but col and template.
+
+    `view` is what the extractors read: the mode, or FS_TEMPLATE while a template is open
+    (below FS_DONE text matters; anything but FS_DONE means every tag does).
     """
 
-    __slots__ = ("mode", "held", "depth")
+    __slots__ = ("mode", "view", "held", "depth", "templates", "t_over")
 
     def __init__(self) -> None:
         self.mode = FS_HEAD
+        self.view = FS_HEAD
         self.held: list[Link] = []
-        self.depth = 0  # open <template>s (FS_TEMPLATE) or <frameset>s (FS_FRAMESET)
+        self.depth = 0  # open <frameset>s (FS_FRAMESET)
+        self.templates: list[int] = []  # T_* of each open <template>, at most 1024
+        self.t_over = 0  # open <template>s past that cap (not recorded)
+
+    def _update(self) -> None:
+        self.view = FS_TEMPLATE if self.templates else self.mode
 
     def release(self, out: list[Link]) -> None:
         if self.held:
@@ -469,16 +489,28 @@ class FramesetState:
         """The flag goes "not ok" in the body (creating it if need be)."""
         self.mode = FS_DONE
         self.release(out)
+        self._update()
 
     def text(self, out: list[Link]) -> None:
-        """Non-whitespace text (mode below FS_DONE): it creates the body and clears the flag.
+        """Non-whitespace text (view below FS_DONE): it creates the body and clears the flag.
         (The body that "after head" creates sets the flag "ok" again, whatever a <template>
         in the head did.)"""
         self.not_ok(out)
 
+    def _template(self) -> None:
+        if len(self.templates) < 1024:
+            self.templates.append(T_UNDECIDED)
+        else:
+            self.t_over += 1
+
     def start(self, name: bytes, attrs: Mapping[bytes, bytes | None], out: list[Link]) -> bool:
-        """An HTML start tag (mode not FS_DONE): True if the tree builder ignores it (no
-        element: no link, no tokenizer switch)."""
+        """An HTML start tag (view not FS_DONE, or a template): True if the tree builder
+        ignores it (no element: no link, no tokenizer switch)."""
+        ignored = self._start(name, attrs, out)
+        self._update()
+        return ignored
+
+    def _start(self, name: bytes, attrs: Mapping[bytes, bytes | None], out: list[Link]) -> bool:
         mode = self.mode
         if mode == FS_FRAMESET:
             if name == b"frameset":
@@ -488,22 +520,32 @@ class FramesetState:
             if name == b"frame":
                 return not self.depth  # "after frameset": ignored
             return name != b"noframes"
-        if mode == FS_TEMPLATE:
+        ts = self.templates
+        if ts:  # a template's content: not the body
+            top = ts[-1]
+            if top == T_COLUMN and name != b"col" and name != b"template":
+                return True
             if name == b"template":
-                self.depth += 1
+                self._template()
+            elif top == T_UNDECIDED and name not in _TEMPLATE_HEAD:
+                ts[-1] = T_COLUMN if name == b"col" else T_OTHER
             return name == b"frame" or name == b"frameset"
         if name == b"frameset":
+            if mode == FS_DONE:
+                return False  # "not ok": ignored (no element, but nothing to skip either)
             self.mode = FS_FRAMESET
             self.held = []
             self.depth = 1
             return True
-        if mode == FS_HEAD:
-            if name == b"template":
-                self.mode = FS_TEMPLATE
-                self.depth = 1
-                return False
-            if name in _HEAD_TAGS:
-                return False
+        if name == b"template":
+            if mode != FS_HEAD:  # in body it clears the flag
+                self.not_ok(out)
+            self._template()
+            return False
+        if mode == FS_DONE:
+            return name == b"frame"
+        if mode == FS_HEAD and name in _HEAD_TAGS:
+            return False
         if name in _NOT_OK_TAGS:
             self.not_ok(out)
         elif name == b"input":
@@ -517,20 +559,25 @@ class FramesetState:
         return name == b"frame"  # a frame outside a frameset is ignored
 
     def end(self, name: bytes, out: list[Link]) -> None:
-        """An end tag (mode not FS_DONE)."""
+        """An end tag (view not FS_DONE)."""
         mode = self.mode
-        if mode == FS_FRAMESET:
+        if self.templates:
+            if name == b"template":
+                if self.t_over:
+                    self.t_over -= 1
+                else:
+                    self.templates.pop()
+                    self._update()
+        elif mode == FS_FRAMESET:
             if name == b"frameset" and self.depth:
                 self.depth -= 1
-        elif mode == FS_TEMPLATE:
-            if name == b"template":
-                self.depth -= 1
-                if not self.depth:
-                    self.mode = FS_HEAD
+        elif mode == FS_DONE:
+            return
         elif name == b"br":  # taken as <br>
             self.not_ok(out)
         elif mode == FS_HEAD and (name == b"body" or name == b"html"):
             self.mode = FS_BODY
+            self._update()
 
 
 class LinkExtractor:
@@ -835,9 +882,9 @@ class LinkExtractor:
                 if kind == F_LINK and b"a" in self._links:
                     self._emit(name, attrs, self._fs.held if self._fmode == FS_BODY else out)
                 return
-        if self._fmode != FS_DONE:
+        if self._fmode != FS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
-            self._fmode = self._fs.mode
+            self._fmode = self._fs.view
             if ignored:
                 return
             if self._fmode == FS_BODY:
@@ -860,13 +907,13 @@ class LinkExtractor:
 
     def _fs_end(self, name: bytes, out: list[Link]) -> None:
         self._fs.end(name, out)
-        self._fmode = self._fs.mode
+        self._fmode = self._fs.view
 
     def _fs_text(self, out: list[Link]) -> None:
         """Text that is not whitespace (or a character reference: counted as text) while a
         <frameset> could still take effect: it no longer can."""
         self._fs.text(out)
-        self._fmode = self._fs.mode
+        self._fmode = self._fs.view
 
     def _tag_match(self, buf: bytes, m: re.Match[bytes], out: list[Link]) -> None:
         """A tag matched whole by `_TAG` (the hot path: kept flat on purpose)."""
