@@ -6,7 +6,8 @@ comments, odd attribute syntax) with probe links at token boundaries, and for ea
 headless Chromium's DOMParser put in the DOM (the version is in the file). Both
 implementations must report the same multiset of ``(tag, attr, raw)`` (resources set);
 another order (foster parenting), an SVG/MathML ``<a href>`` reported, and adoption-agency
-clones are allowed, as benchmarks/fidelity.py's ``compare`` says.
+clones are allowed, as benchmarks/fidelity.py's ``compare`` says (a case's ``a_sources``, when
+present, counts the source ``<a>`` tags of each value, as measured by numbering them).
 
 A case that differs must be listed in tests/data/fidelity/deviations.json with that difference
 and a cause from ``CAUSES`` (the documented reason); it may differ by less than listed (a fix
@@ -81,7 +82,7 @@ def _check(impl: str, chunk: int, link_set: str = "resources") -> list[str]:
         data = case["html"].encode("utf-8")
         got = fidelity.extracted(cls, data, link_set, chunk)
         expected = _in_set(case["expected"], link_set)
-        v = fidelity.compare(got, expected, case["foreign_a"], case["html"])
+        v = fidelity.compare(got, expected, case["foreign_a"], case["html"], case.get("a_sources"))
         dev = _deviation(case["id"], impl)
         if v.status != "fail":
             continue
