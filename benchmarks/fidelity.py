@@ -961,6 +961,40 @@ def tokenizer_inputs(directory: Path, rng: random.Random) -> list[tuple[str, str
     return out
 
 
+async def minimize(ch: Chromium, html: str, impl: str, link_set: str) -> str:
+    """A smaller input that still fails the same way (same causes), by removing chunks
+    (halves, then smaller, down to single characters) while Chromium and ``impl`` disagree
+    as before; each round is one batch for the browser."""
+
+    async def keys(docs: list[str]) -> list[set[str]]:
+        parsed = await ch.parse(docs)
+        out = []
+        for d, p in zip(docs, parsed, strict=True):
+            expected, foreign = chromium_expected(p, link_set)
+            r = run_case("m", d, expected, foreign, link_set)
+            out.append(set(causes(r, impl)) if r.verdicts[impl].status == "fail" else set())
+        return out
+
+    want = (await keys([html]))[0]
+    if not want:
+        return html
+    n = 2
+    while len(html) > 1:
+        size = max(1, len(html) // n)
+        cands = [html[:i] + html[i + size :] for i in range(0, len(html), size)]
+        got = await keys(cands)
+        for c, k in zip(cands, got, strict=True):
+            if k and k & want:
+                html, want = c, k & want
+                n = max(n - 1, 2)
+                break
+        else:
+            if size == 1:
+                break
+            n = min(len(html), n * 2)
+    return html
+
+
 def spliced_pages(pages: list[Path], n: int, seed: int = 13) -> list[tuple[str, str]]:
     """``n`` documents spliced from slices of real pages: real markup in states no page had
     (a script, comment, table, svg or form cut open and continued by another page)."""
@@ -1283,10 +1317,27 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="with --pages: also N documents spliced from slices of the real pages",
     )
+    ap.add_argument(
+        "--minimize",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="shrink each failing input (a file of HTML) to a small one that fails alike",
+    )
     ap.add_argument("--chunk", type=int, default=0, metavar="N", help="feed N-byte chunks")
     args = ap.parse_args(argv)
     global CHUNK
     CHUNK = args.chunk
+    if args.minimize:
+
+        async def _min() -> None:
+            async with Chromium() as ch:
+                for path in args.minimize:
+                    small = await minimize(ch, path.read_text(), "py", args.link_set)
+                    print(f"{path}: {small!r}")
+
+        asyncio.run(_min())
+        return 0
     if args.try_:
         results, version = asyncio.run(
             chromium_results([(f"arg{i}", h) for i, h in enumerate(args.try_)], args.link_set)
