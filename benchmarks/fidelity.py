@@ -702,7 +702,7 @@ MINIMAL = [
     "<template><form><form action=FA6></template>", "<form><template></template><form action=FA7>",
     "<div><svg></div><iframe src=I0></iframe>", "<div><svg><path></div>a<link href=L1>",
     "text<object><svg>]]></object><area href=R0>",
-    "<a href=A1><svg><a href=A2/></a><script src=S0></script>",
+    "<a href=A1><svg><a href='A2'/></a><script src=S0></script>",
     "<math><mi><a href=A3>x</mi><area href=R1>",
     "<svg><title><a href=A4><body></title><area href=R2>",
     "<svg><foreignObject><a href=A5><![CDATA[<img><div><a href=A6>",
