@@ -228,3 +228,25 @@ def test_template_whose_content_starts_with_col(impl: Any, html: str, expected: 
     assert [x.raw for x in links] == expected
     ex = impl(BASE, "utf-8", link_set="resources")
     assert [x for i in range(len(data)) for x in ex.feed(data[i : i + 1])] + ex.close() == links
+
+
+# Expectations checked with Chromium 156 (benchmarks/fidelity.py --try).
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        # An HTML element open in an integration point: the integration point's end tag is
+        # ignored (the HTML rules stop at it), so the content stays HTML.
+        ("<math><mi><a href=A>x</mi><area href=P>", ["A", "P"]),
+        ("<svg><desc><span></desc><style><a href=N></style><area href=Y>", ["Y"]),
+        ("<svg><desc></desc><style><a href=S></style></svg><area href=Z>", ["S", "Z"]),
+        # A table tag in HTML content in the svg closes the table cell around it.
+        ("<table><tr><td><svg><desc><td></desc><circle><area href=P5>", ["P5"]),
+        ("<table><tr><td><svg><td><foreignObject><span></td>Foo<iframe src=P5></iframe>", ["P5"]),
+        ("<svg><foreignObject><div><svg><g><p></p></div></foreignObject><area href=W>", []),
+    ],
+)
+def test_html_elements_inside_integration_points(impl: Any, html: str, expected: list[str]) -> None:
+    data = html.encode("utf-8")
+    links = run(impl, data)
+    assert [x.raw for x in links] == expected
+    assert run(impl, data, [1] * len(data)) == links

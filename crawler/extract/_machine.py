@@ -67,10 +67,13 @@ Deviations, on purpose
   (as html5lib does by default, and what a crawler wants); a link inside ``<select>`` is
   reported (the current standard keeps it; html5lib 1.1 drops it), so are links inside
   ``<template>`` (inert in a browser, but in the DOM). HTML elements opened inside an
-  integration point (``<svg><foreignObject><div>``) are not tracked: there a CDATA section is
-  taken as CDATA, and an end tag matching no open svg/math element is ignored (a browser
-  closes the svg when an enclosing HTML element has that name). A tag name over 256 bytes is
-  kept short: no end tag closes such a foreign element.
+  integration point (``<svg><foreignObject><div>``) are tracked by name only (no implied end
+  tags): an end tag there follows the HTML rules, which stop at the integration point, and a
+  table tag there is taken to close the table cell around the svg/math (in a body a browser
+  would ignore it). HTML elements outside svg/math are not tracked: an end tag matching no
+  open svg/math element is ignored (a browser closes the svg when an enclosing HTML element
+  has that name), and a CDATA section inside HTML in an integration point is taken as CDATA.
+  A tag name over 256 bytes is kept short: no end tag closes such a foreign element.
 * Frameset documents follow the standard (`FramesetState`): the frameset-ok flag (cleared by
   non-whitespace text in the body and by the start tags the "in body" rules name), a
   ``<frameset>`` that takes effect removing the body (its links so far, held back until the
@@ -322,6 +325,14 @@ class Iso2022JPDecoder:
         return self._dec.decode(data, final)
 
 
+# HTML elements that have no end tag, and the table tags that close a cell.
+_VOID = frozenset(
+    b"area base basefont bgsound br col embed frame hr image img input keygen link meta "
+    b"param source track wbr".split()
+)
+_TABLE_START = frozenset(b"caption col colgroup tbody td tfoot th thead tr".split())
+_TABLE_END = frozenset(b"caption table tbody td tfoot th thead tr".split())
+
 # What `ForeignStack.start` found a start tag to be.
 F_HTML = 0  # HTML content: the caller processes it as an HTML start tag
 F_ELEMENT = 1  # a foreign element (no raw-text switch, no link)
@@ -340,12 +351,23 @@ class ForeignStack:
     `_MAX_FOREIGN_DEPTH` runs are kept (memory is bounded); a deeper run is not recorded.
     """
 
-    __slots__ = ("runs", "counts", "open")
+    __slots__ = ("runs", "counts", "open", "html")
 
     def __init__(self) -> None:
         self.runs: list[bytes] = []
         self.counts: list[int] = []
         self.open: dict[bytes, int] = {}
+        # HTML elements opened inside an integration point, as (len(runs) then, name): the
+        # current node is one of them when the last entry is at the current level. Then an
+        # end tag follows the HTML rules, which stop at the integration point.
+        self.html: list[tuple[int, bytes]] = []
+
+    def clear(self) -> None:
+        """A table cell closed around the foreign content: all of it is gone."""
+        self.runs.clear()  # (the same list object: the extractors hold it)
+        self.counts.clear()
+        self.open.clear()
+        self.html.clear()
 
     @staticmethod
     def _key(entry: bytes) -> bytes:
@@ -366,6 +388,9 @@ class ForeignStack:
     def _pop_run(self) -> None:
         key = self._key(self.runs.pop())
         self.open[key] -= self.counts.pop()
+        html = self.html
+        while html and html[-1][0] > len(self.runs):
+            html.pop()
 
     def leave(self) -> None:
         """Pop up to the nearest integration point (a breakout tag, ``</br>``, ``</p>``)."""
@@ -375,15 +400,32 @@ class ForeignStack:
 
     def end(self, name: bytes) -> None:
         """An end tag in foreign content (``name`` lower case)."""
+        runs = self.runs
+        html = self.html
+        level = len(runs)
+        if html and html[-1][0] == level:
+            # The current node is an HTML element in an integration point: the HTML rules. A
+            # table end tag closes the cell the svg/math is in (assumed: in a body it would
+            # be ignored); another closes that element if open at this level, else it stops
+            # at the integration point (special, a scope boundary): ignored.
+            if name in _TABLE_END:
+                self.clear()
+                return
+            for i in range(len(html) - 1, -1, -1):
+                if html[i][0] != level:
+                    break
+                if html[i][1] == name:
+                    del html[i:]
+                    return
+            return
         if name == b"br" or name == b"p":
             self.leave()
             return
         if not self.open.get(name):
             # No open foreign element has that name: ignored. (The tree builder hands it to
             # the HTML rules, which would close the svg/math subtree if an enclosing HTML
-            # element had that name; HTML elements are not tracked here.)
+            # element had that name; HTML elements outside it are not tracked here.)
             return
-        runs = self.runs
         while self._key(runs[-1]) != name:
             self._pop_run()
         self.counts[-1] -= 1
@@ -391,6 +433,15 @@ class ForeignStack:
         if not self.counts[-1]:
             runs.pop()
             self.counts.pop()
+            while html and html[-1][0] > len(runs):
+                html.pop()
+
+    def _html_start(self, name: bytes, sc: bool) -> None:
+        """An HTML start tag in an integration point."""
+        if name in _TABLE_START:
+            self.clear()  # in a table cell it closes the cell (assumed, as for end tags)
+        elif not sc and name not in _VOID and len(self.html) < _MAX_FOREIGN_DEPTH:
+            self.html.append((len(self.runs), name))
 
     def start(self, name: bytes, attrs: Mapping[bytes, bytes | None], sc: bool) -> int:
         """A start tag while foreign content is open: `F_HTML`, `F_ELEMENT` or `F_LINK`."""
@@ -399,10 +450,13 @@ class ForeignStack:
             name == b"font" and (b"color" in attrs or b"face" in attrs or b"size" in attrs)
         ):
             self.leave()
+            if self.runs:
+                self._html_start(name, sc)
             return F_HTML
         if top in _INTEG and not (
             top[0] == 0x6D and top != _AX_HTML and (name == b"mglyph" or name == b"malignmark")
         ):
+            self._html_start(name, sc)
             return F_HTML
         if not sc:
             # A child takes its parent's namespace; only <svg> under a MathML annotation-xml
