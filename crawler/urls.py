@@ -48,6 +48,11 @@ def _fix_escape(m: re.Match[str]) -> str:
 
 _PSL: PublicSuffixList | None = None
 
+# The per-origin scope cache: at most this many origins, and this many characters of keys
+# (65,536 host names of 2,000 characters would be ~260 MB otherwise); then it starts over.
+_ORIGIN_CACHE = 65536
+_ORIGIN_CACHE_CHARS = 4 << 20
+
 
 @lru_cache(maxsize=4096)
 def registrable_domain(host: str) -> str:
@@ -151,6 +156,7 @@ class UrlPolicy:
 
     __slots__ = (
         "_by_origin",
+        "_by_origin_chars",
         "_domains",
         "_drop",
         "_exclude",
@@ -191,6 +197,7 @@ class UrlPolicy:
         self._origins: set[str] = set()
         # origin text as it appears in a URL (userinfo and all) -> its origin if in scope
         self._by_origin: dict[str, str | None] = {}
+        self._by_origin_chars = 0  # the keys' length: a hostile page's long host names count
         for seed in seeds:
             self.add_seed_host(seed)
 
@@ -274,9 +281,11 @@ class UrlPolicy:
             origin = origin_of(url)
             if not self._origin_ok(origin):
                 origin = None
-            if len(self._by_origin) >= 65536:
+            if len(self._by_origin) >= _ORIGIN_CACHE or self._by_origin_chars > _ORIGIN_CACHE_CHARS:
                 self._by_origin.clear()
+                self._by_origin_chars = 0
             self._by_origin[key] = origin
+            self._by_origin_chars += len(key)
         if origin is None:
             return None
         if self._include and not any(r.search(url) for r in self._include):

@@ -206,3 +206,15 @@ def test_helpers() -> None:
 def test_canonical_drops_userinfo(link: str, expected: str) -> None:
     policy = UrlPolicy(["http://example.com/"])
     assert policy.canonical(link) == expected
+
+
+def test_scope_cache_is_bounded_in_bytes_too() -> None:
+    # A hostile site's links to thousands of distinct 2,000-character host names: the
+    # per-origin scope cache holds a bounded number of characters, not 65,536 such keys.
+    p = UrlPolicy(["http://example.com/"])
+    label = "a" * 60
+    for i in range(6000):
+        host = ".".join([label] * 32) + f".h{i}.test"  # ~1,960 characters
+        assert not p.in_scope(f"http://{host}/x")
+    assert sum(len(k) for k in p._by_origin) <= (4 << 20) + 2100
+    assert p.in_scope("http://example.com/x")
