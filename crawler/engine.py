@@ -525,11 +525,14 @@ class Crawler:
         # Links one hop past max_depth are listed but not queued, and NOT marked seen: a page
         # at a lower depth that is still in flight may link the same URL and must queue it
         # (it is then not listed again: _beyond remembers what was listed this way).
+        # Out-of-scope and non-HTTP links are what they are at any depth (never queued): they
+        # are marked seen, counted and, with all_links, listed as on any other page.
         policy = self._policy
         canonical = policy.canonical_resolved
         seen = self._seen
         beyond = self._beyond
         respect_nofollow = self.config.respect_nofollow
+        all_links = self.config.all_links
         for link in links:
             if respect_nofollow and link.nofollow:
                 continue
@@ -538,9 +541,18 @@ class Crawler:
                 self._invalid(link, referrer, page)
                 continue
             url = canonical(raw_url)
-            if url is None or url in seen or url in beyond:
+            if url is None:
+                if all_links and seen.add(raw_url):
+                    self._list(raw_url, referrer, "other", page)
                 continue
-            if policy.scope_origin(url) is not None and not policy.too_long(url):
+            if url in seen or url in beyond:
+                continue
+            if policy.scope_origin(url) is None:
+                if seen.add(url):
+                    self.stats.out_of_scope += 1
+                    if all_links:
+                        self._list(url, referrer, "external", page)
+            elif not policy.too_long(url):
                 beyond.add(url)
                 self._list(url, referrer, "internal", page)
 

@@ -641,3 +641,34 @@ async def test_page_links_off_still_crawls_and_counts(serve) -> None:  # type: i
     assert set(hits) == {"/", "/a", "/b"}
     assert crawler.stats.links_found == 3 and crawler.stats.links_new == 3
     assert all(p.links == [] for p in pages) and len(pages) == 3
+
+
+async def test_links_one_hop_past_max_depth_are_listed_as_on_any_page(serve) -> None:  # type: ignore[no-untyped-def]
+    # With all_links, a page at max_depth reports its external and non-HTTP links too
+    # (and counts them out of scope), as a shallower page does.
+    routes: dict[str, str | tuple[int, str, str]] = {
+        "/": '<a href="/d1">d1</a>',
+        "/d1": '<a href="/d2">d2</a><a href="http://ext.invalid/a">e</a>'
+        '<a href="mailto:m@x.y">m</a>',
+    }
+    app, hits = app_of(routes)
+    server = await serve(app)
+    sink = RecordingSink()
+    result = await crawl(
+        str(server.make_url("/")),
+        max_depth=1,
+        all_links=True,
+        ignore_robots=True,
+        sink=sink,
+        keep_results=True,
+    )
+    assert set(hits) == {"/", "/d1"}
+    listed = [(u, kind) for u, _, kind in sink.links]
+    assert listed == [
+        (str(server.make_url("/")), "internal"),
+        (str(server.make_url("/d1")), "internal"),
+        (str(server.make_url("/d2")), "internal"),
+        ("http://ext.invalid/a", "external"),
+        ("mailto:m@x.y", "other"),
+    ]
+    assert result.stats.out_of_scope == 1
