@@ -136,6 +136,30 @@ def test_unmatched_foreign_end_tags_are_linear(impl_name: str) -> None:
     assert big / small < 24, (small, big)
 
 
+@pytest.mark.parametrize("impl_name", IMPL_NAMES)
+def test_unmatched_end_tags_in_an_integration_point_are_linear(impl_name: str) -> None:
+    """The same for HTML elements open in an integration point (their names are kept too)."""
+
+    def doc(depth: int, ends: int) -> bytes:
+        return b"<svg><desc>" + b"<b><i>" * (depth // 2) + b"</x>" * ends
+
+    impl = IMPLS[impl_name]
+    small = _timed(impl, doc(128, 20_000))
+    big = _timed(impl, doc(1024, 160_000))
+    assert big / small < 24, (small, big)
+
+
+@pytest.mark.parametrize(
+    "depth", [_MAX_FOREIGN_DEPTH - 1, _MAX_FOREIGN_DEPTH, _MAX_FOREIGN_DEPTH + 1]
+)
+def test_html_in_integration_point_cap(depth: int) -> None:
+    """At most 1024 HTML elements open in integration points are recorded; the end tag of
+    one past the cap then closes nothing (the desc stays open either way here)."""
+    data = b"<svg><desc>" + b"<b>" * (depth - 1) + b"<i></i></desc><style><a href=x></style>"
+    data += b"</b>" * depth + b"</desc><style><a href=y></style>"
+    same_everywhere(data)
+
+
 def test_foreign_end_tags_pop_what_they_close() -> None:
     """Matched end tags, deep in alternating runs: the same as a browser's stack."""
     data = b"<svg>" + b"<g><h>" * 500 + b"</g>" + b"<foreignObject><style><a href=nope></style>"

@@ -351,7 +351,7 @@ class ForeignStack:
     `_MAX_FOREIGN_DEPTH` runs are kept (memory is bounded); a deeper run is not recorded.
     """
 
-    __slots__ = ("runs", "counts", "open", "html")
+    __slots__ = ("runs", "counts", "open", "html", "hopen")
 
     def __init__(self) -> None:
         self.runs: list[bytes] = []
@@ -361,6 +361,11 @@ class ForeignStack:
         # current node is one of them when the last entry is at the current level. Then an
         # end tag follows the HTML rules, which stop at the integration point.
         self.html: list[tuple[int, bytes]] = []
+        self.hopen: dict[tuple[int, bytes], int] = {}  # entries of `html` per (level, name)
+
+    def _pop_html(self) -> None:
+        key = self.html.pop()
+        self.hopen[key] -= 1
 
     def clear(self) -> None:
         """A table cell closed around the foreign content: all of it is gone."""
@@ -368,6 +373,7 @@ class ForeignStack:
         self.counts.clear()
         self.open.clear()
         self.html.clear()
+        self.hopen.clear()
 
     @staticmethod
     def _key(entry: bytes) -> bytes:
@@ -390,7 +396,7 @@ class ForeignStack:
         self.open[key] -= self.counts.pop()
         html = self.html
         while html and html[-1][0] > len(self.runs):
-            html.pop()
+            self._pop_html()
 
     def leave(self) -> None:
         """Pop up to the nearest integration point (a breakout tag, ``</br>``, ``</p>``)."""
@@ -411,12 +417,10 @@ class ForeignStack:
             if name in _TABLE_END:
                 self.clear()
                 return
-            for i in range(len(html) - 1, -1, -1):
-                if html[i][0] != level:
-                    break
-                if html[i][1] == name:
-                    del html[i:]
-                    return
+            if self.hopen.get((level, name)):  # (a miss costs one lookup; a hit pops)
+                while html[-1][1] != name:
+                    self._pop_html()
+                self._pop_html()
             return
         if name == b"br" or name == b"p":
             self.leave()
@@ -434,14 +438,16 @@ class ForeignStack:
             runs.pop()
             self.counts.pop()
             while html and html[-1][0] > len(runs):
-                html.pop()
+                self._pop_html()
 
     def _html_start(self, name: bytes, sc: bool) -> None:
         """An HTML start tag in an integration point."""
         if name in _TABLE_START:
             self.clear()  # in a table cell it closes the cell (assumed, as for end tags)
         elif not sc and name not in _VOID and len(self.html) < _MAX_FOREIGN_DEPTH:
-            self.html.append((len(self.runs), name))
+            key = (len(self.runs), name)
+            self.html.append(key)
+            self.hopen[key] = self.hopen.get(key, 0) + 1
 
     def start(self, name: bytes, attrs: Mapping[bytes, bytes | None], sc: bool) -> int:
         """A start tag while foreign content is open: `F_HTML`, `F_ELEMENT` or `F_LINK`."""
