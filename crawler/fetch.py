@@ -18,6 +18,7 @@ import asyncio
 import random
 import socket
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -171,11 +172,12 @@ class BoundedPoolConnector(aiohttp.TCPConnector):
     no cap (``limit`` counts only connections in use), so a wide crawl held one open socket per
     origin met in the last 30 s: 3,500 fds after 4,000 origins, EMFILE at ``ulimit -n 1024``.
     Here, each time a connection goes back to the pool and the pool holds more than
-    ``max_idle``, the least recently used idle connections are closed. The origins being
-    crawled right now are the recently used ones, so their keep-alive reuse is unchanged.
+    ``max_idle``, idle connections are closed, those of the least recently used origin (pool
+    key) first, its oldest first. The origins being crawled right now are the recently used
+    ones, so their keep-alive reuse is unchanged.
 
     aiohttp has no public knob for this: the trim reads the private pool (``_conns``: key ->
-    deque of ``(protocol, last_used)``, each deque oldest first) and hooks ``_release``.
+    deque of ``(protocol, last_used)``) and hooks ``_release`` (its first argument is the key).
     Should an aiohttp release change that layout, :attr:`idle_cap_active` turns False and the
     pool behaves as aiohttp's own (uncapped), never an error; tests/test_fetch_pool.py fails
     if that happens on the pinned version.
@@ -185,12 +187,15 @@ class BoundedPoolConnector(aiohttp.TCPConnector):
         super().__init__(**kwargs)
         self.max_idle = max(0, max_idle)
         self.idle_cap_active = isinstance(getattr(self, "_conns", None), dict)
+        # Pool keys, least recently released first. May hold keys the pool has since dropped
+        # (taken by a request, expired): skipped when met, pruned when it grows past bounds.
+        self._lru: OrderedDict[Any, None] = OrderedDict()
 
     def _release(self, *args: Any, **kwargs: Any) -> None:
         super()._release(*args, **kwargs)
         if self.idle_cap_active:
             try:
-                self._trim_idle()
+                self._trim_idle(args[0] if args else kwargs.get("key"))
             except Exception:  # a changed private layout: keep aiohttp's behaviour, uncapped
                 self.idle_cap_active = False
 
@@ -200,30 +205,43 @@ class BoundedPoolConnector(aiohttp.TCPConnector):
         conns = getattr(self, "_conns", None)
         return sum(map(len, conns.values())) if isinstance(conns, dict) else 0
 
-    def _trim_idle(self) -> None:
-        """Close the least recently used idle connections beyond ``max_idle``.
+    def _trim_idle(self, key: Any) -> None:
+        """Mark ``key`` most recently used; close idle connections beyond ``max_idle``.
 
-        O(idle keys) per connection closed; the pool holds at most ``max_idle`` keys, and a
-        release closes about one, so this stays small next to an HTTP exchange.
+        O(1) per connection closed, plus a sum over the idle keys (at most ``max_idle`` + 1).
         """
         conns = self._conns
+        lru = self._lru
+        if key in conns:
+            lru[key] = None
+            lru.move_to_end(key)
+        if len(lru) > 2 * self.max_idle + 64:
+            self._lru = lru = OrderedDict((k, None) for k in lru if k in conns)
         excess = sum(map(len, conns.values())) - self.max_idle
-        while excess > 0 and conns:
-            # The oldest idle connection overall heads its key's deque.
-            key = min(conns, key=lambda k: conns[k][0][1] if conns[k] else float("-inf"))
-            idle = conns[key]
-            if idle:
-                proto, used = idle[0]  # unpack before changing anything
-                transport = proto.transport
-                if not isinstance(used, (int, float)):
-                    raise TypeError(f"unknown pool entry {idle[0]!r}")
-                idle.popleft()
-                proto.close()
-                if key.is_ssl and not getattr(self, "_cleanup_closed_disabled", True):
-                    self._cleanup_closed_transports.append(transport)
-                excess -= 1
+        while excess > 0:
+            if not lru:  # keys we did not see released (the pool was rebuilt): oldest first
+                lru.update(dict.fromkeys(conns))
+                if not lru:
+                    break
+            oldest = next(iter(lru))
+            idle = conns.get(oldest)
             if not idle:
-                del conns[key]
+                del lru[oldest]
+                if idle is not None:
+                    del conns[oldest]
+                continue
+            proto, used = idle[0]  # unpack before changing anything
+            if not isinstance(used, (int, float)):
+                raise TypeError(f"unknown pool entry {idle[0]!r}")
+            transport = proto.transport
+            idle.popleft()
+            proto.close()
+            if oldest.is_ssl and not getattr(self, "_cleanup_closed_disabled", True):
+                self._cleanup_closed_transports.append(transport)
+            excess -= 1
+            if not idle:
+                del conns[oldest]
+                del lru[oldest]
 
 
 def make_session(config: CrawlConfig) -> aiohttp.ClientSession:

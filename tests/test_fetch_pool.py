@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.config import CrawlConfig
-from crawler.fetch import BoundedPoolConnector, Fetcher, idle_cap
+from crawler.fetch import BoundedPoolConnector, Fetcher, Response, idle_cap
 
 ORIGINS = 600
 PEERS = web.AppKey("peers", set[tuple[str, str, int]])
@@ -57,11 +58,16 @@ def app() -> web.Application:
 
 
 @pytest.fixture
-async def wide_server() -> TestServer:
+async def wide_server() -> AsyncIterator[TestServer]:
     server = TestServer(app(), host="0.0.0.0", port=0)
     await server.start_server()
     yield server
     await server.close()
+
+
+def read(res: Response) -> Callable[[bytes], None]:
+    """Read every body to its end, as the crawl does: a connection left mid-body is not reused."""
+    return lambda chunk: None
 
 
 def connector_of(fetcher: Fetcher) -> BoundedPoolConnector:
@@ -90,7 +96,7 @@ async def test_open_connections_stay_under_the_cap_across_600_origins(
     sampler = asyncio.create_task(sample())
     try:
         results = await asyncio.gather(
-            *(fetcher.fetch(f"http://{h}:{port}/") for h in hosts(ORIGINS))
+            *(fetcher.fetch(f"http://{h}:{port}/", read) for h in hosts(ORIGINS))
         )
         assert [r.status for r in results] == [200] * ORIGINS
         # Every origin answered; the evicted connections' sockets close on the next loop turns.
@@ -117,7 +123,7 @@ async def test_repeated_fetches_to_one_origin_reuse_one_connection(wide_server: 
     fetcher = Fetcher(CrawlConfig(concurrency=8, retries=0))
     try:
         for _ in range(30):
-            assert (await fetcher.fetch(f"http://127.0.0.1:{port}/")).status == 200
+            assert (await fetcher.fetch(f"http://127.0.0.1:{port}/", read)).status == 200
     finally:
         await fetcher.close()
     assert len(wide_server.app[PEERS]) == 1
@@ -133,8 +139,8 @@ async def test_an_origin_in_use_keeps_its_connection_while_cold_ones_are_evicted
     hot = f"http://127.0.9.9:{port}/"
     try:
         for h in hosts(5 * idle_cap(config)):
-            assert (await fetcher.fetch(hot)).status == 200
-            assert (await fetcher.fetch(f"http://{h}:{port}/")).status == 200
+            assert (await fetcher.fetch(hot, read)).status == 200
+            assert (await fetcher.fetch(f"http://{h}:{port}/", read)).status == 200
     finally:
         await fetcher.close()
     to_hot = {p for p in wide_server.app[PEERS] if p[0] == "127.0.9.9"}
