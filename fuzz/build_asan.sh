@@ -21,7 +21,7 @@
 #   fuzz/build_asan.sh --force    rebuild both
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python}
+PY=${FUZZ_PYTHON:-python}
 CC=${CC_ASAN:-clang}
 OUT=fuzz/build
 PYX=crawler/extract/_extract_c.pyx

@@ -10,10 +10,12 @@
 # script exits non-zero, naming the file and the command that replays it.
 #
 # Environment: FUZZ_NO_ASAN=1 fuzzes the installed compiled module instead (no clang needed:
-# the twins are still compared, memory errors are not seen); PYTHON picks the interpreter.
+# the twins are still compared, memory errors are not seen); FUZZ_PYTHON picks the interpreter
+# (default: python, the one on PATH, e.g. the active venv's); FUZZ_PY_COVERAGE=0 leaves the
+# Python twin untraced (C coverage only, ~4x faster); FUZZ_NICE (default 15) the niceness.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python}
+PY=${FUZZ_PYTHON:-python}
 secs=${1:?usage: fuzz/run.sh SECONDS [extra atheris args]}
 shift
 
