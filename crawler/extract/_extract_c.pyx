@@ -44,8 +44,11 @@ from ._entities import C1, NAMED, unescape_attr
 from ._link import Link
 from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
 from ._machine import LINK_SETS, MAX_TOKEN, _link_config, link_set_key, parse_srcset, refresh_url
-from ._machine import _MAX_ANAME, _MAX_NAME, F_HTML, F_LINK, ForeignStack, FramesetState
 from ._machine import Iso2022JPDecoder
+
+# The tree-builder state both twins share, compiled here from the same source text
+# (ForeignStack, FramesetState and their tables: `_tree.py`).
+include "_tree.py"
 from ._resolve import Resolver
 
 cdef extern from "Python.h":
@@ -108,13 +111,14 @@ DEF F_SIMPLE = 8    # a link tag whose links `_emit_simple` can make (not base, 
 DEF F_FRAME = 16    # <frame>: an element only in a frameset document
 DEF F_FORM = 32     # <form> of a link set: no element while another form is open
 DEF F_TEMPLATE = 64 # <template>: `_machine.FramesetState` keeps the open ones
+DEF F_HEAD = 128    # stays in the head before the body (`_machine._HEAD_TAGS`)
 
-# `_machine.FramesetState` modes (the same values).
-DEF FS_HEAD = 0
-DEF FS_BODY = 1
-DEF FS_DONE = 2
-DEF FS_FRAMESET = 3
-DEF FS_TEMPLATE = 4
+# `_tree.FramesetState` modes (the same values as its FS_* names).
+DEF CFS_HEAD = 0
+DEF CFS_BODY = 1
+DEF CFS_DONE = 2
+DEF CFS_FRAMESET = 3
+DEF CFS_TEMPLATE = 4
 
 # Character classes.
 DEF C_WS = 1        # \t \n \f \r space
@@ -204,6 +208,18 @@ cdef Py_ssize_t _find_end_tag(const unsigned char* p, Py_ssize_t pos, Py_ssize_t
 
 
 cdef const unsigned char* _SCRIPT = b"script"
+
+
+cdef inline bint _fs_end_name(const unsigned char* n, Py_ssize_t l) noexcept nogil:
+    """The end tags `_machine.FramesetState.end` acts on: br, body, html, frameset, template
+    (the others it ignores, so they need not reach it)."""
+    if l == 2:
+        return n[0] == 0x62 and n[1] == 0x72
+    if l == 4:
+        return memcmp(n, b"body", 4) == 0 or memcmp(n, b"html", 4) == 0
+    if l == 8:
+        return memcmp(n, b"frameset", 8) == 0 or memcmp(n, b"template", 8) == 0
+    return False
 
 
 cdef Py_ssize_t _find_script_data(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
@@ -665,6 +681,8 @@ cdef class _Tables:
                 e.flags |= F_FORM
             elif t == b"template":
                 e.flags |= F_TEMPLATE
+            if t in _HEAD_TAGS:
+                e.flags |= F_HEAD
             if t == b"svg":
                 e.flags |= F_SVG
             elif t == b"math":
@@ -1007,7 +1025,7 @@ cdef class LinkExtractor:
         self._fst = ForeignStack()
         self._foreign = self._fst.runs  # the same list: empty means HTML content
         self._fs = FramesetState()
-        self._fmode = FS_HEAD
+        self._fmode = CFS_HEAD
         self._form = False
         self._closed = False
         self._begin_tag(False)
@@ -1276,14 +1294,14 @@ cdef class LinkExtractor:
             kind = self._fst.start(name, attrs, sc)
             if kind != F_HTML:
                 if kind == F_LINK and b"a" in self._links:
-                    self._emit(name, attrs, self._fs.held if self._fmode == FS_BODY else out)
+                    self._emit(name, attrs, self._fs.held if self._fmode == CFS_BODY else out)
                 return 0
-        if self._fmode != FS_DONE or name == b"template":
+        if self._fmode != CFS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
             self._fmode = self._fs.view
             if ignored:
                 return 0
-            if self._fmode == FS_BODY:
+            if self._fmode == CFS_BODY:
                 out = self._fs.held
         elif name == b"frame":
             return 0
@@ -1476,17 +1494,19 @@ cdef class LinkExtractor:
         if self._t_end:
             if k >= 0 and (self._entries[k].flags & F_FORM):
                 self._form = False
-            if PyList_GET_SIZE(self._foreign) or self._fmode != FS_DONE:
+            if PyList_GET_SIZE(self._foreign) or (self._fmode != CFS_DONE
+                                                  and _fs_end_name(self._t_name, self._t_nlen)):
                 name = PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen)
                 if PyList_GET_SIZE(self._foreign):
                     self._fst.end(name)
-                if self._fmode != FS_DONE:
+                if self._fmode != CFS_DONE:
                     self._fs_end(name, out)
             return 0
         if k >= 0:
             e = &self._entries[k]
+            # (a head element before the body: what the slow path would do, done here)
             if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH | F_TEMPLATE)) \
-                    and self._fmode == FS_DONE:
+                    and (self._fmode == CFS_DONE or (self._fmode == CFS_HEAD and (e.flags & F_HEAD))):
                 if e.flags & F_FRAME:
                     return 0  # no frame element outside a frameset
                 if e.flags & F_FORM:
@@ -1499,7 +1519,7 @@ cdef class LinkExtractor:
                     self._emit(self._entry_names[k], self._attrs(), out)
                 self._switch(k)
                 return 0
-        elif PyList_GET_SIZE(self._foreign) == 0 and self._fmode == FS_DONE:
+        elif PyList_GET_SIZE(self._foreign) == 0 and self._fmode == CFS_DONE:
             return 0
         self._start(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen),
                     self._attrs(), self._t_slash, out)
@@ -1642,7 +1662,7 @@ cdef class LinkExtractor:
         while pos < n:
             state = self._state
             if state == S_DATA:
-                if self._fmode < FS_DONE:
+                if self._fmode < CFS_DONE:
                     # A <frameset> could still take effect: all text matters (`_machine`).
                     while pos < n:
                         c = p[pos]
@@ -1696,7 +1716,7 @@ cdef class LinkExtractor:
                     elif foreign and rest == b"[CDATA[":
                         self._state = S_CDATA
                         pos += 9
-                        if self._fmode < FS_DONE:
+                        if self._fmode < CFS_DONE:
                             self._fs_text(out)
                     elif len(rest) < 7 and (
                         b"--".startswith(rest) or (foreign and b"[CDATA[".startswith(rest))
@@ -1711,7 +1731,7 @@ cdef class LinkExtractor:
                     pos += 1
                 else:
                     pos += 1
-                    if self._fmode < FS_DONE:
+                    if self._fmode < CFS_DONE:
                         self._fs_text(out)
             elif state == S_TAG:
                 pos = self._tag_stream(p, pos, n, out)
