@@ -1317,9 +1317,9 @@ cdef class LinkExtractor:
             if sw == S_RAWTEXT:
                 self._rawidx = _RAWTEXT_NAMES.index(name)
         elif name == b"svg" and not sc:
-            self._fst.push(b"s:svg")
+            self._fst.push(b"s:svg", b"svg")
         elif name == b"math" and not sc:
-            self._fst.push(b"m:math")
+            self._fst.push(b"m:math", b"math")
         return 0
 
     cdef int _fs_end(self, bytes name, list out) except -1:

@@ -650,7 +650,10 @@ class LinkExtractor:
             if sw == S_RAWTEXT:
                 self._end_re = _RAWTEXT_END[name]
         elif (name == b"svg" or name == b"math") and not sc:
-            self._fst.push(b"s:svg" if name == b"svg" else b"m:math")
+            if name == b"svg":
+                self._fst.push(b"s:svg", b"svg")
+            else:
+                self._fst.push(b"m:math", b"math")
 
     def _fs_end(self, name: bytes, out: list[Link]) -> None:
         self._fs.end(name, out)

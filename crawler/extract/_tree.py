@@ -50,10 +50,11 @@ class ForeignStack:
     `_MAX_FOREIGN_DEPTH` runs are kept (memory is bounded); a deeper run is not recorded.
     """
 
-    __slots__ = ("runs", "counts", "open", "html", "hopen")
+    __slots__ = ("runs", "keys", "counts", "open", "html", "hopen")
 
     def __init__(self) -> None:
         self.runs: list[bytes] = []
+        self.keys: list[bytes] = []  # the end-tag name of each run
         self.counts: list[int] = []
         self.open: dict[bytes, int] = {}
         # HTML elements opened inside an integration point, as (len(runs) then, name): the
@@ -69,30 +70,28 @@ class ForeignStack:
     def clear(self) -> None:
         """A table cell closed around the foreign content: all of it is gone."""
         self.runs.clear()  # (the same list object: the extractors hold it)
+        self.keys.clear()
         self.counts.clear()
         self.open.clear()
         self.html.clear()
         self.hopen.clear()
 
-    @staticmethod
-    def _key(entry: bytes) -> bytes:
-        return b"annotation-xml" if entry == _AX_HTML else entry[2:]
-
-    def push(self, entry: bytes) -> None:
+    def push(self, entry: bytes, key: bytes) -> None:
+        """Open an element: ``entry`` as in `runs`, ``key`` the name its end tag has."""
         runs = self.runs
         if runs and runs[-1] == entry:
             self.counts[-1] += 1
         elif len(runs) < _MAX_FOREIGN_DEPTH:
             runs.append(entry)
+            self.keys.append(key)
             self.counts.append(1)
         else:
             return
-        key = self._key(entry)
         self.open[key] = self.open.get(key, 0) + 1
 
     def _pop_run(self) -> None:
-        key = self._key(self.runs.pop())
-        self.open[key] -= self.counts.pop()
+        self.runs.pop()
+        self.open[self.keys.pop()] -= self.counts.pop()
         html = self.html
         while html and html[-1][0] > len(self.runs):
             self._pop_html()
@@ -129,12 +128,14 @@ class ForeignStack:
             # the HTML rules, which would close the svg/math subtree if an enclosing HTML
             # element had that name; HTML elements outside it are not tracked here.)
             return
-        while self._key(runs[-1]) != name:
+        keys = self.keys
+        while keys[-1] != name:
             self._pop_run()
         self.counts[-1] -= 1
         self.open[name] -= 1
         if not self.counts[-1]:
             runs.pop()
+            keys.pop()
             self.counts.pop()
             while html and html[-1][0] > len(runs):
                 self._pop_html()
@@ -166,6 +167,7 @@ class ForeignStack:
         if not sc:
             # A child takes its parent's namespace; only <svg> under a MathML annotation-xml
             # starts an SVG subtree.
+            key = name
             if name == b"svg" and (top == b"m:annotation-xml" or top == _AX_HTML):
                 entry = b"s:svg"
             elif name == b"annotation-xml" and top[0] == 0x6D:
@@ -174,9 +176,19 @@ class ForeignStack:
                 if enc is not None and enc.lower() in (b"text/html", b"application/xhtml+xml"):
                     entry = _AX_HTML
             else:
-                # (a name over _MAX_NAME bytes is stored as NUL: no end tag can close it)
-                entry = top[:2] + (name if len(name) <= _MAX_NAME else b"\x00")
-            self.push(entry)
+                if len(name) > _MAX_NAME:
+                    key = b"\x00"  # stored short: no end tag can close it
+                entry = (b"s:" if top[0] == 0x73 else b"m:") + key
+            # (inline `push`: this is the path of every svg/math element)
+            runs = self.runs
+            if runs[-1] == entry:
+                self.counts[-1] += 1
+                self.open[key] += 1
+            elif len(runs) < _MAX_FOREIGN_DEPTH:
+                runs.append(entry)
+                self.keys.append(key)
+                self.counts.append(1)
+                self.open[key] = self.open.get(key, 0) + 1
         return F_LINK if name == b"a" else F_ELEMENT
 
 
