@@ -17,9 +17,10 @@ Python objects are built only for the links found. A link tag in HTML content (`
 ``area``, ``iframe``... of the link set) is emitted straight from the C attribute slots
 (`_emit_simple`): value decoding, character references of ASCII values, ``rel=nofollow`` and
 URL resolution in C, the `Link` tuple allocated in C. The rarer logic (``<base>``, meta
-refresh/robots/charset, srcset, the foreign-content stack, non-ASCII values) is the
-reference's code compiled as is, on the reference's ``{name: value}`` dict; encoding sniffing
-is shared Python code (`charset`). The URL fast path handles ASCII values of the common forms
+refresh/robots/charset, srcset, non-ASCII values) is the reference's code compiled as is, on
+the reference's ``{name: value}`` dict; the tree-builder state (the svg/math stack, frameset
+documents, templates: `_tree.py`) is the very same source, included below and compiled;
+encoding sniffing is shared Python code (`charset`). The URL fast path handles ASCII values of the common forms
 (absolute http(s) with a plain host, scheme-relative, root-relative, path-relative,
 query-only, empty or fragment-only); whatever it does not answer goes to the Python resolver
 (`_resolve.Resolver`: its own fast path, then Ada), so a miss here can never change a result.

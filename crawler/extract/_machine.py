@@ -49,7 +49,10 @@ Rules this module keeps
 3. Bounded memory: an attribute value longer than ``max_token`` bytes (default 64 KiB) is
    dropped whole (never cut into a wrong URL) and the tag still ends where the standard says.
    Only attributes that can produce a link are kept at all; the stack of open svg/math
-   elements is capped at 1024 entries; the URL cache of a resolver at 4096.
+   elements is kept as runs of one name (1024 runs at most, `_tree.ForeignStack`), so are
+   the HTML elements open in their integration points (1024) and the open templates (1024);
+   tag names are kept up to 256 bytes; the URL cache of a resolver holds 4096. Every one of
+   these caps is the same in both twins (tests/test_extract_limits.py).
 4. Never raises on any input: malformed markup is tokenized as the standard says. An
    unexpected error (a bug) while a tag's values become links drops that tag's links and
    the tokenizer goes on; one in the tokenizer itself stops extraction for that document,
