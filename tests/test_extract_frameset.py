@@ -250,3 +250,11 @@ def test_html_elements_inside_integration_points(impl: Any, html: str, expected:
     links = run(impl, data)
     assert [x.raw for x in links] == expected
     assert run(impl, data, [1] * len(data)) == links
+
+
+def test_base_in_a_template_is_no_base(impl: Any) -> None:
+    """Template contents are not in the document: their <base> sets no base (Chromium 156)."""
+    data = b"<template><base href=/b/></template><a href=P0><base href=/c/><a href=P1>"
+    links = run(impl, data)
+    assert [x.url for x in links] == ["https://example.org/dir/P0", "https://example.org/c/P1"]
+    assert run(impl, data, [1] * len(data)) == links

@@ -1237,7 +1237,8 @@ cdef class LinkExtractor:
                     continue
                 out.append(_new(Link, (fr.resolve(raw), raw, tagstr, astr, nofollow)))
         if tag == b"base":
-            if not self._base_seen and attrs.get(b"href") is not None:
+            if not self._base_seen and attrs.get(b"href") is not None \
+                    and self._fmode != CFS_TEMPLATE:
                 self._base_seen = True
                 href = attrs[b"href"]
                 url = self._fr.resolve(self._text(href))

@@ -121,6 +121,7 @@ from ._tree import (  # noqa: F401 - the shared tree-builder state (names re-exp
     FS_BODY,
     FS_DONE,
     FS_HEAD,
+    FS_TEMPLATE,
     ForeignStack,
     FramesetState,
 )
@@ -569,7 +570,12 @@ class LinkExtractor:
                     continue
                 out.append(_new(Link, (resolve(raw), raw, tagstr, astr, nofollow)))
         if tag == b"base":
-            if not self._base_seen and attrs.get(b"href") is not None:
+            # (a <base> in a template's content is not in the document: no base)
+            if (
+                not self._base_seen
+                and attrs.get(b"href") is not None
+                and self._fmode != FS_TEMPLATE
+            ):
                 self._base_seen = True
                 href = attrs[b"href"]
                 assert href is not None
