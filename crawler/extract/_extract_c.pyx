@@ -924,6 +924,9 @@ cdef class LinkExtractor:
     cdef int _state
     cdef int _rawidx
     cdef object _fst
+    cdef object _fst_start
+    cdef object _fst_end
+    cdef object _fst_push
     cdef list _foreign
     cdef object _fs
     cdef int _fmode
@@ -1025,6 +1028,10 @@ cdef class LinkExtractor:
         self._rawidx = -1
         self._fst = ForeignStack()
         self._foreign = self._fst.runs  # the same list: empty means HTML content
+        # Bound once: a method lookup per svg/math tag costs as much as the method.
+        self._fst_start = self._fst.start
+        self._fst_end = self._fst.end
+        self._fst_push = self._fst.push
         self._fs = FramesetState()
         self._fmode = CFS_HEAD
         self._form = False
@@ -1293,7 +1300,7 @@ cdef class LinkExtractor:
         """A complete start tag: links, then the tokenizer state the tree builder would set."""
         cdef int kind
         if PyList_GET_SIZE(self._foreign):
-            kind = self._fst.start(name, attrs, sc)
+            kind = self._fst_start(name, attrs, sc)
             if kind != F_HTML:
                 if kind == F_LINK and b"a" in self._links:
                     self._emit(name, attrs, self._fs.held if self._fmode == CFS_BODY else out)
@@ -1319,9 +1326,9 @@ cdef class LinkExtractor:
             if sw == S_RAWTEXT:
                 self._rawidx = _RAWTEXT_NAMES.index(name)
         elif name == b"svg" and not sc:
-            self._fst.push(b"s:svg", b"svg")
+            self._fst_push(b"s:svg", b"svg")
         elif name == b"math" and not sc:
-            self._fst.push(b"m:math", b"math")
+            self._fst_push(b"m:math", b"math")
         return 0
 
     cdef int _fs_end(self, bytes name, list out) except -1:
@@ -1500,7 +1507,7 @@ cdef class LinkExtractor:
                                                   and _fs_end_name(self._t_name, self._t_nlen)):
                 name = PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen)
                 if PyList_GET_SIZE(self._foreign):
-                    self._fst.end(name)
+                    self._fst_end(name)
                 if self._fmode != CFS_DONE:
                     self._fs_end(name, out)
             return 0
