@@ -16,6 +16,7 @@ import html5lib
 import pytest
 
 from crawler.extract import Link
+from crawler.extract._tree import MAX_HELD
 from tests.extract_common import BASE, HTML_NS, IMPLS
 
 LINK_ATTRS = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
@@ -144,6 +145,23 @@ def test_links_held_while_a_frameset_could_still_remove_them(impl: Any) -> None:
     ex = impl(BASE, "utf-8")
     assert ex.feed(b"<a href=/1>") == []
     assert [x.raw for x in ex.close()] == ["/1"]  # the end of the document releases them
+
+
+def test_held_links_are_bounded_and_stream_again(impl: Any) -> None:
+    # A body of links with no text keeps the flag "ok": without a bound every link of the page
+    # was held until close() (an 8 MB page: 762,600 links, 246 MB, nothing streamed).
+    ex = impl(BASE, "utf-8")
+    out = ex.feed(b"<a href=/x>" * MAX_HELD)
+    assert out == []  # at the bound: still held
+    out = ex.feed(b"<svg><a href=/s></a></svg>")  # one more (an SVG <a> is held too)
+    assert len(out) == MAX_HELD + 1  # past it: released in order, the flag taken as "not ok"
+    assert [x.raw for x in ex.feed(b"<a href=/y>")] == ["/y"]  # and links stream again
+    assert [x.raw for x in ex.feed(b"<frameset><frame src=/f>")] == []  # too late: no frameset
+    assert ex.close() == []
+    for n, expected in ((MAX_HELD, ["/f"]), (MAX_HELD + 1, ["/x"] * (MAX_HELD + 1))):
+        data = b"<a href=/x>" * n + b"<frameset><frame src=/f>"
+        assert [x.raw for x in run(impl, data)] == expected
+        assert [x.raw for x in run(impl, data, [7] * (len(data) // 7))] == expected
 
 
 def test_meta_in_the_head_is_not_held(impl: Any) -> None:

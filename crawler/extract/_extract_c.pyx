@@ -1303,15 +1303,18 @@ cdef class LinkExtractor:
             kind = self._fst_start(name, attrs, sc)
             if kind != F_HTML:
                 if kind == F_LINK and b"a" in self._links:
-                    self._emit(name, attrs, self._fs.held if self._fmode == CFS_BODY else out)
+                    if self._fmode == CFS_BODY:
+                        self._emit(name, attrs, self._fs.held)
+                        self._fs.cap_held(out)
+                        self._fmode = self._fs.view
+                    else:
+                        self._emit(name, attrs, out)
                 return 0
         if self._fmode != CFS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
             self._fmode = self._fs.view
             if ignored:
                 return 0
-            if self._fmode == CFS_BODY:
-                out = self._fs.held
         elif name == b"frame":
             return 0
         if name in self._want:
@@ -1319,7 +1322,12 @@ cdef class LinkExtractor:
                 if self._form:
                     return 0
                 self._form = True
-            self._emit(name, attrs, out)
+            if self._fmode == CFS_BODY:
+                self._emit(name, attrs, self._fs.held)
+                self._fs.cap_held(out)
+                self._fmode = self._fs.view
+            else:
+                self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
             self._state = sw

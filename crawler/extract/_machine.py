@@ -636,15 +636,18 @@ class LinkExtractor:
             if kind != F_HTML:
                 # A foreign element: no raw-text switching; an SVG <a href> is still a link.
                 if kind == F_LINK and b"a" in self._links:
-                    self._emit(name, attrs, self._fs.held if self._fmode == FS_BODY else out)
+                    if self._fmode == FS_BODY:
+                        self._emit(name, attrs, self._fs.held)
+                        self._fs.cap_held(out)
+                        self._fmode = self._fs.view
+                    else:
+                        self._emit(name, attrs, out)
                 return
         if self._fmode != FS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
             self._fmode = self._fs.view
             if ignored:
                 return
-            if self._fmode == FS_BODY:
-                out = self._fs.held
         elif name == b"frame":
             return  # no frame element outside a frameset
         if name in self._want:
@@ -652,7 +655,12 @@ class LinkExtractor:
                 if self._form:
                     return  # a form start tag while a form is open is ignored
                 self._form = True
-            self._emit(name, attrs, out)
+            if self._fmode == FS_BODY:
+                self._emit(name, attrs, self._fs.held)
+                self._fs.cap_held(out)
+                self._fmode = self._fs.view
+            else:
+                self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
             self._state = sw

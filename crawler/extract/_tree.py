@@ -199,6 +199,11 @@ FS_BODY = 1  # in body, frameset-ok still "ok": a <frameset> would remove the bo
 FS_DONE = 2  # frameset-ok "not ok" in body: an ordinary document (a <frame> is ignored)
 FS_FRAMESET = 3  # a <frameset> took effect: only frame and noframes start tags do anything
 FS_TEMPLATE = 4  # (`FramesetState.view` only) a <template> is open: its content is no body
+# Links held back while a <frameset> could still remove the body (`FramesetState.held`). Past
+# this many, the flag is taken as "not ok" and they are released: memory stays bounded and the
+# links stream again (a page of links with no text at all; a <frameset> after 512 of them is a
+# documented deviation: its body's links are reported).
+MAX_HELD = 512
 
 # Start tags that stay in the head before the body exists (the rest create the body).
 _HEAD_TAGS = frozenset(
@@ -232,7 +237,7 @@ class FramesetState:
     and then removes the body: the links found in the body meanwhile are held back (`held`),
     released in order once the flag goes "not ok" (or the document ends), dropped when a
     frameset takes effect. Holding costs what returning them would; it normally ends at the
-    page's first text. After a frameset only ``frame`` (while a frameset is open) and
+    page's first text, and at most `MAX_HELD` links are held (past that they are released). After a frameset only ``frame`` (while a frameset is open) and
     ``noframes`` start tags make elements; a ``frame`` anywhere else makes none. A template
     whose first element is ``<col>`` ignores every start tag but col and template.
 
@@ -263,6 +268,11 @@ class FramesetState:
         self.mode = FS_DONE
         self.release(out)
         self._update()
+
+    def cap_held(self, out: list[Link]) -> None:
+        """Release the held links once there are more than `MAX_HELD` (see there)."""
+        if len(self.held) > MAX_HELD:
+            self.not_ok(out)
 
     def text(self, out: list[Link]) -> None:
         """Non-whitespace text (view below FS_DONE): it creates the body and clears the flag.
