@@ -15,7 +15,8 @@ cannot rot:
 2. every result is a list of `Link` with the documented field types;
 3. the pure-Python and the compiled extractor give identical links (and the same final
    ``encoding``, ``base_url`` and ``nofollow``);
-4. the result does not depend on the chunking: whole equals chunked, for both.
+4. the result does not depend on the chunking: whole equals chunked, for both; and nothing
+   comes out of feed() or close() after close().
 
 Run by run.sh, the compiled twin is the one built with AddressSanitizer and libFuzzer's
 coverage (fuzz/build_asan.sh) and named by ``CRAWLER_FUZZ_ASAN_SO``; without it the target
