@@ -63,7 +63,10 @@ fi
 suffix=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 so=$OUT/asan/_extract_c$suffix
 csrc=$OUT/_extract_c.c
-if [ $force = 1 ] || [ ! -f "$so" ] || [ "$PYX" -nt "$so" ] || [ "$0" -nt "$so" ]; then
+# The .pyx `include`s Python sources of crawler/extract/ (_tree.py): any of them newer rebuilds.
+stale=0
+for src in "$PYX" crawler/extract/*.py "$0"; do [ "$src" -nt "$so" ] && stale=1; done
+if [ $force = 1 ] || [ ! -f "$so" ] || [ $stale = 1 ]; then
   # Cython takes the module name from the package layout (crawler.extract._extract_c), so
   # the relative imports in the .pyx resolve against crawler.extract when the target loads it.
   "$PY" -m cython -3 --fast-fail -o "$csrc" "$PYX"
