@@ -237,9 +237,10 @@ class FramesetState:
     and then removes the body: the links found in the body meanwhile are held back (`held`),
     released in order once the flag goes "not ok" (or the document ends), dropped when a
     frameset takes effect. Holding costs what returning them would; it normally ends at the
-    page's first text, and at most `MAX_HELD` links are held (past that they are released). After a frameset only ``frame`` (while a frameset is open) and
-    ``noframes`` start tags make elements; a ``frame`` anywhere else makes none. A template
-    whose first element is ``<col>`` ignores every start tag but col and template.
+    page's first text, and at most `MAX_HELD` links are held (past that they are released).
+    After a frameset only ``frame`` (while a frameset is open) and ``noframes`` start tags
+    make elements; a ``frame`` anywhere else makes none. A template whose first element is
+    ``<col>`` ignores every start tag but col and template.
 
     `view` is what the extractors read: the mode, or FS_TEMPLATE while a template is open
     (below FS_DONE text matters; anything but FS_DONE means every tag does).
