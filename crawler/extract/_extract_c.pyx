@@ -120,6 +120,10 @@ DEF CFS_BODY = 1
 DEF CFS_DONE = 2
 DEF CFS_FRAMESET = 3
 DEF CFS_TEMPLATE = 4
+# `_tree` kinds of a foreign start tag and its depth cap, for the inline common cases.
+DEF CF_ELEMENT = 1
+DEF CF_LINK = 2
+DEF FOREIGN_CAP = 1024
 
 # Character classes.
 DEF C_WS = 1        # \t \n \f \r space
@@ -133,6 +137,11 @@ DEF C_SCHEME = 128  # A-Za-z0-9 + . -
 
 cdef unsigned char CLS[256]
 cdef unsigned char LOWER[256]
+# What `_text` must know of a value's bytes, OR-ed over the value in one pass.
+DEF V_HIGH = 1      # >= 0x80: not ASCII
+DEF V_SPECIAL = 2   # & or NUL: character references or U+FFFD
+DEF V_CR = 4        # CR: newline normalisation
+cdef unsigned char VCLS[256]
 
 
 cdef void _init_tables():
@@ -140,6 +149,10 @@ cdef void _init_tables():
     for i in range(256):
         CLS[i] = 0
         LOWER[i] = i
+        VCLS[i] = V_HIGH if i >= 0x80 else 0
+    VCLS[ord('&')] = V_SPECIAL
+    VCLS[0] = V_SPECIAL
+    VCLS[ord('\r')] = V_CR
     for i in range(ord('A'), ord('Z') + 1):
         LOWER[i] = i + 32
         CLS[i] |= C_ALPHA | C_SAFE | C_HOST | C_SCHEME
@@ -161,6 +174,8 @@ cdef void _init_tables():
 _init_tables()
 if NAME_CAP != _MAX_NAME or ANAME_CAP != _MAX_ANAME:  # the twins must keep the same caps
     raise ImportError("_extract_c: name caps differ from _machine's")
+if CF_ELEMENT != F_ELEMENT or CF_LINK != F_LINK or FOREIGN_CAP != _MAX_FOREIGN_DEPTH:
+    raise ImportError("_extract_c: foreign-content constants differ from _tree's")
 
 
 cdef struct Entry:
@@ -927,6 +942,12 @@ cdef class LinkExtractor:
     cdef object _fst_start
     cdef object _fst_end
     cdef object _fst_push
+    # The ForeignStack's own containers (the same objects; it never replaces them), read by
+    # the inline common cases `_fst_start_fast` and `_fst_end_fast`.
+    cdef list _fkeys
+    cdef list _fcounts
+    cdef list _fhtml
+    cdef dict _fopen
     cdef list _foreign
     cdef object _fs
     cdef int _fmode
@@ -1032,6 +1053,10 @@ cdef class LinkExtractor:
         self._fst_start = self._fst.start
         self._fst_end = self._fst.end
         self._fst_push = self._fst.push
+        self._fkeys = self._fst.keys
+        self._fcounts = self._fst.counts
+        self._fhtml = self._fst.html
+        self._fopen = self._fst.open
         self._fs = FramesetState()
         self._fmode = CFS_HEAD
         self._form = False
@@ -1162,18 +1187,14 @@ cdef class LinkExtractor:
         """An attribute value as the DOM holds it: decoded, references and newlines done."""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(v)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(v), i
-        cdef bint high = False, special = False, cr = False
-        cdef unsigned char c
+        cdef bint high, special, cr
+        cdef unsigned char acc = 0
         cdef str s
         for i in range(n):
-            c = p[i]
-            if c >= 0x80:
-                high = True
-                break
-            if c == 0x26 or c == 0:
-                special = True
-            elif c == 0x0D:
-                cr = True
+            acc |= VCLS[p[i]]
+        high = acc & V_HIGH
+        special = acc & V_SPECIAL
+        cr = acc & V_CR
         if not high:
             if not special and not cr:
                 return PyUnicode_DecodeASCII(<const char*>p, n, NULL)
@@ -1300,7 +1321,9 @@ cdef class LinkExtractor:
         """A complete start tag: links, then the tokenizer state the tree builder would set."""
         cdef int kind
         if PyList_GET_SIZE(self._foreign):
-            kind = self._fst_start(name, attrs, sc)
+            kind = self._fst_start_fast(name, sc)
+            if kind < 0:
+                kind = self._fst_start(name, attrs, sc)
             if kind != F_HTML:
                 if kind == F_LINK and b"a" in self._links:
                     if self._fmode == CFS_BODY:
@@ -1338,6 +1361,53 @@ cdef class LinkExtractor:
         elif name == b"math" and not sc:
             self._fst_push(b"m:math", b"math")
         return 0
+
+    cdef int _fst_start_fast(self, bytes name, bint sc) except -2:
+        """`ForeignStack.start` for the common case, inline: no HTML element open in an
+        integration point, a top that is none, and a name with no special rule (the shared
+        method does everything else, and is the reference for this): returns the F_* kind,
+        or -1 when the shared method must decide."""
+        cdef list runs = self._foreign
+        cdef Py_ssize_t n = PyList_GET_SIZE(runs)
+        cdef bytes top, entry
+        if PyList_GET_SIZE(self._fhtml) or PyBytes_GET_SIZE(name) > NAME_CAP:
+            return -1
+        top = <bytes>runs[n - 1]
+        if top in _INTEG or name in _BREAKOUT or name == b"font" or name == b"svg" \
+                or name == b"annotation-xml":
+            return -1
+        if not sc:
+            entry = (b"s:" if (<const unsigned char*>PyBytes_AS_STRING(top))[0] == 0x73
+                     else b"m:") + name
+            if top == entry:
+                self._fcounts[n - 1] += 1
+                self._fopen[name] += 1
+            elif n < FOREIGN_CAP:
+                runs.append(entry)
+                self._fkeys.append(name)
+                self._fcounts.append(1)
+                self._fopen[name] = self._fopen.get(name, 0) + 1
+        return CF_LINK if name == b"a" else CF_ELEMENT
+
+    cdef bint _fst_end_fast(self, bytes name) except -1:
+        """`ForeignStack.end` for the common case, inline: no HTML element open in an
+        integration point, and the end tag closes the top run (False: the shared method must
+        do it)."""
+        cdef list runs = self._foreign, keys = self._fkeys, counts = self._fcounts
+        cdef Py_ssize_t n = PyList_GET_SIZE(runs)
+        cdef long c
+        if PyList_GET_SIZE(self._fhtml) or n == 0 or <bytes>keys[n - 1] != name \
+                or name == b"br" or name == b"p":
+            return False
+        self._fopen[name] -= 1
+        c = <long>counts[n - 1] - 1
+        if c:
+            counts[n - 1] = c
+        else:
+            runs.pop()
+            keys.pop()
+            counts.pop()
+        return True
 
     cdef int _fs_end(self, bytes name, list out) except -1:
         self._fs.end(name, out)
@@ -1515,7 +1585,8 @@ cdef class LinkExtractor:
                                                   and _fs_end_name(self._t_name, self._t_nlen)):
                 name = PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen)
                 if PyList_GET_SIZE(self._foreign):
-                    self._fst_end(name)
+                    if not self._fst_end_fast(name):
+                        self._fst_end(name)
                 if self._fmode != CFS_DONE:
                     self._fs_end(name, out)
             return 0
