@@ -1317,6 +1317,16 @@ cdef class LinkExtractor:
 
     # Tags ---------------------------------------------------------------------------------
 
+    cdef int _emit_body(self, bytes name, dict attrs, list out) except -1:
+        """`_machine.LinkExtractor._emit_body`: held while a <frameset> could remove the body."""
+        if self._fmode == CFS_BODY:
+            self._emit(name, attrs, self._fs.held)
+            self._fs.cap_held(out)
+            self._fmode = self._fs.view
+        else:
+            self._emit(name, attrs, out)
+        return 0
+
     cdef int _start(self, bytes name, dict attrs, bint sc, list out) except -1:
         """A complete start tag: links, then the tokenizer state the tree builder would set."""
         cdef int kind
@@ -1326,12 +1336,7 @@ cdef class LinkExtractor:
                 kind = self._fst_start(name, attrs, sc)
             if kind != F_HTML:
                 if kind == F_LINK and b"a" in self._links:
-                    if self._fmode == CFS_BODY:
-                        self._emit(name, attrs, self._fs.held)
-                        self._fs.cap_held(out)
-                        self._fmode = self._fs.view
-                    else:
-                        self._emit(name, attrs, out)
+                    self._emit_body(name, attrs, out)
                 return 0
         if self._fmode != CFS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
@@ -1345,12 +1350,7 @@ cdef class LinkExtractor:
                 if self._form:
                     return 0
                 self._form = True
-            if self._fmode == CFS_BODY:
-                self._emit(name, attrs, self._fs.held)
-                self._fs.cap_held(out)
-                self._fmode = self._fs.view
-            else:
-                self._emit(name, attrs, out)
+            self._emit_body(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
             self._state = sw

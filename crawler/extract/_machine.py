@@ -627,6 +627,15 @@ class LinkExtractor:
 
     # Tags ---------------------------------------------------------------------------------
 
+    def _emit_body(self, name: bytes, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
+        """`_emit`, into the held links while a <frameset> could still remove the body."""
+        if self._fmode == FS_BODY:
+            self._emit(name, attrs, self._fs.held)
+            self._fs.cap_held(out)
+            self._fmode = self._fs.view
+        else:
+            self._emit(name, attrs, out)
+
     def _start(
         self, name: bytes, attrs: dict[bytes, bytes | None], sc: bool, out: list[Link]
     ) -> None:
@@ -636,12 +645,7 @@ class LinkExtractor:
             if kind != F_HTML:
                 # A foreign element: no raw-text switching; an SVG <a href> is still a link.
                 if kind == F_LINK and b"a" in self._links:
-                    if self._fmode == FS_BODY:
-                        self._emit(name, attrs, self._fs.held)
-                        self._fs.cap_held(out)
-                        self._fmode = self._fs.view
-                    else:
-                        self._emit(name, attrs, out)
+                    self._emit_body(name, attrs, out)
                 return
         if self._fmode != FS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
@@ -655,12 +659,7 @@ class LinkExtractor:
                 if self._form:
                     return  # a form start tag while a form is open is ignored
                 self._form = True
-            if self._fmode == FS_BODY:
-                self._emit(name, attrs, self._fs.held)
-                self._fs.cap_held(out)
-                self._fmode = self._fs.view
-            else:
-                self._emit(name, attrs, out)
+            self._emit_body(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
             self._state = sw
