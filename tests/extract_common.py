@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crawler.extract import LinkExtractorC, LinkExtractorPy
+from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
 
 BASE = "https://example.org/dir/page.html"
 
@@ -28,3 +28,19 @@ CORPUS = SHARED / "corpus" / "pages"
 PAGES = sorted(CORPUS.glob("*.html")) if CORPUS.is_dir() else []
 # Outside CI a checkout without ../shared skips the corpus tests; in CI a missing corpus fails.
 SKIP_WITHOUT_CORPUS = not PAGES and not os.environ.get("CI")
+
+
+def run_strict(
+    impl: Any, data: bytes, sizes: list[int] | None = None, encoding: str = "utf-8", **kw: Any
+) -> list[Link]:
+    """``feed`` the first ``sum(sizes)`` bytes in those sizes, the rest at once, then ``close``,
+    with ``_strict`` set so that an internal error raises instead of ending extraction."""
+    ex = impl(BASE, encoding, **kw)
+    ex._strict = True
+    out: list[Link] = []
+    i = 0
+    for k in sizes or []:
+        out += ex.feed(data[i : i + k])
+        i += k
+    out += ex.feed(data[i:])
+    return out + ex.close()

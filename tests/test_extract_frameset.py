@@ -17,7 +17,7 @@ import pytest
 
 from crawler.extract import Link
 from crawler.extract._tree import MAX_HELD
-from tests.extract_common import BASE, HTML_NS, IMPLS
+from tests.extract_common import BASE, HTML_NS, IMPLS, run_strict
 
 LINK_ATTRS = {"a": "href", "area": "href", "frame": "src", "iframe": "src"}
 
@@ -28,15 +28,7 @@ def impl(request: pytest.FixtureRequest) -> Any:
 
 
 def run(impl: Any, data: bytes, sizes: list[int] | None = None) -> list[Link]:
-    ex = impl(BASE, "utf-8")
-    ex._strict = True
-    out: list[Link] = []
-    i = 0
-    for k in sizes or []:
-        out += ex.feed(data[i : i + k])
-        i += k
-    out += ex.feed(data[i:])
-    return out + ex.close()
+    return run_strict(impl, data, sizes)
 
 
 def dom_links(html: str) -> list[tuple[str, str]]:

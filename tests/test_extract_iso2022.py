@@ -15,7 +15,7 @@ import pytest
 
 from crawler.extract import Link
 from crawler.extract._machine import Iso2022JPDecoder
-from tests.extract_common import BASE, IMPLS
+from tests.extract_common import IMPLS, run_strict
 
 
 @pytest.fixture(params=[name for name, cls in IMPLS.items() if cls is not None])
@@ -24,15 +24,7 @@ def impl(request: pytest.FixtureRequest) -> Any:
 
 
 def run(impl: Any, data: bytes, sizes: list[int] | None = None, **kw: Any) -> list[Link]:
-    ex = impl(BASE, kw.pop("encoding", "iso-2022-jp"), **kw)
-    ex._strict = True
-    out: list[Link] = []
-    i = 0
-    for k in sizes or []:
-        out += ex.feed(data[i : i + k])
-        i += k
-    out += ex.feed(data[i:])
-    return out + ex.close()
+    return run_strict(impl, data, sizes, kw.pop("encoding", "iso-2022-jp"), **kw)
 
 
 @pytest.mark.parametrize(

@@ -19,19 +19,11 @@ import pytest
 
 from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
 from crawler.extract._machine import _MAX_ANAME, _MAX_FOREIGN_DEPTH, _MAX_NAME
-from tests.extract_common import BASE, IMPL_NAMES, IMPLS
+from tests.extract_common import BASE, IMPL_NAMES, IMPLS, run_strict
 
 
 def run(impl: Any, data: bytes, sizes: list[int] | None = None, **kw: Any) -> list[Link]:
-    ex = impl(BASE, kw.pop("encoding", "utf-8"), **kw)
-    ex._strict = True
-    out: list[Link] = []
-    i = 0
-    for k in sizes or []:
-        out += ex.feed(data[i : i + k])
-        i += k
-    out += ex.feed(data[i:])
-    return out + ex.close()
+    return run_strict(impl, data, sizes, kw.pop("encoding", "utf-8"), **kw)
 
 
 def chunkings(data: bytes, seed: int = 0) -> list[list[int] | None]:
