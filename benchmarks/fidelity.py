@@ -451,38 +451,31 @@ class Chromium:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{url}: not loaded in {timeout}s ({state}, {href})")
             await asyncio.sleep(0.05)
-        expr = _NAV_JS
+        return await self._evaluate_json(_NAV_JS)
+
+    async def _evaluate_json(self, expr: str) -> Any:
+        """Run ``expr`` (which returns a JSON string) in the page; its value, decoded."""
         res = await self._call("Runtime.evaluate", self._sid, expression=expr, returnByValue=True)
         if "exceptionDetails" in res:
             raise RuntimeError(str(res["exceptionDetails"])[:2000])
         return json.loads(res["result"]["value"])
 
+    async def _batched(self, template: str, items: Sequence[Any], batch: int) -> list[Any]:
+        """``template % <items as a JSON string literal>``, ``batch`` items a call, results
+        concatenated in order."""
+        out: list[Any] = []
+        for i in range(0, len(items), batch):
+            chunk = list(items[i : i + batch])
+            out.extend(await self._evaluate_json(template % json.dumps(json.dumps(chunk))))
+        return out
+
     async def resolve(self, pairs: Sequence[tuple[str, str]], batch: int = 20000) -> list[Any]:
         """``new URL(raw, base)`` without its fragment (None when it throws), per pair."""
-        out: list[Any] = []
-        for i in range(0, len(pairs), batch):
-            expr = _RESOLVE_JS % json.dumps(json.dumps(list(pairs[i : i + batch])))
-            res = await self._call(
-                "Runtime.evaluate", self._sid, expression=expr, returnByValue=True
-            )
-            if "exceptionDetails" in res:
-                raise RuntimeError(str(res["exceptionDetails"])[:2000])
-            out.extend(json.loads(res["result"]["value"]))
-        return out
+        return await self._batched(_RESOLVE_JS, pairs, batch)
 
     async def parse(self, htmls: Sequence[str], batch: int = 2000) -> list[Any]:
         """``[elements, foreign_hrefs]`` per document, as DOMParser builds it."""
-        out: list[Any] = []
-        for i in range(0, len(htmls), batch):
-            chunk = list(htmls[i : i + batch])
-            expr = _JS % json.dumps(json.dumps(chunk))
-            res = await self._call(
-                "Runtime.evaluate", self._sid, expression=expr, returnByValue=True
-            )
-            if "exceptionDetails" in res:
-                raise RuntimeError(str(res["exceptionDetails"])[:2000])
-            out.extend(json.loads(res["result"]["value"]))
-        return out
+        return await self._batched(_JS, htmls, batch)
 
 
 # The walker of _JS over the loaded document itself, with its character set.

@@ -31,15 +31,15 @@ def run(impl: Any, data: bytes, sizes: list[int] | None = None) -> list[Link]:
     return run_strict(impl, data, sizes)
 
 
-def dom_links(html: str) -> list[tuple[str, str]]:
-    """(tag, value) of the HTML a/area/frame/iframe link attributes in html5lib's DOM."""
+def dom_links(html: str, attrs: dict[str, str] = LINK_ATTRS) -> list[tuple[str, str]]:
+    """(tag, value) of the HTML-namespace ``attrs`` ({tag: attribute}) in html5lib's DOM."""
     doc = html5lib.parse(html, treebuilder="etree", namespaceHTMLElements=True)
     out = []
     for el in doc.iter():
         tag = el.tag if isinstance(el.tag, str) else ""
         if tag.startswith("{" + HTML_NS + "}"):
             local = tag.split("}")[1]
-            attr = LINK_ATTRS.get(local)
+            attr = attrs.get(local)
             if attr is not None and el.get(attr) is not None:
                 out.append((local, el.get(attr)))
     return out
@@ -169,19 +169,6 @@ def test_meta_in_the_head_is_not_held(impl: Any) -> None:
 RESOURCE_ATTRS = {"img": "src", "form": "action"}
 
 
-def dom_resources(html: str) -> list[tuple[str, str]]:
-    doc = html5lib.parse(html, treebuilder="etree", namespaceHTMLElements=True)
-    out = []
-    for el in doc.iter():
-        tag = el.tag if isinstance(el.tag, str) else ""
-        if tag.startswith("{" + HTML_NS + "}"):
-            local = tag.split("}")[1]
-            attr = RESOURCE_ATTRS.get(local)
-            if attr is not None and el.get(attr) is not None:
-                out.append((local, el.get(attr)))
-    return out
-
-
 @pytest.mark.parametrize(
     ("html", "expected"),
     [
@@ -204,7 +191,7 @@ def test_elements_the_tree_builder_renames_or_ignores(
     links = ex.feed(data) + ex.close()
     got = [(x.tag, x.raw) for x in links if x.tag in RESOURCE_ATTRS]
     assert got == expected
-    assert got == dom_resources(html)
+    assert got == dom_links(html, RESOURCE_ATTRS)
     ex = impl(BASE, "utf-8", link_set="resources")
     one = [x for i in range(len(data)) for x in ex.feed(data[i : i + 1])] + ex.close()
     assert one == links
