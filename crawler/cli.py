@@ -159,14 +159,19 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         " external/other/invalid",
     ),
     "quiet": (("--quiet", "-q"), {"action": "store_true"}, "no progress and no summary on stderr"),
-    "frontier": (("--frontier",), {"choices": ("memory",)}, "frontier backend"),
+    "state": (
+        ("--state",),
+        {"metavar": "DIR"},
+        "keep the crawl's state in DIR (SQLite): the same command again, or with no URL,"
+        " continues the crawl where it stopped, even after kill -9",
+    ),
 }
 _FLAG_OF = {key: flags[0] for key, (flags, _, _) in _OPTIONS.items()} | {"seeds": "URL"}
 
 
 def _show_default(key: str, value: object) -> str:
     if value is None:
-        text = "stdout" if key == "output" else "none"
+        text = {"output": "stdout", "state": "in memory"}.get(key, "none")
     elif isinstance(value, bool):
         text = "on" if value else "off"
     elif isinstance(value, tuple):

@@ -98,7 +98,9 @@ class CrawlConfig:
     quiet: bool = False
 
     # -- backend --
-    frontier: Literal["memory"] = "memory"
+    #: Where the crawl's state lives: None = in memory (lost at exit); a directory = SQLite
+    #: there, and running again with it continues the crawl (``crawler.state.open_state``).
+    state: str | None = None
 
     extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
@@ -151,12 +153,21 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "extraction": ("link_set",),
     "output": ("format", "output", "all_links", "quiet"),
-    "backend": ("frontier",),
+    "backend": ("state",),
+}
+
+# Keys that existed once: a file that still has one gets this message, not "unknown key".
+# `frontier` had one value, "memory", which is what no `state` means now.
+REMOVED: dict[str, str] = {
+    "frontier": "removed: the backend is chosen by `state` now (no state: in memory, as"
+    ' `frontier = "memory"` was; a directory: SQLite); delete this key',
 }
 
 #: Every user-facing key (every field but ``extra``), in GROUPS order.
 KEYS: tuple[str, ...] = tuple(k for keys in GROUPS.values() for k in keys)
 _GROUP_OF = {k: g for g, keys in GROUPS.items() for k in keys}
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 # Keys whose value must be >= 1 (the rest of the numbers must be >= 0: 0 means "no limit"/none).
 _POSITIVE = frozenset({"concurrency", "per_host"})
@@ -218,11 +229,17 @@ def _check(name: str, value: Any, source: str | None) -> Any:
         if name == "user_agent" and (not value.strip() or "\r" in value or "\n" in value):
             raise fail("must be a non-empty single line")
         return value
-    if origin in (typing.Union, types.UnionType):  # str | None: output
+    if origin in (typing.Union, types.UnionType):  # str | None: output, state
         if value is None:
             return None
+        what = "a directory" if name == "state" else "a file name"
         if not isinstance(value, str) or not value:
-            raise fail(f"must be a file name (a non-empty string); {got}")
+            raise fail(f"must be {what} (a non-empty string); {got}")
+        if name == "state" and value.lower().startswith(_REDIS_SCHEMES):
+            raise fail(
+                "Redis state is not available in this version; give a directory"
+                " (the crawl's state is kept in SQLite there)"
+            )
         return value
     if origin is tuple:
         if isinstance(value, str) or not isinstance(value, list | tuple):
@@ -273,6 +290,8 @@ def _flatten(data: Mapping[str, Any], source: str) -> dict[str, Any]:
     flat: dict[str, Any] = {}
 
     def unknown(key: str, where: str) -> ConfigError:
+        if key in REMOVED:
+            return ConfigError(REMOVED[key], key=where, source=source)
         close = difflib.get_close_matches(key, [*KEYS, *GROUPS], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return ConfigError(f"unknown key{hint}", key=where, source=source)
@@ -324,6 +343,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 def from_mapping(values: Mapping[str, Any], *, source: str | None = None) -> CrawlConfig:
     """Build a validated CrawlConfig from ``{key: value}`` (unknown keys are an error)."""
     for key in values:
+        if key in REMOVED:
+            raise ConfigError(REMOVED[key], key=key, source=source)
         if key not in _GROUP_OF:
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -348,7 +369,8 @@ def load_config(
     if overrides:
         for key in overrides:
             if key not in _GROUP_OF:
-                raise ConfigError("unknown key", key=key, source=overrides_source)
+                reason = REMOVED.get(key, "unknown key")
+                raise ConfigError(reason, key=key, source=overrides_source)
         config = config.replace(**overrides).validated(source=overrides_source)
     return config
 
@@ -374,6 +396,7 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "GROUPS",
     "KEYS",
+    "REMOVED",
     "ConfigError",
     "CrawlConfig",
     "defaults",

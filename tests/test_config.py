@@ -50,8 +50,8 @@ def test_defaults_validate_unchanged() -> None:
 def test_example_file_documents_every_key_with_its_default() -> None:
     values = load_toml(EXAMPLE)
     base = CrawlConfig()
-    # `output` has no value to show (stdout), so the example keeps it as a comment.
-    assert set(values) == set(KEYS) - {"output"}
+    # `output` and `state` have no value to show (stdout, memory): the example comments them.
+    assert set(values) == set(KEYS) - {"output", "state"}
     for key, value in values.items():
         expected = getattr(base, key)
         got = tuple(value) if isinstance(value, list) else value
@@ -141,7 +141,12 @@ def test_overrides_beat_the_file(tmp_path: Path) -> None:
         ('user_agent = "a\\r\\nX-Evil: 1"\n', "user_agent", "must be a non-empty single line"),
         ("output = ''\n", "output", "must be a file name"),
         ("output = 3\n", "output", "must be a file name"),
-        ("frontier = 'sqlite'\n", "frontier", "must be one of 'memory'"),
+        ("state = ''\n", "state", "must be a directory (a non-empty string)"),
+        ("state = 7\n", "state", "must be a directory"),
+        ("state = 'redis://localhost/0'\n", "state", "Redis state is not available"),
+        ("[backend]\nstate = 'REDISS://h:1'\n", "state", "Redis state is not"),
+        ("frontier = 'memory'\n", "frontier", "removed: the backend is chosen by `state`"),
+        ("[backend]\nfrontier = 'memory'\n", "backend.frontier", "removed: the backend"),
     ],
 )
 def test_bad_file_names_file_key_and_reason(
@@ -175,6 +180,22 @@ def test_override_errors_name_their_source(tmp_path: Path) -> None:
     assert (info.value.source, info.value.key) == ("command line", "concurrency")
     with pytest.raises(ConfigError, match="unknown key"):
         load_config(None, {"bogus": 1})
+
+
+def test_state_is_a_directory_or_none(tmp_path: Path) -> None:
+    path = write(tmp_path, "[backend]\nstate = 'crawl-state'\n")
+    assert load_config(path).state == "crawl-state"
+    assert load_config(path, {"state": "other"}).state == "other"
+    assert CrawlConfig().state is None
+    with pytest.raises(ConfigError, match=r"^state: Redis state is not available"):
+        CrawlConfig(state="redis://127.0.0.1:6379/0").validated()
+
+
+def test_removed_frontier_key_says_what_to_do_everywhere() -> None:
+    with pytest.raises(ConfigError, match=r"^lib: frontier: removed: the backend is chosen"):
+        from_mapping({"frontier": "memory"}, source="lib")
+    with pytest.raises(ConfigError, match=r"^command line: frontier: removed"):
+        load_config(None, {"frontier": "memory"})
 
 
 def test_validated_normalises_for_library_callers() -> None:
