@@ -29,9 +29,10 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections import deque
-from typing import NamedTuple, Protocol
+from collections.abc import Iterable
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
-__all__ = ["Frontier", "MemoryFrontier", "MemorySeenSet", "Request", "SeenSet"]
+__all__ = ["Frontier", "MemoryFrontier", "MemorySeenSet", "OriginQueues", "Request", "SeenSet"]
 
 
 class Request(NamedTuple):
@@ -116,6 +117,49 @@ class MemorySeenSet:
             self._grow()
         return True
 
+    def add_fp(self, fp: int) -> bool:
+        """Add a fingerprint (an int in [1, 2**64), e.g. ``crawler.fingerprint``'s); True if new.
+
+        The URL API above is this with Python's ``hash``; a persistent backend uses its own
+        stable fingerprint here instead. Do not mix the two in one set.
+        """
+        table = self._table
+        mask = self._mask
+        i = fp & mask
+        while True:
+            slot = table[i]
+            if slot == fp:
+                return False
+            if slot == 0:
+                break
+            i = (i + 1) & mask
+        table[i] = fp
+        self._count += 1
+        if self._count > self._limit:
+            self._grow()
+        return True
+
+    def update_fps(self, fps: Iterable[int]) -> int:
+        """Add many fingerprints (loading a stored crawl); returns how many were new."""
+        before = self._count
+        add = self.add_fp
+        for fp in fps:
+            add(fp)
+        return self._count - before
+
+    def contains_fp(self, fp: int) -> bool:
+        """Whether fingerprint ``fp`` was added."""
+        table = self._table
+        mask = self._mask
+        i = fp & mask
+        while True:
+            slot = table[i]
+            if slot == fp:
+                return True
+            if slot == 0:
+                return False
+            i = (i + 1) & mask
+
     def __contains__(self, url: object) -> bool:
         if not isinstance(url, str):
             return False
@@ -173,7 +217,7 @@ class _Host:
         # One FIFO per depth that has requests, and a heap of those depths: memory and time
         # follow the depths queued, not the depth reached (a 100,000-deep chain of origins
         # must not give each new origin 100,000 empty queues).
-        self.levels: dict[int, deque[Request]] = {}
+        self.levels: dict[int, deque[Any]] = {}
         self.depths: list[int] = []
         self.size = 0
         self.active = 0
@@ -186,12 +230,19 @@ class _Host:
 _IDLE, _READY, _SLEEPING = 0, 1, 2
 
 
-class MemoryFrontier:
-    """In-memory Frontier: per-origin breadth-first queues served round-robin.
+T = TypeVar("T")
+
+
+class OriginQueues(Generic[T]):
+    """Per-origin breadth-first queues of any item, served round-robin and politely.
+
+    The machinery of MemoryFrontier, for items that are not ``Request``s:
+    ``crawler.state.memory.MemoryState`` queues its own compact tuples with it. The caller
+    says which origin and depth an item has (``push_item``); ``pop`` hands items back.
 
     Args:
-        per_host: requests of one origin in flight at once.
-        delay: default seconds between two requests to an origin (from the start of one to
+        per_host: items of one origin out (popped, not released) at once.
+        delay: default seconds between two pops of an origin (from the start of one to
             the start of the next).
     """
 
@@ -215,16 +266,16 @@ class MemoryFrontier:
             host = self._hosts[origin] = _Host(origin, self._delay)
         return host
 
-    def push(self, request: Request) -> None:
-        host = self._hosts.get(request.origin)
+    def push_item(self, origin: str, depth: int, item: T) -> None:
+        """Queue ``item`` under ``origin`` at link depth ``depth``."""
+        host = self._hosts.get(origin)
         if host is None:
-            host = self._host(request.origin)
-        depth = request.depth
+            host = self._hosts[origin] = _Host(origin, self._delay)
         level = host.levels.get(depth)
         if level is None:
             level = host.levels[depth] = deque()
             heapq.heappush(host.depths, depth)
-        level.append(request)
+        level.append(item)
         host.size += 1
         self._size += 1
         if host.state == _IDLE:
@@ -249,7 +300,8 @@ class MemoryFrontier:
             host.state = _IDLE
             self._schedule(host, now)
 
-    def pop(self, now: float) -> Request | None:
+    def pop(self, now: float) -> T | None:
+        """The next item whose origin may be handed out at ``now``, or None."""
         if self._sleeping:
             self._wake(now)
         if self._retired:
@@ -265,7 +317,7 @@ class MemoryFrontier:
             self._schedule(host, now)  # its delay grew while it waited in the ring
         low = host.depths[0]
         level = host.levels[low]
-        request = level.popleft()
+        item: T = level.popleft()
         if not level:
             del host.levels[low]
             heapq.heappop(host.depths)
@@ -276,7 +328,7 @@ class MemoryFrontier:
         if host.delay > 0:
             host.next_time = now + host.delay
         self._schedule(host, now)
-        return request
+        return item
 
     def release(self, origin: str, now: float) -> None:
         host = self._hosts.get(origin)
@@ -327,6 +379,30 @@ class MemoryFrontier:
             return None
         return max(0.0, self._sleeping[0][0] - now)
 
+    def due_time(self, now: float) -> float | None:
+        """Wall-clock time at which an origin with work comes out of its delay (> ``now``),
+        or None if none is waiting on a delay."""
+        if self._sleeping:
+            self._wake(now)
+        return self._sleeping[0][0] if self._sleeping else None
+
+    def working_origins(self) -> set[str]:
+        """Origins with items queued or out (not those only waiting out a delay)."""
+        return {h.origin for h in self._hosts.values() if h.size or h.active}
+
     def active(self, origin: str) -> int:
         host = self._hosts.get(origin)
         return host.active if host else 0
+
+
+class MemoryFrontier(OriginQueues[Request]):
+    """In-memory Frontier: per-origin breadth-first queues of Requests served round-robin.
+
+    Args:
+        per_host: requests of one origin in flight at once.
+        delay: default seconds between two requests to an origin (from the start of one to
+            the start of the next).
+    """
+
+    def push(self, request: Request) -> None:
+        self.push_item(request.origin, request.depth, request)

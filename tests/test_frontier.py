@@ -219,3 +219,26 @@ def test_memory_follows_the_depths_queued_not_the_depth_reached() -> None:
     f.push(req("http://a/d5", 5))
     f.push(req("http://a/d2b", 2))
     assert drain(f) == ["http://a/d2", "http://a/d2b", "http://a/d5", "http://a/d9"]
+
+
+def test_seen_set_fingerprint_api() -> None:
+    # the API a persistent backend uses with its own stable fingerprints (crawler.fingerprint)
+    s = MemorySeenSet(capacity=4)
+    fps = [1, 2**64 - 1, 2**63, 17, 17 + 16, 17 + 32] + [
+        i * 0x9E3779B97F4A7C15 % 2**64 or 1 for i in range(1, 30_000)
+    ]
+    new = [s.add_fp(fp) for fp in fps]
+    assert new == [fp not in fps[:i] for i, fp in enumerate(fps)]  # duplicates: False
+    assert len(s) == len(set(fps))
+    assert all(s.contains_fp(fp) for fp in fps)
+    assert not s.contains_fp(5) and not s.contains_fp(2**64 - 2)
+    assert s._table.itemsize == 8  # 8 bytes a slot, load factor <= 1/2
+    assert s.nbytes <= 8 * 4 * len(s)
+
+
+def test_seen_set_update_fps_counts_the_new_ones() -> None:
+    s = MemorySeenSet()
+    assert s.update_fps(range(1, 1001)) == 1000
+    assert s.update_fps(range(500, 1501)) == 500
+    assert len(s) == 1500
+    assert s.contains_fp(1500) and not s.contains_fp(1501)
