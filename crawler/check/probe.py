@@ -1,0 +1,271 @@
+"""Checking a URL without crawling it: HEAD first, GET when needed, redirects hop by hop.
+
+Used for out-of-scope ("external") links, in-scope URLs the crawl did not fetch (past
+``--max-depth`` or ``--max-pages``), and the second look at a link that failed in a way that
+may pass (timeout, 403, 429, 5xx). Never crawls: no link of a probed page is followed; a GET
+reads the body only when a fragment must be looked up, and then only for its ids.
+
+Politeness is the crawl's: one aiohttp session made by ``crawler.fetch.make_session`` (the
+same per-host connection limit, timeouts, User-Agent), at most ``per_host`` requests at once
+per origin and ``delay`` seconds between two of them (the robots.txt Crawl-delay too, when the
+caller passes it), retries with the Fetcher's backoff for connection errors, timeouts, 429 and
+5xx, honouring ``Retry-After`` up to ``max_retry_after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from crawler.config import CrawlConfig
+from crawler.extract import LinkExtractor
+from crawler.fetch import (
+    HTML_TYPES,
+    RETRY_KINDS,
+    Fetcher,
+    _location,
+    classify_error,
+    parse_retry_after,
+)
+from crawler.urls import UrlPolicy, join, origin_of
+
+__all__ = ["PERMANENT", "REDIRECTS", "Prober", "Verdict", "error_kind"]
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+PERMANENT = frozenset({301, 308})
+
+
+@dataclass(slots=True)
+class Verdict:
+    """What checking one URL (without its fragment) found.
+
+    ``error`` is None when the URL works, else a broken kind (``http_404``, ``timeout`` ...).
+    ``ids`` is the set of fragment targets of the final page when it was read (HTML), with
+    ``ids_complete`` False when the page had more than the extractor keeps.
+    """
+
+    url: str
+    status: int | None = None
+    error: str | None = None
+    detail: str = ""
+    redirects: list[str] = field(default_factory=list)
+    hop_statuses: list[int] = field(default_factory=list)
+    final_url: str | None = None
+    html: bool = False
+    ids: frozenset[str] | None = None
+    ids_complete: bool = True
+    external: bool = False
+    crawled: bool = False  # from the crawl's own PageResult
+    failed_at: float = 0.0  # monotonic time of a failure worth a second look
+
+    @property
+    def permanent(self) -> bool:
+        """The URL as linked answers with a permanent redirect (link the final URL instead)."""
+        return bool(self.hop_statuses) and self.hop_statuses[0] in PERMANENT
+
+
+def error_kind(kind: str | None, detail: str | None) -> str | None:
+    """A fetch error kind (``crawler.fetch``/engine) as a checker kind, None if not broken.
+
+    The checker's kinds are the issue's list (model.BROKEN_KINDS); the crawl's finer ones
+    map onto them: a reset or a malformed response is a connection failure, a TLS failure is
+    told apart by its exception. A body over the size cap, or a fault of our own (``extract``,
+    ``internal``, ``sink``), is not the link's fault: not broken.
+    """
+    if kind is None or kind in ("too_large", "extract", "internal", "sink"):
+        return None
+    if kind in ("redirect_invalid", "redirect_bad_scheme"):
+        return "invalid_url"
+    if kind in ("disconnected", "protocol", "decode", "connect"):
+        text = detail or ""
+        if "SSL" in text or "Certificate" in text or "certificate" in text:
+            return "tls"
+        return "connect"
+    return kind
+
+
+class Prober:
+    """HEAD/GET checks over one session, per-origin politeness, retries.
+
+    Args:
+        config: the crawl's config (limits, timeouts, retries, delay, link set).
+        policy: the crawl's UrlPolicy: canonicalises each redirect target.
+    """
+
+    def __init__(self, config: CrawlConfig, policy: UrlPolicy) -> None:
+        self.config = config
+        self.policy = policy
+        self.fetcher = Fetcher(config)  # its session, backoff and (for robots) fetch
+        self._sem: dict[str, asyncio.Semaphore] = {}
+        self._next: dict[str, float] = {}
+        self._delay: dict[str, float] = {}
+        self.requests: dict[str, int] = {"HEAD": 0, "GET": 0}
+
+    async def close(self) -> None:
+        await self.fetcher.close()
+
+    def set_delay(self, origin: str, delay: float) -> None:
+        """A longer delay for one origin (robots.txt Crawl-delay)."""
+        self._delay[origin] = delay
+
+    @asynccontextmanager
+    async def _slot(self, origin: str) -> AsyncIterator[None]:
+        sem = self._sem.get(origin)
+        if sem is None:
+            sem = self._sem[origin] = asyncio.Semaphore(max(1, self.config.per_host))
+        async with sem:
+            delay = max(self.config.delay, self._delay.get(origin, 0.0))
+            if delay > 0:
+                loop = asyncio.get_running_loop()
+                now = loop.time()
+                due = self._next.get(origin, now)
+                self._next[origin] = max(due, now) + delay
+                if due > now:
+                    await asyncio.sleep(due - now)
+            yield
+
+    async def probe(self, url: str, *, need_ids: bool = False) -> Verdict:
+        """Check ``url``: follow its redirects; HEAD, or GET when ``need_ids`` (or HEAD failed).
+
+        Never raises for a fault of the wire or the server: it is the verdict's ``error``.
+        """
+        cfg = self.config
+        verdict = Verdict(url)
+        current = url
+        chain = {url}
+        while True:
+            status, location, kind, detail, read = await self._one(current, need_ids)
+            verdict.status = status
+            verdict.final_url = current
+            if read is not None:
+                verdict.html, verdict.ids, verdict.ids_complete = read
+            if kind is not None:
+                verdict.error, verdict.detail = kind, detail
+                return verdict
+            if status is None or status not in REDIRECTS or not location:
+                return verdict
+            verdict.hop_statuses.append(status)
+            target_raw = join(current, location)
+            target = None
+            if target_raw is not None and target_raw.startswith(("http://", "https://")):
+                target = self.policy.canonical(target_raw)
+            if target is None:
+                verdict.error = "invalid_url"
+                verdict.detail = f"redirect to {location[:200]!r}, not an http(s) URL"
+                return verdict
+            if target in chain:
+                verdict.redirects.append(target)
+                verdict.error, verdict.detail = "redirect_loop", f"redirect loop back to {target}"
+                return verdict
+            if len(verdict.hop_statuses) > cfg.max_redirects:
+                verdict.error = "too_many_redirects"
+                verdict.detail = f"more than {cfg.max_redirects} redirects"
+                return verdict
+            verdict.redirects.append(target)
+            chain.add(target)
+            current = target
+
+    async def _one(
+        self, url: str, need_ids: bool
+    ) -> tuple[
+        int | None, str | None, str | None, str, tuple[bool, frozenset[str] | None, bool] | None
+    ]:
+        """One hop: HEAD (then GET if it failed) or GET; (status, location, kind, detail, ids)."""
+        if not need_ids:
+            status, location, kind, detail, _ = await self._retrying(url, "HEAD", False)
+            head_failed = kind is not None or (status is not None and status >= 400)
+            if not head_failed:
+                return status, location, None, "", None
+            # 405/501 (no HEAD here) or any other failure: GET decides.
+        return await self._retrying(url, "GET", need_ids)
+
+    async def _retrying(
+        self, url: str, method: str, need_ids: bool
+    ) -> tuple[
+        int | None, str | None, str | None, str, tuple[bool, frozenset[str] | None, bool] | None
+    ]:
+        cfg = self.config
+        origin = origin_of(url)
+        attempt = 0
+        while True:
+            wait: float | None = None
+            try:
+                async with self._slot(origin):
+                    status, location, retry_after, read = await self._exchange(
+                        url, method, need_ids
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                kind, detail = _classify(exc)
+                if kind not in RETRY_KINDS or attempt >= cfg.retries:
+                    return None, None, error_kind(kind, detail), detail, None
+            else:
+                if (status == 429 or status >= 500) and attempt < cfg.retries:
+                    wait = parse_retry_after(retry_after)
+                    if wait is not None:
+                        wait = min(wait, cfg.max_retry_after)
+                else:
+                    if status < 400:
+                        return status, location, None, "", read
+                    detail = f"HTTP {status}"
+                    if retry_after:
+                        detail += f" (Retry-After: {retry_after[:40]})"
+                    return status, location, f"http_{status}", detail, read
+            if wait is None:
+                wait = self.fetcher.backoff(attempt)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def _exchange(
+        self, url: str, method: str, need_ids: bool
+    ) -> tuple[int, str | None, str | None, tuple[bool, frozenset[str] | None, bool] | None]:
+        self.requests[method] += 1
+        session = self.fetcher.session
+        async with session.request(method, URL(url, encoded=True), allow_redirects=False) as r:
+            status = r.status
+            location = _location(r.headers.get("Location"))
+            retry_after = r.headers.get("Retry-After")
+            read = None
+            if method == "GET" and need_ids and 200 <= status < 300:
+                html = r.content_type in HTML_TYPES
+                if html:
+                    read = await self._read_ids(url, r)
+                else:
+                    read = (False, None, True)
+            return status, location, retry_after, read
+
+    async def _read_ids(
+        self, url: str, r: aiohttp.ClientResponse
+    ) -> tuple[bool, frozenset[str] | None, bool]:
+        """Stream the body through an extractor that only collects ids."""
+        try:
+            ex: Any = LinkExtractor(url, r.charset, link_set="links", collect_ids=True)  # type: ignore[call-arg]
+        except TypeError:  # an extractor without collect_ids: the fragment stays unknown
+            return True, None, False
+        cap = self.config.max_body_bytes
+        read = 0
+        complete = True
+        async for chunk in r.content.iter_any():
+            read += len(chunk)
+            ex.feed(chunk)
+            if cap and read >= cap:
+                complete = False
+                break
+        ex.close()
+        ids = getattr(ex, "ids", None)
+        complete = complete and bool(getattr(ex, "ids_complete", True))
+        return True, (frozenset(ids) if ids is not None else None), complete
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    kind, detail = classify_error(exc)
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "tls", detail
+    return kind, detail
