@@ -49,14 +49,69 @@ class OutputSink:
         self.error: OSError | None = None
         self.records = 0
         self._closed = False
+        # A file we opened ourselves: truncated or repaired at start(), see the module doc.
+        self._path: str | None = None
+        self._resume = False
+        self._started = False
+        #: Bytes of a broken last line cut from the file when a resumed crawl started.
+        self.repaired = 0
 
     @property
     def failed(self) -> bool:
         return self.broken_pipe or self.error is not None
 
+    def start(self, resumed: bool | None = None) -> None:
+        """Make the file ready for this run: truncated (a new crawl) or, ``resumed``, its
+        cut last line removed. Once; the first record calls it if nobody did.
+
+        Args:
+            resumed: the state held a crawl (the engine knows, holding its lock); None:
+                what ``open_sink(..., append=)`` said.
+        """
+        if self._started:
+            return
+        self._started = True
+        if self._path is None or self.failed:
+            return
+        try:
+            if self._resume if resumed is None else resumed:
+                self.repaired = repair_tail(self._path)
+                self._on_resume(os.path.getsize(self._path))
+            else:
+                os.truncate(self._path, 0)
+        except OSError as exc:
+            self.error = exc
+            if self.on_failure is not None:
+                self.on_failure()
+
+    def _on_resume(self, size: int) -> None:
+        """Hook: the file holds ``size`` bytes of whole records from earlier runs."""
+
+    def flush(self) -> None:
+        """Hand what was written to the OS (the engine calls it before it commits a page's
+        completion, so that a kill after the commit cannot lose the page's records).
+
+        Each record is flushed as it is written, so this has nothing left to do unless a
+        subclass buffers; it does not fsync (a power loss may lose the last records).
+        """
+        if self.failed or self._closed:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._pipe_closed()
+        except OSError as exc:
+            self.error = exc
+            if self.on_failure is not None:
+                self.on_failure()
+
     def _write(self, data: bytes) -> None:
         if self.failed or self._closed or not data:
             return
+        if not self._started:
+            self.start()
+            if self.failed:
+                return
         if self.before_write is not None:
             self.before_write()
         try:
@@ -169,7 +224,11 @@ class CsvSink(OutputSink):
 
     _header_done = False
 
+    def _on_resume(self, size: int) -> None:
+        self._header_done = size > 0  # the header only at the top of a new file
+
     def _rows(self, rows: list[tuple[str, str, str, str]]) -> None:
+        self.start()  # before the header is decided: a resumed file has one already
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\r\n")
         if not self._header_done:
@@ -190,7 +249,8 @@ class CsvSink(OutputSink):
             self._rows(rows)
 
     def close(self) -> None:
-        if not self._header_done and not self._closed:
+        never_started = self._path is not None and not self._started  # leave the file be
+        if not self._header_done and not self._closed and not never_started:
             self._rows([])  # an empty crawl still gives a parseable file with its header
         super().close()
 
@@ -209,8 +269,17 @@ def open_sink(
     *,
     stream: IO[bytes] | None = None,
     on_failure: Callable[[], object] | None = None,
+    resume: bool | None = None,
 ) -> OutputSink:
-    """The sink for ``fmt`` writing to ``path`` (created/truncated), ``stream``, or stdout.
+    """The sink for ``fmt`` writing to ``path``, ``stream``, or stdout.
+
+    Args:
+        resume: None (no state: ``crawler extract``, an in-memory crawl): ``path`` is
+            created or truncated now. A bool (a crawl with a state): ``path`` is opened
+            (created if missing) for append now, so that an unwritable path fails here,
+            and left as it is until ``start()``: then truncated, or, resumed, kept with its
+            cut last line removed. A crawl that never starts (the state was refused)
+            leaves the file unchanged.
 
     Raises:
         ValueError: unknown format.
@@ -220,9 +289,35 @@ def open_sink(
     if cls is None:
         raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if path is not None and path != "-":
-        fh = open(path, "wb")  # closed by the sink's close()
-        return cls(fh, close_stream=True, on_failure=on_failure)
+        fh = open(path, "wb" if resume is None else "ab")  # closed by the sink's close()
+        sink = cls(fh, close_stream=True, on_failure=on_failure)
+        if resume is not None:
+            sink._path = path
+            sink._resume = resume
+        return sink
     return cls(stream or sys.stdout.buffer, on_failure=on_failure)
+
+
+def repair_tail(path: str, *, block: int = 65536) -> int:
+    """Cut what follows the last newline of ``path`` (a record a kill cut in half); return
+    the number of bytes cut (0: the file ends with a newline, or is empty)."""
+    with open(path, "r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        end = size
+        while end > 0:
+            start = max(0, end - block)
+            fh.seek(start)
+            chunk = fh.read(end - start)
+            nl = chunk.rfind(b"\n")
+            if nl >= 0:
+                keep = start + nl + 1
+                break
+            end = start
+        else:
+            keep = 0
+        if keep < size:
+            fh.truncate(keep)
+        return size - keep
 
 
 def silence_stream(stream: IO[bytes] | IO[str]) -> None:

@@ -21,6 +21,7 @@ from crawler.output import (
     LinkJsonlSink,
     UrlSink,
     open_sink,
+    repair_tail,
 )
 from crawler.progress import CLEAR_LINE, Progress, Snapshot, format_summary, human_bytes
 from crawler.results import CrawlStats, PageResult
@@ -193,6 +194,124 @@ def test_open_sink_file_and_unknown_format(tmp_path: Path) -> None:
         open_sink("xml")
     with pytest.raises(OSError):
         open_sink("urls", str(tmp_path / "no" / "such" / "dir" / "f"))
+
+
+# -- outputs of a crawl with a state: appended on resume, the cut last line repaired --
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (b"a\nb\nhalf-a-li", b"a\nb\n"),
+        (b"a\nb\n", b"a\nb\n"),
+        (b"no newline at all", b""),
+        (b"", b""),
+        (b"x" * 300 + b"\n" + b"y" * 1000, b"x" * 300 + b"\n"),  # found blocks back
+        (b"a\r\nb,c\r\nd,", b"a\r\nb,c\r\n"),  # csv rows end in CRLF
+    ],
+)
+def test_repair_tail_cuts_after_the_last_newline(
+    tmp_path: Path, before: bytes, after: bytes
+) -> None:
+    path = tmp_path / "out"
+    path.write_bytes(before)
+    assert repair_tail(str(path), block=64) == len(before) - len(after)
+    assert path.read_bytes() == after
+
+
+def _jsonl_page(url: str) -> PageResult:
+    return page(url, [A], status=200)
+
+
+def test_resumed_jsonl_appends_after_the_whole_lines(tmp_path: Path) -> None:
+    path = tmp_path / "out.jsonl"
+    first = open_sink("jsonl", str(path), resume=False)
+    first.page(_jsonl_page("https://s.test/1"))
+    first.close()
+    whole = path.read_bytes()
+    with open(path, "ab") as fh:
+        fh.write(b'{"url":"https://s.test/2","fin')  # a kill in the middle of a record
+    sink = open_sink("jsonl", str(path), resume=True)
+    sink.page(_jsonl_page("https://s.test/2"))
+    sink.close()
+    assert sink.repaired == len(b'{"url":"https://s.test/2","fin')
+    data = path.read_bytes()
+    assert data.startswith(whole)
+    assert [json.loads(line)["url"] for line in data.splitlines()] == [
+        "https://s.test/1",
+        "https://s.test/2",
+    ]
+
+
+def test_a_new_crawl_with_a_state_truncates_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    path.write_bytes(b"old run\n")
+    sink = open_sink("urls", str(path), resume=False)
+    assert path.read_bytes() == b"old run\n"  # not yet: the state may still refuse
+    sink.link("https://s.test/", "", "internal")
+    sink.close()
+    assert path.read_bytes() == b"https://s.test/\n"
+
+
+def test_the_engines_start_decides_over_the_clis_guess(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    path.write_bytes(b"old run\nhal")
+    sink = open_sink("urls", str(path), resume=True)
+    sink.start(resumed=False)  # the engine, holding the state, found no crawl in it
+    sink.start(resumed=True)  # once only
+    sink.link("https://s.test/", "", "internal")
+    sink.close()
+    assert path.read_bytes() == b"https://s.test/\n"
+
+
+@pytest.mark.parametrize("fmt", ["urls", "jsonl", "csv"])
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_crawl_that_never_starts_leaves_the_file_unchanged(
+    tmp_path: Path, fmt: str, resume: bool
+) -> None:
+    path = tmp_path / "out"
+    path.write_bytes(b"earlier\nhalf")
+    sink = open_sink(fmt, str(path), resume=resume)  # then the state is refused: no start
+    sink.close()
+    assert path.read_bytes() == b"earlier\nhalf"
+    missing = tmp_path / "new"
+    open_sink(fmt, str(missing), resume=resume).close()
+    assert missing.read_bytes() == b""  # created (the path was checked), nothing written
+
+
+def test_csv_header_only_at_the_top_of_a_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "out.csv"
+    for resume in (False, True, True):
+        sink = open_sink("csv", str(path), resume=resume)
+        sink.page(page("https://s.test/p", [A], final_url="https://s.test/p"))
+        sink.close()
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    assert rows[0] == list(CSV_HEADER)
+    assert rows[1:] == [["https://s.test/p", "https://s.test/a", "a", "false"]] * 3
+    path.write_bytes(b"source,tar")  # cut inside the header: a resumed run writes it again
+    sink = open_sink("csv", str(path), resume=True)
+    sink.start()  # the engine, once it holds the state; then no page at all
+    sink.close()
+    assert path.read_bytes() == b"source,target,tag,nofollow\r\n"
+
+
+def test_flush_hands_records_to_the_os(tmp_path: Path) -> None:
+    path = tmp_path / "out.txt"
+    buffered = io.BufferedWriter(io.FileIO(path, "wb"), buffer_size=1 << 20)
+    sink = UrlSink(buffered, close_stream=True)
+    sink.link("https://s.test/", "", "internal")
+    sink.flush()
+    assert path.read_bytes() == b"https://s.test/\n"  # another reader sees it: in the OS
+    sink.close()
+    sink.flush()  # after close: nothing, no error
+
+    class FailingFlush(Recorder):
+        def flush(self) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    failing = UrlSink(FailingFlush())
+    failing.flush()
+    assert failing.error is not None and failing.error.errno == errno.ENOSPC
 
 
 # -- progress and summary --
