@@ -52,22 +52,17 @@ class CheckSite:
         self.dead_port = free_port()
         self.pages: dict[str, str] = {}
         self.expected: dict[str, Expected] = {}
-
-    @property
-    def base(self) -> str:
-        assert self.site is not None
-        return f"http://127.0.0.1:{self.site.port}"
-
-    @property
-    def ext_base(self) -> str:
-        assert self.ext is not None
-        return f"http://127.0.0.2:{self.ext.port}"
+        self.base = ""
+        self.ext_base = ""
 
     async def start(self) -> CheckSite:
         self.site = TestServer(self._site_app(), host="127.0.0.1", port=0)
         await self.site.start_server()
         self.ext = TestServer(self._ext_app(), host="127.0.0.2", port=0)
         await self.ext.start_server()
+        # kept: the servers forget their ports once closed, the tests read these after
+        self.base = f"http://127.0.0.1:{self.site.port}"
+        self.ext_base = f"http://127.0.0.2:{self.ext.port}"
         self._build()
         return self
 

@@ -246,7 +246,7 @@ class Prober:
     ) -> tuple[bool, frozenset[str] | None, bool]:
         """Stream the body through an extractor that only collects ids."""
         try:
-            ex: Any = LinkExtractor(url, r.charset, link_set="links", collect_ids=True)  # type: ignore[call-arg]
+            ex: Any = LinkExtractor(url, r.charset, link_set="links", collect_ids=True)
         except TypeError:  # an extractor without collect_ids: the fragment stays unknown
             return True, None, False
         cap = self.config.max_body_bytes

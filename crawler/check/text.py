@@ -1,0 +1,74 @@
+"""``--format text`` (the default) and ``--format json`` of ``crawler check``.
+
+Text is for a person reading a terminal or a CI log: a summary, then each broken link
+grouped by target URL with every page and line that links it, then the warnings. JSON is
+``CheckReport.to_dict()`` (the schema in the README), one object, indented.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from crawler.check.model import CheckReport, Problem
+
+__all__ = ["MAX_WARNING_REFERRERS", "write_json", "write_text"]
+
+#: Occurrences listed under one warning in the text report (broken links list every one).
+MAX_WARNING_REFERRERS = 5
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = text.replace("\n", " ").replace("\r", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _problem(p: Problem, out: TextIO, limit: int | None) -> None:
+    status = f" (HTTP {p.status})" if p.status is not None and p.error != f"http_{p.status}" else ""
+    where = " [external]" if p.external else ""
+    out.write(f"{p.error}{status}  {p.url}{where}\n")
+    if p.redirects:
+        out.write(f"  redirects: {' -> '.join([p.url, *p.redirects])}\n")
+    if p.error == "redirect_permanent" and p.final_url:
+        out.write(f"  link instead: {p.final_url}\n")
+    if p.detail:
+        out.write(f"  {_short(p.detail, 200)}\n")
+    shown = p.referrers if limit is None else p.referrers[:limit]
+    for o in shown:
+        pos = f"{o.line}:{o.column}" if o.line else "?"
+        out.write(f"    {o.page}:{pos}  <{o.tag} {o.attr}={_short(o.raw, 80)!r}>\n")
+    if len(shown) < len(p.referrers):
+        out.write(f"    ... and {len(p.referrers) - len(shown):,} more\n")
+
+
+def write_text(report: CheckReport, out: TextIO) -> None:
+    """The human report: summary, broken links by target with their places, warnings."""
+    s = report.stats
+    out.write(
+        f"checked {_plural(s.urls, 'URL')} ({s.external:,} external) linked "
+        f"{_plural(s.links, 'time')} from {_plural(s.pages, 'page')} in {s.duration:.1f} s\n"
+    )
+    verdict = "no broken links" if not report.broken else _plural(s.broken, "broken link")
+    occ = f" ({_plural(s.broken_occurrences, 'occurrence')})" if report.broken else ""
+    again = f"; {s.rechecked:,} checked twice" if s.rechecked else ""
+    out.write(f"{verdict}{occ}, {_plural(s.warnings, 'warning')}{again}\n")
+    if report.broken:
+        out.write("\nBROKEN\n")
+        for p in report.broken:
+            out.write("\n")
+            _problem(p, out, None)
+    if report.warnings:
+        out.write("\nWARNINGS\n")
+        for p in report.warnings:
+            out.write("\n")
+            _problem(p, out, MAX_WARNING_REFERRERS)
+
+
+def write_json(report: CheckReport, out: TextIO) -> None:
+    """``CheckReport.to_dict()`` as one indented JSON document."""
+    json.dump(report.to_dict(), out, indent=2, ensure_ascii=False)
+    out.write("\n")
