@@ -1,7 +1,13 @@
-"""Command line: ``crawler crawl URL ...`` and ``crawler extract FILE --base URL``.
+"""Command line: ``crawler crawl URL ...``, ``crawler status --state DIR``, ``crawler check
+URL ...`` (crawler/check/cli.py) and ``crawler extract FILE --base URL``.
 
 Thin by design: argparse -> CrawlConfig (file, then flags on top) -> engine, plus the things
 only a command line has: exit codes, signals, a closed stdout pipe, progress on stderr.
+
+With ``--state DIR`` the stored settings are read (read-only, before the engine takes the
+state's lock) and merged with this run's (``crawler.settings.resume``) first, so that a
+conflicting flag is refused, and the output of the stored crawl is known, before anything is
+written; the output file is then appended to, not truncated (``crawler.output``).
 
 Exit codes: 0 done; 1 the crawl finished with errors only (no page fetched successfully) or
 the output could not be written; 2 usage or config error; 130 SIGINT; 143 SIGTERM.
@@ -13,18 +19,29 @@ import argparse
 import asyncio
 import gc
 import importlib
+import os
 import platform
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+from crawler import settings
 from crawler._version import __version__
-from crawler.config import GROUPS, ConfigError, CrawlConfig, defaults, load_config, seed_problem
+from crawler.config import (
+    GROUPS,
+    ConfigError,
+    CrawlConfig,
+    defaults,
+    load_config,
+    load_toml,
+    seed_problem,
+)
 from crawler.output import FORMATS, OutputSink, open_sink, silence_stream
 from crawler.progress import Progress, Snapshot
+from crawler.state.base import StateError
 
 if TYPE_CHECKING:
     from crawler.engine import Crawler
@@ -158,7 +175,7 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         "urls format: also list out-of-scope, non-HTTP and invalid links, tab-marked"
         " external/other/invalid",
     ),
-    "quiet": (("--quiet", "-q"), {"action": "store_true"}, "no progress and no summary on stderr"),
+    "quiet": (("--quiet", "-q"), {"action": _BOOL}, "no progress and no summary on stderr"),
     "state": (
         ("--state",),
         {"metavar": "DIR"},
@@ -167,6 +184,11 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
     ),
 }
 _FLAG_OF = {key: flags[0] for key, (flags, _, _) in _OPTIONS.items()} | {"seeds": "URL"}
+
+
+def flag_of(key: str) -> str:
+    """The flag of config key ``key`` (``max_depth`` -> ``--max-depth``; ``seeds`` -> URL)."""
+    return _FLAG_OF.get(key, key)
 
 
 def _show_default(key: str, value: object) -> str:
@@ -186,7 +208,45 @@ class _Formatter(argparse.HelpFormatter):
         super().__init__(prog, max_help_position=34)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_crawl_options(
+    parser: argparse.ArgumentParser, *, exclude: Collection[str] = frozenset()
+) -> None:
+    """Add the crawl's options to ``parser`` (``crawl``'s, and ``check``'s with its own
+    output options in ``exclude``), grouped as config.GROUPS.
+
+    Every flag defaults to ``argparse.SUPPRESS``, so that only the flags given land in the
+    namespace (``config_from_args`` puts them over the config file; ``given_keys`` names
+    them). Not added: the URL positional and ``--config``.
+    """
+    defs = defaults()
+    for group, keys in GROUPS.items():
+        options = [k for k in keys if k in _OPTIONS and k not in exclude]
+        if not options:
+            continue
+        arg_group = parser.add_argument_group(group)
+        for key in options:
+            flags, kwargs, text = _OPTIONS[key]
+            arg_group.add_argument(
+                *flags,
+                dest=key,
+                default=argparse.SUPPRESS,
+                help=f"{text} (default: {_show_default(key, defs[key])})",
+                **kwargs,
+            )
+            if key == "link_set":
+                arg_group.add_argument(
+                    "--resources",
+                    dest="link_set",
+                    action="store_const",
+                    const="resources",
+                    default=argparse.SUPPRESS,
+                    help="same as --link-set resources",
+                )
+
+
+def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
+    """The ``crawler`` parser. ``check``: with the real ``check`` command (its module is
+    imported only then; otherwise a stub lists it in ``crawler --help``)."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="An asynchronous, streaming link-extraction web crawler.",
@@ -217,30 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument(
         "--version", action="store_true", default=argparse.SUPPRESS, help="print the version"
     )
-    defs = defaults()
-    for group, keys in GROUPS.items():
-        options = [k for k in keys if k in _OPTIONS]
-        if not options:
-            continue
-        arg_group = crawl.add_argument_group(group)
-        for key in options:
-            flags, kwargs, text = _OPTIONS[key]
-            arg_group.add_argument(
-                *flags,
-                dest=key,
-                default=argparse.SUPPRESS,
-                help=f"{text} (default: {_show_default(key, defs[key])})",
-                **kwargs,
-            )
-            if key == "link_set":
-                arg_group.add_argument(
-                    "--resources",
-                    dest="link_set",
-                    action="store_const",
-                    const="resources",
-                    default=argparse.SUPPRESS,
-                    help="same as --link-set resources",
-                )
+    add_crawl_options(crawl)
 
     ex = sub.add_parser(
         "extract",
@@ -265,6 +302,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="urls: each URL once; jsonl: one record a link; csv: one row a link (default: urls)",
     )
     ex.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")
+
+    st = sub.add_parser(
+        "status",
+        help="where a crawl kept with --state stands, without running it",
+        description="Print where the crawl kept in --state DIR stands: queued, in flight at "
+        "the last stop, fetched, failed by kind, hosts, seeds and settings. Read-only: it "
+        "neither runs nor changes the crawl, and works while the crawl runs.",
+        formatter_class=_Formatter,
+        epilog="exit codes: 0 printed, 2 no such state, or a state this version cannot read",
+    )
+    st.add_argument("--state", required=True, metavar="DIR", help="the crawl's state directory")
+    st.add_argument(
+        "--format",
+        "-f",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, json for scripts (default: text)",
+    )
+
+    if check:
+        importlib.import_module("crawler.check.cli").add_parser(sub)
+    else:
+        sub.add_parser(
+            "check", help="check every link of a site: broken links, where they are", add_help=False
+        )
     return parser
 
 
@@ -293,6 +355,51 @@ def config_from_args(args: argparse.Namespace) -> CrawlConfig:
         if exc.source == "command line" and exc.key in _FLAG_OF:
             raise ConfigError(exc.reason, key=_FLAG_OF[exc.key]) from None
         raise
+
+
+def given_keys(args: argparse.Namespace) -> set[str]:
+    """The config keys this run sets explicitly: by flag, or in the ``--config`` file
+    (``seeds`` when URLs are given). A resumed crawl refuses a crawl-defining one that
+    disagrees with the stored crawl, and takes the stored value of every other key.
+
+    Call it after ``config_from_args`` succeeded (the file is known to be good).
+    """
+    keys = {k for k in vars(args) if k in _OPTIONS}
+    if getattr(args, "seeds", None):
+        keys.add("seeds")
+    if getattr(args, "config", None):
+        keys |= set(load_toml(args.config))
+    return keys
+
+
+def _explain(exc: ConfigError, args: argparse.Namespace) -> str:
+    """A key-named ConfigError (from a resumed crawl's settings) in the user's terms: the flag
+    if the flag was given, else the config file and the key."""
+    key = exc.key
+    if exc.source is None and key in _OPTIONS:
+        if key in vars(args):
+            return f"{_FLAG_OF[key]}: {exc.reason}"
+        if getattr(args, "config", None):
+            return f"{args.config}: {key}: {exc.reason}"
+    return str(exc)
+
+
+def _read_stored(directory: str) -> dict[str, Any] | None:
+    """The stored settings of the crawl in ``directory`` (None: no crawl there yet), read
+    without the lock and without changing anything.
+
+    Raises:
+        StateError: not a crawl state, another format version, or corrupt.
+    """
+    sqlite = importlib.import_module("crawler.state.sqlite")
+    read = getattr(sqlite.SQLiteState, "read_settings", None)
+    if read is not None:
+        stored: dict[str, Any] | None = read(directory)
+        return stored
+    if not os.path.exists(os.path.join(directory, sqlite.DB_NAME)):
+        return None  # missing or empty: a new crawl (the state's own open says if not)
+    stored = sqlite.SQLiteState.read_status(directory).settings
+    return stored
 
 
 def _version_text() -> str:
@@ -339,7 +446,14 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> int:
+async def _crawl(
+    config: CrawlConfig,
+    sink: OutputSink,
+    progress: Progress,
+    given: set[str] | None = None,
+    args: argparse.Namespace | None = None,
+    resumed: bool = False,
+) -> int:
     """Run the crawl with signal handling and live progress; return the exit code."""
     engine = importlib.import_module("crawler.engine")
     _tune_gc()
@@ -373,7 +487,10 @@ async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> i
     try:
         # The urls format never reads PageResult.links: do not hold every link of a page.
         page_links = config.format != "urls"
-        async with engine.Crawler(config, sink=sink, page_links=page_links) as crawler:
+        options: dict[str, Any] = {"page_links": page_links}
+        if given is not None:
+            options["given"] = given
+        async with engine.Crawler(config, sink=sink, **options) as crawler:
             state.crawler = crawler
 
             def snapshot() -> Snapshot:
@@ -394,21 +511,31 @@ async def _crawl(config: CrawlConfig, sink: OutputSink, progress: Progress) -> i
             raise
         if state.crawler is not None:
             stats = state.crawler.stats
+    except StateError as exc:  # the state is locked, corrupt ...: nothing was written
+        _err(str(exc))
+        return EXIT_USAGE
+    except ConfigError as exc:  # the stored settings changed since we read them
+        _err(_explain(exc, args) if args is not None else str(exc))
+        return EXIT_USAGE
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
         sink.close()
-    return _exit_code(state, sink, stats, progress)
+    return _exit_code(state, sink, stats, progress, resumed)
 
 
 def _exit_code(
-    state: _RunState, sink: OutputSink, stats: CrawlStats | None, progress: Progress
+    state: _RunState,
+    sink: OutputSink,
+    stats: CrawlStats | None,
+    progress: Progress,
+    resumed: bool = False,
 ) -> int:
     if sink.broken_pipe:
         return EXIT_OK  # the reader took what it wanted (`| head`): quiet, like `rg | head`
     if stats is not None:
         why = state.signal.name if state.signal else ("output error" if sink.error else None)
-        progress.summary(stats, stopped_by=why)
+        progress.summary(stats, stopped_by=why, resumed=resumed, repaired=sink.repaired)
     if sink.error is not None:
         _err(f"cannot write output: {sink.error.strerror or sink.error}")
         return EXIT_ERRORS
@@ -422,21 +549,37 @@ def _exit_code(
 def cmd_crawl(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
+        given = given_keys(args)
     except ConfigError as exc:
         _err(str(exc))
         return EXIT_USAGE
+    stored: dict[str, Any] | None = None
+    if config.state:
+        try:
+            stored = _read_stored(config.state)
+            if stored is not None:
+                config = settings.resume(stored, config, given)
+        except StateError as exc:
+            _err(str(exc))
+            return EXIT_USAGE
+        except ConfigError as exc:
+            _err(_explain(exc, args))
+            return EXIT_USAGE
     if not config.seeds:
-        _err("no seed URL: give one or more URLs, or `seeds` in the --config file")
+        where = f"{config.state} holds no crawl yet, " if config.state else ""
+        _err(f"no seed URL: {where}give one or more URLs, or `seeds` in the --config file")
         return EXIT_USAGE
     try:
-        sink = open_sink(config.format, config.output)
+        resume = None if not config.state else stored is not None
+        sink = open_sink(config.format, config.output, resume=resume)
     except OSError as exc:
         _err(f"cannot open output file {config.output!r}: {exc.strerror or exc}")
         return EXIT_USAGE
     progress = Progress(sys.stderr, quiet=config.quiet)
     if progress.live and config.output in (None, "-") and _isatty(sys.stdout):
         sink.before_write = progress.clear
-    return _run(_crawl(config, sink, progress))
+    state_given = given if config.state else None
+    return _run(_crawl(config, sink, progress, state_given, args, resumed=stored is not None))
 
 
 def _isatty(stream: IO[str]) -> bool:
@@ -444,6 +587,19 @@ def _isatty(stream: IO[str]) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError, OSError):
         return False
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``crawler status --state DIR``: print where the stored crawl stands; change nothing."""
+    status = importlib.import_module("crawler.status")
+    try:
+        text = status.render(args.state, args.format)
+    except StateError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return EXIT_OK
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
@@ -504,9 +660,15 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (the first argument that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``crawler`` console script and ``python -m crawler``."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(check=_command(argv) == "check")
     try:
         args = parser.parse_args(argv)
         if args.version:
@@ -514,10 +676,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "crawl":
             return cmd_crawl(args)
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "check":
+            code: int = importlib.import_module("crawler.check.cli").cmd_check(args)
+            return code
         if args.command == "extract":
             return cmd_extract(args)
         parser.print_usage(sys.stderr)
-        _err("a command is required: crawl or extract (see --help)")
+        _err("a command is required: crawl, check, status or extract (see --help)")
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C before the event loop's handler was installed
         return EXIT_SIGINT

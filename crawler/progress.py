@@ -108,12 +108,19 @@ class Progress:
         finally:
             self.clear()
 
-    def summary(self, stats: CrawlStats, *, stopped_by: str | None = None) -> None:
-        """Print the final summary: counts, rate, and errors by kind."""
+    def summary(
+        self,
+        stats: CrawlStats,
+        *,
+        stopped_by: str | None = None,
+        resumed: bool = False,
+        repaired: int = 0,
+    ) -> None:
+        """Print the final summary: counts, rate, and errors by kind (see format_summary)."""
         self.clear()
         if self.quiet:
             return
-        self._emit(format_summary(stats, stopped_by=stopped_by))
+        self._emit(format_summary(stats, stopped_by=stopped_by, resumed=resumed, repaired=repaired))
 
     def _emit(self, text: str) -> None:
         try:
@@ -127,12 +134,23 @@ def _seconds(t: float) -> str:
     return f"{t:.2f}s" if t < 1 else f"{t:.1f}s"
 
 
-def format_summary(stats: CrawlStats, *, stopped_by: str | None = None) -> str:
+def format_summary(
+    stats: CrawlStats,
+    *,
+    stopped_by: str | None = None,
+    resumed: bool = False,
+    repaired: int = 0,
+) -> str:
     """The summary lines, e.g.::
 
     crawler: done in 1.2s: 20 pages (19 ok, 1 failed), 16.7 pages/s, 312.4 KB
     crawler: links: 140 found, 21 new; 1 invalid; 2 disallowed by robots.txt; 17 out of scope
     crawler: errors: http_404 1
+
+    The counts are the whole crawl's, across every run of a crawl kept with ``--state``
+    (pages/s is this run's); a ``resumed`` one adds ``crawler: resumed: 12 pages from
+    earlier runs, 3 in flight at the last stop (fetched again)``, and ``repaired`` (bytes of
+    a line cut by the last stop, removed from the output file) a line of its own.
     """
     how = f"stopped ({stopped_by})" if stopped_by else "done"
     failed = stats.pages - stats.pages_ok
@@ -151,6 +169,17 @@ def format_summary(stats: CrawlStats, *, stopped_by: str | None = None) -> str:
     if stats.retries or stats.redirects:
         extra += f"; {stats.retries} retries, {stats.redirects} redirects"
     lines.append(extra)
+    if resumed:
+        recovered = stats.recovered
+        lines.append(
+            f"crawler: resumed: {stats.resumed_pages} pages from earlier runs, {recovered} in"
+            " flight at the last stop" + (" (fetched again)" if recovered else "")
+        )
+    if repaired:
+        lines.append(
+            f"crawler: output: {repaired} bytes of a line cut at the last stop removed"
+            " (its page written again)"
+        )
     if stats.errors:
         kinds = sorted(stats.errors.items(), key=lambda kv: (-kv[1], kv[0]))
         lines.append("crawler: errors: " + ", ".join(f"{k} {n}" for k, n in kinds))
