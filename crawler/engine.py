@@ -1,41 +1,43 @@
-"""The crawl engine: frontier -> fetch -> extract -> canonicalise/scope/dedup -> frontier.
+"""The crawl engine: the crawl's lifecycle and dispatch, behind one crawl state protocol.
 
 Theory of operation
 -------------------
-One *dispatcher* task pops requests from the frontier (which applies per-origin concurrency,
-delays and round-robin) and starts one *page task* per request, at most ``concurrency`` at
-once. A page task checks robots.txt, fetches the URL hop by hop (each redirect target is
-canonicalised, scope-checked, robots-checked and deduplicated here, not inside aiohttp), and
-feeds every body chunk to the page's LinkExtractor as it arrives; the links of each chunk go
-through canonicalisation, the seen set and scope, and new ones are pushed to the frontier (and
-reported to the sink) before the rest of the body has arrived. Only new URLs pay for the scope
-check: a link already in the seen set costs a canonical check and one hash probe.
+The crawl's state (frontier, seen set, leases, counters, robots.txt, settings) lives behind
+``crawler.state.CrawlState``: memory by default, SQLite under ``config.state``, or the one
+injected with ``Crawler(config, state=...)``. The engine never builds a backend itself
+(``open_state`` picks it from the state URL). Three pieces, one concern each:
+
+* this module, ``Crawler``: open the state (settings stored or checked, stats seeded from the
+  whole crawl so far, seeds offered), then one *dispatcher* task that leases requests from the
+  state (which applies per-origin concurrency, delays and round-robin) and starts one page
+  task per lease, at most ``concurrency`` at once, and commits finished pages in batches;
+* ``crawler.page``: the page job (robots.txt, fetch hop by hop, feed the extractor chunk by
+  chunk, a pull-based body);
+* ``crawler.admission``: the one admission rule (canonical URL, scope, depth, URL length,
+  nofollow, ``offer_many`` once per chunk) and what is listed to the sink.
 
 Rules this module keeps:
 
-* Every discovered in-scope URL is listed (``links``, ``Sink.link``) exactly once, fetched or
-  not: one hop past ``max_depth`` it is listed without being marked seen (``_beyond``), so
-  that a shallower page still queues it, and it is not listed a second time then.
-* Marking seen and queueing cannot be separated by an error: a URL is queued before the sink
-  hears of it, and every call of the user's code (``Sink.link``/``page``, ``on_page``) is
-  guarded; its exception is logged, counted (``sink_errors``) and marks the page ``sink``.
-  An exception of the extractor or of our own link handling ends that body's read with kind
-  ``extract``/``internal``, never a wire error, and is not retried.
-* No per-origin state outlives the origin's work: the frontier forgets idle origins (after
-  their delay), robots delays are re-applied from the robots cache, sitemap URLs are kept
-  only while queued. What grows with the crawl is per URL: the seen sets (8-byte
-  fingerprints) and the queued requests.
-* A ``Link`` whose ``url`` is None (a value that does not resolve) is counted
-  (``links_invalid``) and, with ``all_links``, listed once by its raw value; never crawled.
+* A page's completion is committed to the state only after ``sink.flush()`` (when the sink
+  has one): a kill after the commit cannot lose the page's output lines. Completions and the
+  counters' deltas go to the state in one batch per dispatcher turn, not one per link.
+* A lease with ``attempts > 0`` was in flight when an earlier run stopped: its page's output
+  may have been cut, so when the backend can say what that page discovered
+  (``discovered_by``, SQLite), those URLs are listed again before it is fetched anew.
+* The stats are the whole crawl's: ``pages``/``errors`` from ``counts()`` (completions), the
+  rest from ``counters()``; ``max_pages`` counts every page leased in every run.
+* Every call of the user's code (``Sink.link``/``page``, ``on_page``) is guarded; its
+  exception is logged, counted (``sink_errors``) and marks the page ``sink``.
 
-The crawl ends when the frontier is empty (or the page budget is spent) and no page task is
-left. Leaving the ``async with`` block, leaving an ``async for`` over the crawler early
-(break, an exception, ``aclose()``), cancelling the task that runs ``run()``, or ``stop()``
-cancels the dispatcher and page tasks; the session is closed and the stats completed when
-the crawler is closed; ``Sink.close()`` is called once at the end in every case.
+The crawl ends when the state has nothing queued or leased (or the page budget is spent) and
+no page task is left. Leaving the ``async with`` block, leaving an ``async for`` over the
+crawler early (break, an exception, ``aclose()``), cancelling the task that runs ``run()``,
+or ``stop()`` cancels the dispatcher and page tasks; the pages finished by then are
+committed, the state and the session are closed and the stats completed when the crawler is
+closed; ``Sink.close()`` is called once at the end in every case.
 
-Limits not in CrawlConfig are module constants: MAX_CRAWL_DELAY caps a robots.txt
-Crawl-delay, ITER_QUEUE bounds the pages buffered for ``async for``.
+Limits not in CrawlConfig are module constants: ``crawler.page.MAX_CRAWL_DELAY`` caps a
+robots.txt Crawl-delay, ITER_QUEUE bounds the pages buffered for ``async for``.
 """
 
 from __future__ import annotations
@@ -44,38 +46,56 @@ import asyncio
 import inspect
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
+from crawler import settings as crawl_settings
+from crawler.admission import Admission
 from crawler.config import CrawlConfig
-from crawler.extract import Link, LinkExtractor
-from crawler.fetch import Fetcher, Response
-from crawler.frontier import MemoryFrontier, MemorySeenSet, Request
+from crawler.fetch import Fetcher
+from crawler.page import MAX_CRAWL_DELAY, REDIRECT_STATUSES, ROBOTS_DISALLOWED, PageJob
 from crawler.results import CrawlResult, CrawlStats, PageResult, Sink
-from crawler.robots import RobotsCache, RobotsRules, SitemapParser
-from crawler.urls import UrlPolicy, host_of, join, origin_of
+from crawler.robots import RobotsCache
+from crawler.state import Counts, CrawlState, Lease, Outcome, open_state
+from crawler.urls import UrlPolicy
 
 __all__ = ["Crawler", "crawl", "crawl_sync"]
 
 log = logging.getLogger("crawler")
 
-#: Longest robots.txt Crawl-delay honoured, in seconds (a hostile value must not stall a crawl).
-MAX_CRAWL_DELAY = 30.0
 #: Pages buffered for ``async for`` before page tasks wait for the consumer.
 ITER_QUEUE = 256
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-# Prefix of the seen-set key of an invalid link's raw value (--all-links lists each once); a
-# canonical URL never starts with NUL, so the two kinds of key cannot meet.
-_INVALID = "\0invalid:"
+# Re-exported for code that imported them from here before the split.
+_COMPAT = (MAX_CRAWL_DELAY, REDIRECT_STATUSES)
+# CrawlStats fields kept in the state's counters (summed over every run).
+_COUNTED = (
+    "bytes",
+    "links_found",
+    "links_new",
+    "links_invalid",
+    "retries",
+    "redirects",
+    "robots_disallowed",
+    "out_of_scope",
+    "sink_errors",
+)
+# Counter names: pages that were no lease (url_too_long records), their errors, statuses.
+_RECORDS = "records"
+_ERROR = "error:"
+_STATUS = "status:"
+# Seconds to wait for work when nothing is in flight here and the state has no due time
+# (leases held by another process, for a shared backend): a re-check, not a poll loop.
+_IDLE_RECHECK = 1.0
 
 
 class Crawler:
     """A crawl, as an async context manager and an async iterator of PageResult.
 
     Args:
-        config: the crawl's settings (validated here).
-        sink: receives ``link``/``page`` calls as things happen and ``close`` once at the end.
+        config: the crawl's settings (validated here). ``config.state`` picks the backend.
+        sink: receives ``link``/``page`` calls as things happen and ``close`` once at the end;
+            its ``flush()``, if it has one, is called before finished pages are committed.
         on_page: called with each PageResult when its page is done (may be a coroutine
             function).
         keep_results: keep ``pages`` and ``links`` in memory for ``run()``'s CrawlResult.
@@ -84,6 +104,13 @@ class Crawler:
             line's ``urls`` format): a hostile 10 MB page of ``<a href=x>`` is ~950,000 Link
             objects, ~190 MB held until the page is done, times the pages in flight. The
             links are crawled and counted either way.
+        state: a CrawlState to use instead of ``open_state(config.state)`` (opened and
+            closed by the crawler all the same).
+        given: the config keys the user set explicitly (the CLI's flags and file), for the
+            settings check on resume; None: those that differ from the defaults.
+        collect_ids: fill ``PageResult.ids`` with each page's fragment targets.
+        report_skipped: a URL robots.txt disallows gives a PageResult with error
+            ``robots_disallowed`` (not fetched, not counted as a page) instead of nothing.
 
     Example::
 
@@ -100,38 +127,39 @@ class Crawler:
         on_page: Callable[[PageResult], object] | None = None,
         keep_results: bool | None = None,
         page_links: bool = True,
+        state: CrawlState | None = None,
+        given: Collection[str] | None = None,
+        collect_ids: bool = False,
+        report_skipped: bool = False,
     ) -> None:
         cfg = config.validated()
         self.config = cfg
         self.stats = CrawlStats()
-        self.links: list[str] = []
         self.pages: list[PageResult] = []
         self._sink = sink
         self._on_page = on_page
         self._keep = sink is None if keep_results is None else keep_results
         self._page_links = page_links
-        self._policy = UrlPolicy(
-            cfg.seeds,
-            scope=cfg.scope,
-            include=cfg.include,
-            exclude=cfg.exclude,
-            sort_query=cfg.sort_query,
-            drop_params=cfg.drop_params,
-            max_url_length=cfg.max_url_length,
-        )
-        self._seen = MemorySeenSet()
-        self._beyond = MemorySeenSet(16)  # listed, one hop past max_depth, not queued
-        self._frontier = MemoryFrontier(cfg.per_host, cfg.delay)
+        self._given = given
+        self._collect_ids = collect_ids
+        self._report_skipped = report_skipped
+        self._state: CrawlState = state if state is not None else open_state(cfg.state)
+        self._state_open = False
+        self._policy = _policy(cfg)
+        self._admission: Admission | None = None
+        self._job: PageJob | None = None
         self._fetcher: Fetcher | None = None
         self._robots: RobotsCache | None = None
-        self._sitemaps: set[str] = set()
-        self._host_count: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._dispatcher: asyncio.Task[None] | None = None
         self._wakeup: asyncio.Event | None = None
         self._idle = False
         self._admitted = 0
-        self._records: deque[PageResult] = deque()
+        self._queued = 0  # an estimate for progress lines (the state has the truth)
+        self._done: list[tuple[Lease, Outcome]] = []
+        self._pushed: dict[str, int] = {}
+        self._record_deltas: Counter[str] = Counter()
+        self._discovered_by: Any = None
         self._queue: asyncio.Queue[PageResult] | None = None
         self._opened = False
         self._closed = False
@@ -141,12 +169,22 @@ class Crawler:
     # -- public API --
 
     @property
+    def links(self) -> list[str]:
+        """The discovered in-scope URLs of this run, in order (with ``keep_results``)."""
+        return self._admission.links if self._admission is not None else []
+
+    @property
+    def state(self) -> CrawlState:
+        """The crawl state this crawler runs on."""
+        return self._state
+
+    @property
     def in_flight(self) -> int:
         return len(self._tasks)
 
     @property
     def queued(self) -> int:
-        return len(self._frontier)
+        return max(0, self._queued)
 
     def stop(self) -> None:
         """Ask for a prompt, clean stop (safe from a signal handler callback in the loop)."""
@@ -180,7 +218,7 @@ class Crawler:
         return self._iterate()
 
     async def aclose(self) -> None:
-        """Stop whatever runs, close the session, complete the stats, close the sink."""
+        """Stop whatever runs, commit finished pages, close the state, the session, the sink."""
         if self._closed:
             return
         self._closed = True
@@ -192,6 +230,12 @@ class Crawler:
             if dispatcher is not None:
                 await asyncio.gather(dispatcher, return_exceptions=True)
             await self._cancel_tasks()
+            if self._state_open:
+                try:
+                    await self._commit()
+                finally:
+                    self._state_open = False
+                    await self._state.close()
         finally:
             if self._fetcher is not None:
                 await self._fetcher.close()
@@ -208,17 +252,105 @@ class Crawler:
         if self._opened:
             return
         self._opened = True
+        state = self._state
         cfg = self.config
+        await state.open(
+            per_host=cfg.per_host, delay=cfg.delay, max_pages_per_host=cfg.max_pages_per_host
+        )
+        self._state_open = True
+        try:
+            await self._settle(state)
+            await self._begin(state)
+        except BaseException:
+            self._state_open = False
+            await state.close()
+            raise
+
+    async def _settle(self, state: CrawlState) -> None:
+        """Store the settings of a new crawl; on resume, merge them (ConfigError on a clash)."""
+        cfg = self.config
+        stored = await state.load_settings()
+        if stored is not None:
+            merged = crawl_settings.resume(stored, cfg, self._given)
+            if merged.state != cfg.state:
+                merged = merged.replace(state=cfg.state)
+            if (merged.per_host, merged.delay, merged.max_pages_per_host) != (
+                cfg.per_host,
+                cfg.delay,
+                cfg.max_pages_per_host,
+            ):
+                # the frontier's politeness and budget are given at open: open it again
+                await state.close()
+                await state.open(
+                    per_host=merged.per_host,
+                    delay=merged.delay,
+                    max_pages_per_host=merged.max_pages_per_host,
+                )
+            self.config = cfg = merged
+            self._policy = _policy(cfg)
+        await state.save_settings(crawl_settings.to_stored(cfg))
+
+    async def _begin(self, state: CrawlState) -> None:
+        cfg = self.config
+        counts = await state.counts()
+        self._seed_stats(counts, await state.counters())
         self._wakeup = asyncio.Event()
         self._fetcher = Fetcher(cfg)
-        self._robots = RobotsCache(self._fetcher, cfg.user_agent, self._policy.in_scope)
+        self._robots = RobotsCache(
+            self._fetcher, cfg.user_agent, self._policy.in_scope, store=state
+        )
+        self._admission = Admission(
+            cfg, self._policy, state, self.stats, self._sink, keep=self._keep,
+            on_offer=self._offered,
+        )  # fmt: skip
+        self._job = PageJob(
+            cfg,
+            self._policy,
+            self._fetcher,
+            self._robots,
+            self._admission,
+            state,
+            self.stats,
+            page_links=self._page_links,
+            collect_ids=self._collect_ids,
+            report_skipped=self._report_skipped,
+        )
+        discovered = getattr(state, "discovered_by", None)
+        self._discovered_by = discovered if callable(discovered) else None
         self.stats.started = time.time()
         self._t0 = time.monotonic()
-        for seed in cfg.seeds:
-            url = self._policy.canonical(seed)
-            if url is None or not self._seen.add(url):
-                continue
-            self._report(url, "", 0)  # a sink error here is logged and counted
+        await self._admission.seeds(cfg.seeds)  # a sink error here is logged and counted
+
+    def _seed_stats(self, counts: Counts, counters: dict[str, int]) -> None:
+        """The whole crawl's stats so far: pages and errors from completions, the rest counted."""
+        stats = self.stats
+        failed = Counter(counts.failed)
+        skipped = failed.pop(ROBOTS_DISALLOWED, 0)
+        for name, value in counters.items():
+            if name.startswith(_ERROR):
+                failed[name[len(_ERROR) :]] += value
+            elif name.startswith(_STATUS):
+                try:
+                    stats.status[int(name[len(_STATUS) :])] += value
+                except ValueError:
+                    pass
+        stats.errors = Counter({k: v for k, v in failed.items() if v})
+        stats.pages = counts.done - skipped + counters.get(_RECORDS, 0)
+        stats.pages_ok = stats.pages - sum(stats.errors.values())
+        for name in _COUNTED:
+            setattr(stats, name, counters.get(name, 0))
+        stats.resumed_pages = stats.pages
+        stats.recovered = counts.recovered
+        self._pushed = self._snapshot()
+        self._admitted = counts.done - skipped + counts.leased
+        self._queued = counts.queued
+
+    def _snapshot(self) -> dict[str, int]:
+        stats = self.stats
+        snap = {name: getattr(stats, name) for name in _COUNTED}
+        for code, n in stats.status.items():
+            snap[f"{_STATUS}{code}"] = n
+        return snap
 
     def _start(self) -> asyncio.Task[None]:
         if self._dispatcher is None:
@@ -273,9 +405,14 @@ class Crawler:
 
     # -- the dispatcher --
 
+    def _offered(self, queued: int) -> None:
+        self._queued += queued
+        if self._idle and self._wakeup is not None:
+            self._wakeup.set()
+
     async def _dispatch(self) -> None:
         loop = asyncio.get_running_loop()
-        frontier = self._frontier
+        state = self._state
         tasks = self._tasks
         wakeup = self._wakeup
         assert wakeup is not None
@@ -283,23 +420,46 @@ class Crawler:
         max_pages = self.config.max_pages
         try:
             while not self._stopped:
-                now = loop.time()
-                while len(tasks) < limit and not (max_pages and self._admitted >= max_pages):
-                    request = frontier.pop(now)
-                    if request is None:
+                if self._done:
+                    await self._commit()
+                room = limit - len(tasks)
+                if max_pages:
+                    room = min(room, max_pages - self._admitted)
+                if room > 0:
+                    leases = await state.lease(room, time.time())
+                    self._queued -= len(leases)
+                    for lease in leases:
+                        self._admitted += 1
+                        task = loop.create_task(self._process(lease))
+                        tasks.add(task)
+                        task.add_done_callback(self._task_done)
+                    if leases:
+                        continue  # more may be due now (lease gives at most `room`)
+                if not tasks:
+                    if self._done:
+                        continue
+                    await self._flush_records()
+                    if max_pages and self._admitted >= max_pages:
                         break
-                    self._admitted += 1
-                    task = loop.create_task(self._process(request))
-                    tasks.add(task)
-                    task.add_done_callback(self._task_done)
-                if not tasks and (not len(frontier) or (max_pages and self._admitted >= max_pages)):
-                    break
-                wait = frontier.wait_time(now) if len(tasks) < limit else None
-                timer = loop.call_later(wait, wakeup.set) if wait is not None else None
+                    counts = await state.counts()
+                    self._queued = counts.queued
+                    if not counts.queued and not counts.leased:
+                        break
+                    due = state.next_due(time.time())
+                    timeout = max(0.0, due - time.time()) if due is not None else _IDLE_RECHECK
+                    await state.wait(min(timeout, _IDLE_RECHECK))
+                    continue
+                due = state.next_due(time.time()) if room > 0 else None
+                timer = (
+                    loop.call_later(max(0.0, due - time.time()), wakeup.set)
+                    if due is not None
+                    else None
+                )
                 wakeup.clear()
                 self._idle = True
                 try:
-                    await wakeup.wait()
+                    if not self._done:
+                        await wakeup.wait()
                 finally:
                     self._idle = False
                     if timer is not None:
@@ -317,136 +477,92 @@ class Crawler:
         if self._wakeup is not None:
             self._wakeup.set()
 
+    async def _commit(self) -> None:
+        """Commit the finished pages: output flushed first, then counters and completions."""
+        done, self._done = self._done, []
+        sink = self._sink
+        flush = getattr(sink, "flush", None) if sink is not None else None
+        if flush is not None:
+            try:
+                flush()
+            except Exception as exc:
+                assert self._admission is not None
+                self._admission.sink_failed("sink.flush", exc, None)
+        deltas = self._deltas()
+        if deltas:
+            await self._state.add_counters(deltas)
+        if done:
+            await self._state.complete_many(done, time.time())
+
+    def _deltas(self) -> dict[str, int]:
+        now = self._snapshot()
+        pushed = self._pushed
+        deltas = {k: v - pushed.get(k, 0) for k, v in now.items() if v != pushed.get(k, 0)}
+        self._pushed = now
+        if self._record_deltas:
+            deltas.update(self._record_deltas)
+            self._record_deltas = Counter()
+        return deltas
+
     # -- one page --
 
-    async def _process(self, request: Request) -> None:
-        loop = asyncio.get_running_loop()
+    async def _process(self, lease: Lease) -> None:
+        job = self._job
+        assert job is not None and self._admission is not None
+        page: PageResult | None
         try:
             try:
-                page = await self._fetch_page(request)
+                if lease.attempts and self._discovered_by is not None:
+                    # in flight when an earlier run stopped: its output may have been cut
+                    urls = await self._discovered_by(lease.url)
+                    await self._admission.relist(urls, lease.url)
+                page = await job.run(lease)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug must not kill the crawl: record it, go on
-                log.exception("internal error on %s", request.url)
-                page = PageResult(request.url, request.depth, request.referrer)
+                log.exception("internal error on %s", lease.url)
+                page = PageResult(lease.url, lease.depth, lease.referrer)
                 page.error, page.error_detail = "internal", f"{type(exc).__name__}: {exc}"
+            skipped = page is None or (page.error == ROBOTS_DISALLOWED and page.status is None)
+            if skipped:
+                self._admitted -= 1  # not a page: robots.txt disallows it
+            if page is not None:
+                await self._finish(page, counted=not skipped)
+            if page is None:
+                outcome = Outcome(ROBOTS_DISALLOWED)
+            else:
+                outcome = Outcome(page.error, page.status, page.bytes)
+            self._done.append((lease, outcome))
         finally:
-            self._frontier.release(request.origin, loop.time())
-        if page is not None:
-            await self._finish(page)
+            if self._wakeup is not None:
+                self._wakeup.set()
         await self._flush_records()
 
     async def _flush_records(self) -> None:
-        # PageResults of URLs found but never fetched (url_too_long), made in sync code.
-        records = self._records
+        # PageResults of URLs found but never fetched (url_too_long): no lease, counted here.
+        admission = self._admission
+        if admission is None:
+            return
+        records = admission.records
         while records:
-            await self._finish(records.popleft())
+            page = records.popleft()
+            self._record_deltas[_RECORDS] += 1
+            if page.error is not None:
+                self._record_deltas[_ERROR + page.error] += 1
+            await self._finish(page)
 
-    async def _rules(self, origin: str) -> RobotsRules:
-        robots = self._robots
-        assert robots is not None
-        rules = robots.cached(origin)
-        if rules is None:
-            # Fetched (or awaited) now: its sitemaps are offered each time the rules are
-            # (re)loaded (the cache expires entries; the seen set drops the repeats), so no
-            # per-origin "done" set grows with the crawl.
-            rules = await robots.get(origin)
-            if self.config.sitemaps:
-                for sitemap in rules.sitemaps:
-                    self._offer_sitemap(sitemap, origin + "/robots.txt", 0)
-        # Told on every request, not once per origin: the frontier forgets idle origins.
-        self._apply_delay(origin, rules)
-        return rules
-
-    async def _fetch_page(self, request: Request) -> PageResult | None:
-        cfg = self.config
-        policy = self._policy
-        fetcher = self._fetcher
-        assert fetcher is not None
-        url = request.url
-        depth = request.depth
-        page = PageResult(url, depth, request.referrer)
-        current = url
-        origin = request.origin
-        chain = {url}
-        hops = 0
-        while True:
-            if not cfg.ignore_robots:
-                rules = await self._rules(origin)
-                if rules.error is not None:
-                    page.error, page.error_detail = rules.error, rules.why
-                    return page
-                if not await rules.allowed_async(current):  # a long file: off the loop
-                    self.stats.robots_disallowed += 1
-                    if hops == 0:
-                        self._admitted -= 1
-                        return None
-                    page.error_detail = f"redirect target disallowed by robots.txt: {current}"
-                    return page
-            state = _PageState(self, page, current, depth)
-            res = await fetcher.fetch(current, state.on_headers)
-            state.close()
-            if self._sitemaps:
-                self._sitemaps.discard(current)
-            self._record(page, res, current)
-            if state.failure is not None:  # our own code failed on the body, not the wire
-                page.error, page.error_detail = state.failure
-                return page
-            status = res.status
-            if status not in REDIRECT_STATUSES or res.error is not None or not res.location:
-                return page
-            # -- a redirect hop --
-            hops += 1
-            self.stats.redirects += 1
-            target_raw = join(current, res.location)
-            if target_raw is None:
-                return _fail(page, "redirect_invalid", f"Location {res.location!r} is not a URL")
-            if not target_raw.startswith(("http://", "https://")):
-                return _fail(page, "redirect_bad_scheme", f"redirect to {target_raw[:200]!r}")
-            target = policy.canonical(target_raw)
-            if target is None:
-                return _fail(page, "redirect_invalid", f"Location {res.location!r} is not a URL")
-            if target in chain:
-                return _fail(page, "redirect_loop", f"redirect loop back to {target}")
-            if hops > cfg.max_redirects:
-                return _fail(page, "too_many_redirects", f"more than {cfg.max_redirects} hops")
-            if policy.too_long(target):
-                return _fail(page, "url_too_long", f"redirect target of {len(target)} characters")
-            if not policy.in_scope(target):
-                self.stats.out_of_scope += 1
-                return _fail(page, "redirect_out_of_scope", f"redirect to {target}")
-            page.redirects.append(target)
-            chain.add(target)
-            if not self._seen.add(target):
-                page.final_url = target  # known already: fetched (or queued) on its own
-                return page
-            self._report(target, current, depth, queue=False, page=page)
-            current = target
-            origin = origin_of(target)
-
-    def _record(self, page: PageResult, res: Response, url: str) -> None:
-        page.final_url = url
-        page.status = res.status
-        page.content_type = res.content_type
-        page.bytes += res.bytes
-        page.elapsed_ms += res.elapsed_ms
-        page.retries += res.retries
-        page.truncated = res.truncated
-        if res.error is not None or page.error != "sink":  # a sink error while reading stays
-            page.error = res.error
-            page.error_detail = res.error_detail
-
-    async def _finish(self, page: PageResult) -> None:
+    async def _finish(self, page: PageResult, *, counted: bool = True) -> None:
         stats = self.stats
-        stats.pages += 1
-        if page.error is None:
-            stats.pages_ok += 1
-        else:
-            stats.errors[page.error] += 1
-        if page.status is not None:
-            stats.status[page.status] += 1
-        stats.bytes += page.bytes
-        stats.retries += page.retries
+        if counted:
+            stats.pages += 1
+            if page.error is None:
+                stats.pages_ok += 1
+            else:
+                stats.errors[page.error] += 1
+            if page.status is not None:
+                stats.status[page.status] += 1
+            stats.bytes += page.bytes
+            stats.retries += page.retries
         self._update_duration()
         if self._keep:
             self.pages.append(page)
@@ -456,335 +572,40 @@ class Crawler:
             try:
                 self._sink.page(page)
             except Exception as exc:
-                self._late_sink_failure("sink.page", exc, page)
+                self._late_sink_failure("sink.page", exc, page, counted)
         if self._on_page is not None:
             try:
                 result = self._on_page(page)
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
-                self._late_sink_failure("on_page", exc, page)
+                self._late_sink_failure("on_page", exc, page, counted)
         queue = self._queue
         if queue is not None:
             await queue.put(page)
 
-    def _late_sink_failure(self, where: str, exc: Exception, page: PageResult) -> None:
+    def _late_sink_failure(
+        self, where: str, exc: Exception, page: PageResult, counted: bool
+    ) -> None:
         # The page is counted already: move it from ok to the "sink" errors.
         was_ok = page.error is None
-        self._sink_failed(where, exc, page)
-        if was_ok:
+        assert self._admission is not None
+        self._admission.sink_failed(where, exc, page)
+        if was_ok and counted:
             self.stats.pages_ok -= 1
             self.stats.errors["sink"] += 1
 
-    # -- links --
 
-    def take_links(
-        self, links: list[Link], page: PageResult, referrer: str, depth: int, nofollow: bool
-    ) -> None:
-        """Canonicalise, dedup, scope-check and enqueue the links of one chunk (the hot path)."""
-        if self._page_links:
-            page.links.extend(links)
-        self.stats.links_found += len(links)
-        if nofollow:
-            return
-        cfg = self.config
-        if cfg.max_depth and depth >= cfg.max_depth:
-            self._take_beyond(links, referrer, depth, page)
-            return
-        policy = self._policy
-        canonical = policy.canonical_resolved
-        scope_origin = policy.scope_origin
-        max_len = policy.max_url_length
-        seen_add = self._seen.add
-        respect_nofollow = cfg.respect_nofollow
-        all_links = cfg.all_links
-        report = self._report
-        child = depth + 1
-        for link in links:
-            if respect_nofollow and link.nofollow:
-                continue
-            raw_url = link.url
-            if raw_url is None:
-                self._invalid(link, referrer, page)
-                continue
-            url = canonical(raw_url)
-            if url is None:
-                if all_links and seen_add(raw_url):
-                    self._list(raw_url, referrer, "other", page)
-                continue
-            if seen_add(url):
-                origin = scope_origin(url)
-                if origin is not None and not (max_len and len(url) > max_len):
-                    report(url, referrer, child, origin=origin, page=page)
-                else:
-                    self._new_url(url, referrer, depth, page)
-
-    def _take_beyond(
-        self, links: list[Link], referrer: str, depth: int, page: PageResult | None
-    ) -> None:
-        # Links one hop past max_depth are listed but not queued, and NOT marked seen: a page
-        # at a lower depth that is still in flight may link the same URL and must queue it
-        # (it is then not listed again: _beyond remembers what was listed this way).
-        # Out-of-scope and non-HTTP links are what they are at any depth (never queued): they
-        # are marked seen, counted and, with all_links, listed as on any other page.
-        policy = self._policy
-        canonical = policy.canonical_resolved
-        seen = self._seen
-        beyond = self._beyond
-        respect_nofollow = self.config.respect_nofollow
-        all_links = self.config.all_links
-        for link in links:
-            if respect_nofollow and link.nofollow:
-                continue
-            raw_url = link.url
-            if raw_url is None:
-                self._invalid(link, referrer, page)
-                continue
-            url = canonical(raw_url)
-            if url is None:
-                if all_links and seen.add(raw_url):
-                    self._list(raw_url, referrer, "other", page)
-                continue
-            if url in seen or url in beyond:
-                continue
-            if policy.scope_origin(url) is None:
-                if seen.add(url):
-                    self.stats.out_of_scope += 1
-                    if all_links:
-                        self._list(url, referrer, "external", page)
-            elif not policy.too_long(url):
-                beyond.add(url)
-                self._list(url, referrer, "internal", page)
-
-    def _invalid(self, link: Link, referrer: str, page: PageResult | None) -> None:
-        # A value that does not resolve to a URL: never crawled; counted, and listed (once,
-        # by its raw value) with --all-links, so that a link checker can report it.
-        self.stats.links_invalid += 1
-        if self.config.all_links and self._sink is not None and self._seen.add(_INVALID + link.raw):
-            self._list(link.raw, referrer, "invalid", page)
-
-    def _new_url(self, url: str, referrer: str, depth: int, page: PageResult | None = None) -> None:
-        policy = self._policy
-        if not policy.in_scope(url):
-            self.stats.out_of_scope += 1
-            if self.config.all_links:
-                self._list(url, referrer, "external", page)
-            return
-        if policy.too_long(url):
-            record = PageResult(url, depth + 1, referrer)
-            record.error, record.error_detail = "url_too_long", f"URL of {len(url)} characters"
-            self._records.append(record)
-            return
-        self._report(url, referrer, depth + 1, page=page)
-
-    def _report(
-        self,
-        url: str,
-        referrer: str,
-        depth: int,
-        *,
-        queue: bool = True,
-        origin: str = "",
-        page: PageResult | None = None,
-    ) -> None:
-        """A new in-scope URL: queue it if the limits allow, then list it and tell the sink.
-
-        Queueing comes first and cannot fail on a user's code: a URL marked seen is always
-        queued, whatever the sink does with it.
-        """
-        if queue:
-            self._enqueue(url, referrer, depth, origin)
-        if self._beyond and url in self._beyond:
-            return  # listed already, when it was first found one hop past max_depth
-        self._list(url, referrer, "internal", page)
-
-    def _enqueue(self, url: str, referrer: str, depth: int, origin: str) -> None:
-        cfg = self.config
-        if cfg.max_depth and depth > cfg.max_depth:
-            return
-        if cfg.max_pages_per_host:
-            host = host_of(url)
-            count = self._host_count.get(host, 0)
-            if count >= cfg.max_pages_per_host:
-                return
-            self._host_count[host] = count + 1
-        origin = origin or origin_of(url)
-        frontier = self._frontier
-        if not frontier.knows(origin):
-            # An origin the frontier forgot (or never had): its robots.txt delay, if the rules
-            # are still cached, holds from its first request again.
-            self._apply_delay(origin, None)
-        frontier.push(Request(url, depth, referrer or None, origin))
-        if self._idle and self._wakeup is not None:
-            self._wakeup.set()
-
-    def _apply_delay(self, origin: str, rules: RobotsRules | None) -> None:
-        if rules is None:
-            if self._robots is None or self.config.ignore_robots:
-                return
-            rules = self._robots.cached(origin)
-            if rules is None:
-                return
-        delay = min(rules.crawl_delay or 0.0, MAX_CRAWL_DELAY)
-        if delay > self.config.delay:
-            self._frontier.set_delay(origin, delay)
-
-    def _list(self, url: str, referrer: str, kind: str, page: PageResult | None) -> None:
-        """Count and keep an in-scope URL, and tell the sink of any ``kind``."""
-        if kind == "internal":
-            self.stats.links_new += 1
-            if self._keep:
-                self.links.append(url)
-        sink = self._sink
-        if sink is not None:
-            try:
-                sink.link(url, referrer, kind)
-            except Exception as exc:
-                self._sink_failed("sink.link", exc, page)
-
-    def _sink_failed(self, where: str, exc: Exception, page: PageResult | None) -> None:
-        """A user's sink or hook raised: log it, count it, and mark the page it was about."""
-        log.error("%s raised %s: %s", where, type(exc).__name__, exc, exc_info=exc)
-        self.stats.sink_errors += 1
-        if page is not None and page.error is None:
-            page.error = "sink"
-            page.error_detail = f"{where} raised {type(exc).__name__}: {exc}"[:500]
-
-    def _offer_sitemap(
-        self, raw: str, referrer: str, depth: int, page: PageResult | None = None
-    ) -> None:
-        url = self._policy.canonical(raw)
-        if url is None or not self._seen.add(url):
-            return
-        # Only a sitemap that is really queued is remembered (and forgotten once fetched):
-        # a sitemap index that names millions of duplicates or foreign files costs nothing.
-        if self._policy.in_scope(url) and not self._policy.too_long(url):
-            self._sitemaps.add(url)
-        self._new_url(url, referrer, depth - 1, page)
-
-    def take_urls(
-        self, urls: list[str], referrer: str, depth: int, page: PageResult | None = None
-    ) -> None:
-        """URLs from a sitemap (any form): canonicalise fully, then as links."""
-        for raw in urls:
-            if raw.endswith((".xml", ".xml.gz")):
-                self._offer_sitemap(raw, referrer, depth + 1, page)
-                continue
-            url = self._policy.canonical(raw)
-            if url is not None and self._seen.add(url):
-                self._new_url(url, referrer, depth, page)
-
-
-def _fail(page: PageResult, kind: str, detail: str) -> PageResult:
-    page.error, page.error_detail = kind, detail
-    return page
-
-
-class _BodyAbort(Exception):
-    """Raised from a body consumer to stop reading: our own code failed on this body.
-
-    The fetcher reports it as a wire error (it cannot tell); the engine replaces that with
-    the failure kept on the _PageState. Not an OSError, so it is never retried.
-    """
-
-
-class _PageState:
-    """One fetch attempt's body handling: the extractor (or sitemap parser) and its links.
-
-    Whatever raises in here (the extractor, our own link handling) is caught, kept as
-    ``failure`` (kind ``extract`` or ``internal``, with the exception named) and ends the
-    read; the links handed over before it stay handed over. A user's sink cannot raise in
-    here: the engine catches its errors where it calls it.
-    """
-
-    __slots__ = ("crawler", "depth", "extractor", "failure", "found", "page", "sitemap", "url")
-
-    def __init__(self, crawler: Crawler, page: PageResult, url: str, depth: int) -> None:
-        self.crawler = crawler
-        self.page = page
-        self.url = url
-        self.depth = depth
-        self.extractor: Any = None
-        self.sitemap: SitemapParser | None = None
-        self.failure: tuple[str, str] | None = None
-        self.found = 0  # links of this attempt, counted in stats.links_found
-
-    def _fail(self, kind: str, what: str, exc: Exception) -> _BodyAbort:
-        log.error("%s failed on %s", what, self.url, exc_info=exc)
-        self.failure = (kind, f"{what} raised {type(exc).__name__}: {exc}"[:500])
-        self.extractor = None
-        self.sitemap = None
-        return _BodyAbort(self.failure[1])
-
-    def on_headers(self, res: Response) -> Callable[[bytes], object] | None:
-        status = res.status
-        if status is None or not 200 <= status < 300:
-            return None
-        crawler = self.crawler
-        self.failure = None  # a retried attempt starts the page over
-        if self.url in crawler._sitemaps:
-            # A .xml.gz sitemap is inflated by the parser: the body cap applies to what it
-            # inflates too, as it does to Content-Encoding bodies.
-            self.sitemap = SitemapParser(crawler.config.max_body_bytes)
-            return self.feed_sitemap
-        if not res.is_html:
-            return None
-        if self.found:  # a retried attempt starts the page over: uncount the last one
-            crawler.stats.links_found -= self.found
-            self.found = 0
-            self.page.links = []
-        try:
-            self.extractor = LinkExtractor(self.url, res.charset, link_set=crawler.config.link_set)
-        except Exception as exc:
-            self._fail("extract", "the extractor", exc)
-            return None
-        return self.feed
-
-    def feed(self, chunk: bytes) -> None:
-        ex = self.extractor
-        if ex is None:
-            raise _BodyAbort("extraction failed")
-        try:
-            links = ex.feed(chunk)
-        except Exception as exc:
-            raise self._fail("extract", "the extractor", exc) from exc
-        if links:
-            self._take(links, ex)
-
-    def _take(self, links: list[Link], ex: LinkExtractor) -> None:
-        self.found += len(links)
-        try:
-            nofollow = self.crawler.config.respect_nofollow and ex.nofollow
-            self.crawler.take_links(links, self.page, self.url, self.depth, nofollow)
-        except Exception as exc:
-            raise self._fail("internal", "link handling", exc) from exc
-
-    def feed_sitemap(self, chunk: bytes) -> None:
-        parser = self.sitemap
-        if parser is None:
-            raise _BodyAbort("sitemap parsing failed")
-        try:
-            urls = parser.feed(chunk)
-            if urls:
-                self.crawler.take_urls(urls, self.url, self.depth, self.page)
-        except Exception as exc:
-            raise self._fail("internal", "sitemap handling", exc) from exc
-
-    def close(self) -> None:
-        ex = self.extractor
-        if ex is None:
-            return
-        self.extractor = None
-        try:
-            links = ex.close()
-        except Exception as exc:  # the extractor never raises by contract; belt and braces
-            self._fail("extract", "the extractor", exc)
-            return
-        if links:
-            try:
-                self._take(links, ex)
-            except _BodyAbort:
-                pass  # kept in self.failure
+def _policy(cfg: CrawlConfig) -> UrlPolicy:
+    return UrlPolicy(
+        cfg.seeds,
+        scope=cfg.scope,
+        include=cfg.include,
+        exclude=cfg.exclude,
+        sort_query=cfg.sort_query,
+        drop_params=cfg.drop_params,
+        max_url_length=cfg.max_url_length,
+    )
 
 
 async def crawl(

@@ -6,6 +6,14 @@ hop against scope, robots and the seen set. The body is never held whole: after 
 caller's ``on_headers`` hook looks at the response and returns a chunk consumer (or None to
 leave the body unread), and each decompressed chunk goes to it as it arrives.
 
+The body is pull-based: a consumer may return an awaitable (a coroutine), and the next chunk is
+read only once it has been awaited. So a page task can ``await`` the crawl state once per chunk
+(``offer_many`` of that chunk's links) and the wire waits for it: backpressure, no chunk queue.
+An awaited consumer rather than an async iterator of chunks, because the retry loop, the body
+cap, the timeouts and the release of the connection stay in one place (here): an iterator would
+hand the open response to the caller across its own awaits, and every caller would have to
+restart a retried body itself. A plain (sync) consumer such as ``list.append`` still works.
+
 Failures become a short error kind (see the common contract): ``dns``, ``connect``,
 ``timeout``, ``disconnected``, ``protocol``, ``decode``, ``http_<status>``, ``too_large``.
 Connection errors, timeouts, resets, 429 and 5xx are retried with exponential backoff and
@@ -19,7 +27,7 @@ import random
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -52,7 +60,8 @@ IDLE_MIN = 16
 # Kinds worth another try: the next attempt may well succeed.
 RETRY_KINDS = frozenset({"connect", "timeout", "disconnected"})
 
-Consumer = Callable[[bytes], object]
+#: A body chunk consumer: returns None, or an awaitable that is awaited before the next read.
+Consumer = Callable[[bytes], "Awaitable[object] | None"]
 
 
 @dataclass(slots=True)
@@ -322,10 +331,12 @@ class Fetcher:
 
         ``on_headers(response)`` is called when a final response's headers are in (a response
         that will not be retried); it returns a consumer for the body chunks, or None to leave
-        the body unread. It may be called again for a later attempt if the body fails midway
-        and the fetch is retried. ``max_bytes`` caps the decompressed body (default: the
-        config's ``max_body_bytes``; 0 = no cap): reading stops there, the response is marked
-        ``truncated`` with error ``too_large``.
+        the body unread. The consumer may return an awaitable: it is awaited before the next
+        chunk is read (pull-based). ``on_headers`` may be called again for a later attempt if
+        the body fails midway and the fetch is retried (the caller starts the body over).
+        ``max_bytes`` caps the decompressed body (default: the config's ``max_body_bytes``;
+        0 = no cap): reading stops there, the response is marked ``truncated`` with error
+        ``too_large``.
         """
         cfg = self.config
         cap = cfg.max_body_bytes if max_bytes is None else max_bytes
@@ -395,14 +406,18 @@ class Fetcher:
                     chunk = chunk[: cap - read]
                     read = cap
                     if chunk:
-                        consumer(chunk)
+                        pending = consumer(chunk)
+                        if pending is not None:
+                            await pending
                     res.truncated = True
                     res.error = "too_large"
                     res.error_detail = f"body over {cap} bytes (decompressed); read stopped"
                     break
                 read += n
                 res.bytes = read
-                consumer(chunk)
+                pending = consumer(chunk)
+                if pending is not None:
+                    await pending
             res.bytes = read
 
     @staticmethod

@@ -21,6 +21,8 @@ class PageResult:
 
     ``links`` holds every link occurrence, invalid ones (``url`` None) included; ``to_dict``
     puts the URLs in ``links`` and the raw values of the invalid ones in ``invalid_links``.
+    ``error`` ``"robots_disallowed"`` marks a URL robots.txt kept us from fetching: such a
+    record is made only with ``Crawler(report_skipped=True)`` (a link checker's "skipped").
     """
 
     url: str
@@ -37,6 +39,8 @@ class PageResult:
     error: str | None = None
     error_detail: str | None = None
     retries: int = 0
+    #: the page's fragment targets (``id``/``name`` values), with ``Crawler(collect_ids=True)``
+    ids: list[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -84,6 +88,10 @@ class CrawlStats:
     started: float = 0.0
     duration: float = 0.0
     cancelled: bool = False
+    #: pages done by earlier runs of a resumed crawl (``pages`` counts the whole crawl)
+    resumed_pages: int = 0
+    #: requests that were in flight when the last run stopped (fetched again in this one)
+    recovered: int = 0
 
     @property
     def error_count(self) -> int:
@@ -91,7 +99,9 @@ class CrawlStats:
 
     @property
     def pages_per_second(self) -> float:
-        return self.pages / self.duration if self.duration > 0 else 0.0
+        """Pages of this run (not of earlier runs of a resumed crawl) per second of it."""
+        run = self.pages - self.resumed_pages
+        return run / self.duration if self.duration > 0 else 0.0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -111,6 +121,8 @@ class CrawlStats:
             "duration": round(self.duration, 3),
             "pages_per_second": round(self.pages_per_second, 2),
             "cancelled": self.cancelled,
+            "resumed_pages": self.resumed_pages,
+            "recovered": self.recovered,
         }
 
 

@@ -25,6 +25,13 @@ the same origin await the same future. A verdict is kept for `ROBOTS_TTL` (24 ho
 limit on caching) and the cache is bounded: at most `MAX_ROBOTS_ORIGINS` origins and about
 `MAX_ROBOTS_CACHE_BYTES` of parsed rules, least recently used first out. An origin that has
 expired or been evicted is simply fetched again when one of its URLs next needs it.
+
+With a ``store`` (the crawl state: ``get_robots``/``put_robots``), a verdict that came from a
+response (2xx: the body; 3xx/4xx: allow all) is stored with its wall-clock fetch time, and an
+origin not in memory is looked up there first: a resumed crawl, or one whose cache evicted the
+origin, parses the stored body again instead of refetching a robots.txt younger than
+`ROBOTS_TTL`. Verdicts without a usable response (5xx, 429, timeouts, an unreachable host) are
+kept in memory only: they are transient, and a crawl resumed after an outage asks again.
 """
 
 from __future__ import annotations
@@ -35,12 +42,13 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from protego import Protego
 
-from crawler.fetch import Fetcher, Response
+from crawler.fetch import Consumer, Fetcher, Response
+from crawler.state.base import StoredRobots
 from crawler.urls import join
 
 __all__ = [
@@ -50,6 +58,7 @@ __all__ = [
     "ROBOTS_TTL",
     "RobotsCache",
     "RobotsRules",
+    "RobotsStore",
     "SitemapParser",
     "decode_robots",
 ]
@@ -170,6 +179,30 @@ def _estimate_weight(text: str) -> int:
     )
 
 
+class RobotsStore(Protocol):
+    """Where fetched robots.txt files are kept across runs (the crawl state has these two)."""
+
+    async def get_robots(self, origin: str) -> StoredRobots | None: ...
+
+    async def put_robots(self, robots: StoredRobots) -> None: ...
+
+
+async def _parse(text: str, user_agent: str) -> RobotsRules:
+    if len(text) < _PARSE_IN_THREAD:
+        return RobotsRules.parse(text, user_agent)
+    # Protego takes ~100 us a rule: a 500 KiB file of rules is seconds of CPU, which on the
+    # event loop would stall every other fetch of the crawl.
+    return await asyncio.to_thread(RobotsRules.parse, text, user_agent)
+
+
+async def rules_from_stored(stored: StoredRobots, user_agent: str) -> RobotsRules:
+    """The verdict a stored robots.txt gives (only response verdicts are stored: see above)."""
+    status = stored.status
+    if status is not None and 200 <= status < 300:
+        return await _parse(decode_robots(stored.body), user_agent)
+    return RobotsRules(allow_all=True, why=f"robots.txt unavailable ({status}, stored)")
+
+
 class _LoaderGone(Exception):
     """The task fetching an origin's robots.txt was cancelled before it finished."""
 
@@ -187,6 +220,8 @@ class RobotsCache:
         max_bytes: budget for the kept verdicts' estimated memory (`RobotsRules.weight`);
             the verdict just fetched is always kept, however large.
         clock: monotonic seconds (injectable for tests).
+        store: keeps response verdicts across runs (see the module docstring); None: memory.
+        wall_clock: the wall-clock time stored verdicts are aged by (injectable for tests).
     """
 
     def __init__(
@@ -199,6 +234,8 @@ class RobotsCache:
         max_origins: int = MAX_ROBOTS_ORIGINS,
         max_bytes: int = MAX_ROBOTS_CACHE_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        store: RobotsStore | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._fetcher = fetcher
         self._user_agent = user_agent
@@ -207,12 +244,15 @@ class RobotsCache:
         self._max_origins = max(1, max_origins)
         self._max_bytes = max_bytes
         self._clock = clock
+        self._store_to = store
+        self._wall = wall_clock
         # origin -> (expiry time, rules), least recently used first
         self._rules: OrderedDict[str, tuple[float, RobotsRules]] = OrderedDict()
         self._weight = 0
         self._pending: dict[str, asyncio.Future[RobotsRules]] = {}
         self.fetched = 0
         self.evicted = 0
+        self.from_store = 0  # verdicts taken from the store instead of fetched
 
     def __len__(self) -> int:
         """Origins whose verdict is kept now."""
@@ -239,10 +279,10 @@ class RobotsCache:
         _, rules = self._rules.pop(origin)
         self._weight -= rules.weight
 
-    def _store(self, origin: str, rules: RobotsRules) -> None:
+    def _store(self, origin: str, rules: RobotsRules, ttl: float | None = None) -> None:
         if origin in self._rules:
             self._drop(origin)
-        self._rules[origin] = (self._clock() + self._ttl, rules)
+        self._rules[origin] = (self._clock() + (self._ttl if ttl is None else ttl), rules)
         self._weight += rules.weight
         while len(self._rules) > 1 and (
             len(self._rules) > self._max_origins or self._weight > self._max_bytes
@@ -266,23 +306,45 @@ class RobotsCache:
         future: asyncio.Future[RobotsRules] = asyncio.get_running_loop().create_future()
         self._pending[origin] = future
         try:
-            rules = await self._load(origin)
+            rules, ttl = await self._obtain(origin)
         except BaseException:
             del self._pending[origin]
             future.set_exception(_LoaderGone())
             future.exception()  # mark it retrieved: there may be no waiter
             raise
-        self._store(origin, rules)
+        self._store(origin, rules, ttl)
         del self._pending[origin]
         future.set_result(rules)
         return rules
 
-    async def _load(self, origin: str) -> RobotsRules:
+    async def _obtain(self, origin: str) -> tuple[RobotsRules, float | None]:
+        """The verdict from the store if it is young enough, else fetched (and stored)."""
+        store = self._store_to
+        if store is None:
+            rules, _ = await self._load(origin)
+            return rules, None
+        stored = await store.get_robots(origin)
+        if stored is not None:
+            age = self._wall() - stored.fetched_at
+            if 0 <= age < self._ttl:
+                self.from_store += 1
+                return await rules_from_stored(stored, self._user_agent), self._ttl - age
+        fetched_at = self._wall()
+        rules, record = await self._load(origin)
+        if record is not None:
+            await store.put_robots(
+                StoredRobots(origin, fetched_at, record[0], record[1], error=None)
+            )
+        return rules, None
+
+    async def _load(self, origin: str) -> tuple[RobotsRules, tuple[int, bytes] | None]:
+        """Fetch and judge; also (status, body) when the verdict came from a response."""
         url = origin + "/robots.txt"
         self.fetched += 1
         chunks: list[bytes] = []
+        last_redirect = 300
 
-        def on_headers(r: Response) -> Callable[[bytes], object] | None:
+        def on_headers(r: Response) -> Consumer | None:
             chunks.clear()  # a retried attempt starts over
             return chunks.append if r.status is not None and 200 <= r.status < 300 else None
 
@@ -292,35 +354,35 @@ class RobotsCache:
             if status is not None and 300 <= status < 400 and res.error is None:
                 target = join(url, res.location) if res.location else None
                 if target is None or not target.startswith(("http://", "https://")):
-                    return RobotsRules(allow_all=True, why=f"robots.txt bad redirect ({status})")
+                    why = f"robots.txt bad redirect ({status})"
+                    return RobotsRules(allow_all=True, why=why), (status, b"")
                 if not self._may_follow(target):
-                    return RobotsRules(
-                        allow_all=True, why=f"robots.txt redirects out of scope: {target[:200]}"
-                    )
+                    why = f"robots.txt redirects out of scope: {target[:200]}"
+                    return RobotsRules(allow_all=True, why=why), (status, b"")
                 url = target
+                last_redirect = status
                 continue
             if status is not None and 200 <= status < 300 and res.error in (None, "too_large"):
-                text = decode_robots(b"".join(chunks))
-                if len(text) < _PARSE_IN_THREAD:
-                    return RobotsRules.parse(text, self._user_agent)
-                # Protego takes ~100 us a rule: a 500 KiB file of rules is seconds of CPU,
-                # which on the event loop would stall every other fetch of the crawl.
-                return await asyncio.to_thread(RobotsRules.parse, text, self._user_agent)
+                body = b"".join(chunks)
+                return await _parse(decode_robots(body), self._user_agent), (status, body)
             if status is not None and 400 <= status < 500 and status != 429:
-                return RobotsRules(allow_all=True, why=f"robots.txt unavailable ({status})")
+                why = f"robots.txt unavailable ({status})"
+                return RobotsRules(allow_all=True, why=why), (status, b"")
             # Only the origin's own host being unreachable is the origin's error; a redirect
             # target that cannot be reached is an unreachable robots.txt (disallow, below).
             if status is None and res.error in UNREACHABLE_KINDS and hop == 0:
-                return RobotsRules(
+                rules = RobotsRules(
                     allow_all=False,
                     why=f"host unreachable: {res.error_detail}",
                     error=res.error,
                 )
-            return RobotsRules(
-                allow_all=False,
-                why=f"robots.txt unreachable ({res.error or status}): disallow all",
-            )
-        return RobotsRules(allow_all=True, why="robots.txt: too many redirects")
+                return rules, None
+            why = f"robots.txt unreachable ({res.error or status}): disallow all"
+            return RobotsRules(allow_all=False, why=why), None
+        return RobotsRules(allow_all=True, why="robots.txt: too many redirects"), (
+            last_redirect,
+            b"",
+        )
 
     def _may_follow(self, target: str) -> bool:
         if self._in_scope is None or self._in_scope(target):

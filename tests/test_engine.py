@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from aiohttp import web
 
-import crawler.engine as engine_mod
+import crawler.page as page_mod
 from crawler.config import CrawlConfig
 from crawler.engine import Crawler, crawl, crawl_sync
 from crawler.extract import extract_links
@@ -486,7 +486,7 @@ async def test_a_sink_that_raises_loses_nothing(serve, nth: int) -> None:  # typ
 async def test_an_extractor_that_raises_is_not_a_wire_error(serve, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # The extractor never raises by contract; if it does anyway, the page says "extract"
     # (not "protocol"), is not retried, keeps the links found before, and the crawl goes on.
-    real = engine_mod.LinkExtractor
+    real = page_mod.LinkExtractor
 
     class Failing:
         def __init__(self, *args: object, **kwargs: object) -> None:
@@ -521,7 +521,7 @@ async def test_an_extractor_that_raises_is_not_a_wire_error(serve, monkeypatch) 
     app.router.add_get("/", stream)
     app.router.add_get("/{tail:.+}", leaf)
     server = await serve(app)
-    monkeypatch.setattr(engine_mod, "LinkExtractor", Failing)
+    monkeypatch.setattr(page_mod, "LinkExtractor", Failing)
     result = await crawl(str(server.make_url("/")), ignore_robots=True, retries=2)
     root = next(p for p in result.pages if p.url.endswith("/"))
     assert root.error == "extract", (root.error, root.error_detail)

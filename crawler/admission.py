@@ -1,0 +1,343 @@
+"""Admission: the one rule that turns a URL found on a page into queued, listed or counted.
+
+Every way a URL enters the crawl comes through here: a seed, a link of a chunk, a redirect
+target, a sitemap's ``<loc>`` and the sitemaps robots.txt names. One rule, in this order:
+
+1. canonical form (``UrlPolicy``), or, for a value that is not a URL or not http(s), only
+   counted (and with ``all_links`` listed once by its raw value);
+2. the state's local probe (``CrawlState.seen``, when the backend has one): a URL certainly
+   offered before costs a canonical check, a fingerprint and a probe, nothing else;
+3. scope and URL length: in scope and short enough is offered to be queued; anything else is
+   offered ``queue=False`` (marked seen, so that it is counted and listed once: out of scope
+   ``external``, too long as a ``url_too_long`` PageResult);
+4. depth: a URL one hop past ``max_depth`` found on a page is listed but not offered (not
+   marked seen: a shallower page still in flight may queue it); a deeper one found elsewhere
+   (a sitemap) is marked seen and listed, not queued;
+5. ``offer_many`` once per chunk: the state deduplicates and enqueues atomically (and applies
+   ``max_pages_per_host``); only what it returns as new is listed to the sink, in order.
+
+Listing (``Sink.link``) follows the offer, so a URL the sink hears of is already in the
+state: a kill after the offer and before the sink wrote loses a line, never a URL, and the
+engine re-lists the URLs a page discovered when that page was in flight at the last stop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+
+from crawler.config import CrawlConfig
+from crawler.extract import Link
+from crawler.frontier import MemorySeenSet
+from crawler.results import CrawlStats, PageResult, Sink
+from crawler.state import KIND_PAGE, KIND_SITEMAP, Candidate, CrawlState
+from crawler.urls import UrlPolicy, host_of
+
+__all__ = ["Admission"]
+
+log = logging.getLogger("crawler")
+
+# Prefix of the key of an invalid link's raw value (--all-links lists each once); a canonical
+# URL never starts with NUL, so the two kinds of key cannot meet. "Other" (non-HTTP) values are
+# keyed by themselves: they never parse as http(s) URLs.
+_INVALID = "\0invalid:"
+
+# What to do with a queue=False candidate the state accepted as new.
+_LIST_INTERNAL = 0  # in scope (redirect target, over max_depth): listed
+_EXTERNAL = 1  # out of scope: counted, listed with all_links
+_TOO_LONG = 2  # in scope, too long: a url_too_long PageResult
+_OTHER = 3  # not http(s): listed with all_links
+_INVALIDV = 4  # not a URL: listed with all_links
+
+
+class Admission:
+    """The admission rule of one crawl (see the module docstring), and what it lists.
+
+    Args:
+        config: the crawl's (validated) settings.
+        policy: canonicalisation and scope.
+        state: the crawl state offers go to.
+        stats: the crawl's counters (links found/new/invalid, out of scope).
+        sink: told of each listed URL (``link``); None: nobody.
+        keep: keep the listed in-scope URLs in ``links`` (``CrawlResult.links``).
+        on_offer: called with the number queued after an offer that queued something (it
+            wakes the dispatcher).
+    """
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        policy: UrlPolicy,
+        state: CrawlState,
+        stats: CrawlStats,
+        sink: Sink | None,
+        *,
+        keep: bool,
+        on_offer: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.state = state
+        self.stats = stats
+        self.sink = sink
+        self.keep = keep
+        self.links: list[str] = []
+        #: PageResults of URLs found but never fetched (url_too_long), for the engine to finish.
+        self.records: deque[PageResult] = deque()
+        self._on_offer = on_offer
+        self._fp = state.fingerprint
+        probe = getattr(state, "seen", None)
+        # A backend without a local probe (the protocol's ``seen`` is optional): keep one
+        # here of what this run offered (8 bytes a URL), exact for a one-process crawl.
+        self._local: MemorySeenSet | None = None
+        if not callable(probe):
+            self._local = MemorySeenSet()
+            probe = self._local.contains_fp
+        self._probe: Callable[[int], bool] | None = probe
+        # listed, one hop past max_depth, not offered: fingerprints (this run only)
+        self._beyond = MemorySeenSet(16)
+        self._max_depth = config.max_depth
+
+    # -- entry points --
+
+    async def seeds(self, urls: Iterable[str]) -> None:
+        """Offer the seeds (depth 0); those new to the state are listed."""
+        batch = _Batch()
+        for raw in urls:
+            url = self.policy.canonical(raw)
+            if url is not None:
+                self._classify(batch, url, url, None, 0, KIND_PAGE)
+        await self._commit(batch, None)
+
+    async def take_links(
+        self, links: Sequence[Link], referrer: str, depth: int, page: PageResult | None
+    ) -> None:
+        """The links of one chunk of a page at ``depth`` (the hot path): one offer."""
+        cfg = self.config
+        policy = self.policy
+        canonical = policy.canonical_resolved
+        scope_origin = policy.scope_origin
+        max_len = policy.max_url_length
+        respect_nofollow = cfg.respect_nofollow
+        all_links = cfg.all_links
+        fingerprint = self._fp
+        probe = self._probe
+        batch = _Batch()
+        fps = batch.fps
+        cands = batch.cands
+        child = depth + 1
+        beyond = bool(self._max_depth) and depth >= self._max_depth
+        for link in links:
+            if respect_nofollow and link.nofollow:
+                continue
+            raw_url = link.url
+            if raw_url is None:
+                self._invalid(batch, link.raw, referrer, child)
+                continue
+            url = canonical(raw_url)
+            if url is None:
+                if all_links:
+                    self._extra(batch, raw_url, referrer, child, _OTHER)
+                continue
+            fp = fingerprint(url)
+            if fp in fps or (probe is not None and probe(fp)):
+                continue
+            fps.add(fp)
+            origin = scope_origin(url)
+            if origin is None:
+                batch.extra[url] = _EXTERNAL
+                cands.append(Candidate(url, fp, "", "", child, referrer, KIND_PAGE, False))
+            elif max_len and len(url) > max_len:
+                if not beyond:
+                    batch.extra[url] = _TOO_LONG
+                    cands.append(Candidate(url, fp, origin, "", child, referrer, KIND_PAGE, False))
+            elif beyond:
+                if self._beyond.add(url):
+                    batch.listed.append((len(cands), url))
+            else:
+                cands.append(Candidate(url, fp, origin, host_of(url), child, referrer))
+        await self._commit(batch, page, referrer)
+
+    async def take_sitemap(
+        self, urls: Sequence[str], referrer: str, depth: int, page: PageResult | None
+    ) -> None:
+        """The ``<loc>`` URLs of a sitemap at ``depth``: ``.xml``/``.xml.gz`` ones are sitemaps."""
+        batch = _Batch()
+        for raw in urls:
+            url = self.policy.canonical(raw)
+            if url is None:
+                continue
+            if raw.endswith((".xml", ".xml.gz")):
+                self._classify(batch, url, url, referrer, depth, KIND_SITEMAP)
+            else:
+                self._classify(batch, url, url, referrer, depth + 1, KIND_PAGE)
+        await self._commit(batch, page, referrer)
+
+    async def robots_sitemaps(self, sitemaps: Sequence[str], origin: str) -> None:
+        """The sitemaps an origin's robots.txt names (depth 0)."""
+        batch = _Batch()
+        referrer = origin + "/robots.txt"
+        for raw in sitemaps:
+            url = self.policy.canonical(raw)
+            if url is not None:
+                self._classify(batch, url, url, referrer, 0, KIND_SITEMAP)
+        await self._commit(batch, None, referrer)
+
+    async def redirect_target(self, url: str, referrer: str, depth: int, page: PageResult) -> bool:
+        """A canonical in-scope redirect target fetched in-line: marked seen, listed if new.
+
+        Returns whether it was new (False: known already, fetched or queued on its own).
+        """
+        fp = self._fp(url)
+        cand = Candidate(url, fp, "", host_of(url), depth, referrer, KIND_PAGE, False)
+        accepted = await self.state.offer_many([cand])
+        if self._local is not None:
+            self._local.add_fp(fp)
+        if not accepted:
+            return False
+        self.list_url(url, referrer, "internal", page)
+        return True
+
+    async def relist(self, urls: Iterable[str], referrer: str) -> int:
+        """List again URLs a page discovered in a run that stopped while it was in flight.
+
+        Its output may have been cut; these are listed (not counted again) before it is
+        fetched anew. Returns how many.
+        """
+        n = 0
+        for url in urls:
+            self._tell(url, referrer, "internal", None)
+            n += 1
+        return n
+
+    # -- the rule --
+
+    def _classify(
+        self, batch: _Batch, url: str, key: str, referrer: str | None, depth: int, kind: int
+    ) -> None:
+        # A canonical URL from anywhere but a page's chunk (seeds, sitemaps): the same rule.
+        fp = self._fp(key)
+        if fp in batch.fps or (self._probe is not None and self._probe(fp)):
+            return
+        batch.fps.add(fp)
+        policy = self.policy
+        origin = policy.scope_origin(url)
+        if origin is None:
+            batch.extra[url] = _EXTERNAL
+            batch.cands.append(Candidate(url, fp, "", "", depth, referrer, kind, False))
+        elif policy.too_long(url):
+            batch.extra[url] = _TOO_LONG
+            batch.cands.append(Candidate(url, fp, origin, "", depth, referrer, kind, False))
+        elif self._max_depth and depth > self._max_depth:
+            batch.extra[url] = _LIST_INTERNAL
+            batch.cands.append(
+                Candidate(url, fp, origin, host_of(url), depth, referrer, kind, False)
+            )
+        else:
+            batch.cands.append(Candidate(url, fp, origin, host_of(url), depth, referrer, kind))
+
+    def _invalid(self, batch: _Batch, raw: str, referrer: str, depth: int) -> None:
+        # A value that does not resolve to a URL: never crawled; counted, and listed (once,
+        # by its raw value) with --all-links, so that a link checker can report it.
+        self.stats.links_invalid += 1
+        if self.config.all_links and self.sink is not None:
+            self._extra(batch, _INVALID + raw, referrer, depth, _INVALIDV)
+
+    def _extra(self, batch: _Batch, key: str, referrer: str, depth: int, what: int) -> None:
+        fp = self._fp(key)
+        if fp in batch.fps or (self._probe is not None and self._probe(fp)):
+            return
+        batch.fps.add(fp)
+        batch.extra[key] = what
+        batch.cands.append(Candidate(key, fp, "", "", depth, referrer, KIND_PAGE, False))
+
+    async def _commit(self, batch: _Batch, page: PageResult | None, referrer: str = "") -> None:
+        """One offer for the batch, then list (in order) what the state took as new."""
+        accepted: Sequence[Candidate] = ()
+        if batch.cands:
+            accepted = await self.state.offer_many(batch.cands)
+            local = self._local
+            if local is not None:
+                for fp in batch.fps:
+                    local.add_fp(fp)
+        extra = batch.extra
+        listed = batch.listed
+        if listed:  # one hop past max_depth: listed in document order among the others
+            at = {cand.url: i for i, cand in enumerate(batch.cands)}
+        queued = 0
+        for cand in accepted:
+            url = cand.url
+            while listed and listed[0][0] <= at[url]:
+                self._listed(listed.popleft()[1], referrer, page)
+            what = extra.get(url) if extra else None
+            ref = cand.referrer or ""
+            if what is None or what == _LIST_INTERNAL:
+                queued += cand.queue
+                self.list_url(url, ref, "internal", page)
+            elif what == _EXTERNAL:
+                self.stats.out_of_scope += 1
+                if self.config.all_links:
+                    self.list_url(url, ref, "external", page)
+            elif what == _TOO_LONG:
+                record = PageResult(url, cand.depth, cand.referrer)
+                record.error, record.error_detail = "url_too_long", f"URL of {len(url)} characters"
+                self.records.append(record)
+            elif what == _OTHER:
+                self.list_url(url, ref, "other", page)
+            else:
+                self.list_url(url[len(_INVALID) :], ref, "invalid", page)
+        while listed:
+            self._listed(listed.popleft()[1], referrer, page)
+        if queued and self._on_offer is not None:
+            self._on_offer(queued)
+
+    # -- listing --
+
+    def list_url(self, url: str, referrer: str, kind: str, page: PageResult | None) -> None:
+        """Count and keep an in-scope URL, and tell the sink of any ``kind``.
+
+        An in-scope URL listed when it was one hop past max_depth is not listed again when
+        a shallower page queues it.
+        """
+        if kind == "internal":
+            if self._beyond and url in self._beyond:
+                return
+            self._listed(url, referrer, page)
+            return
+        self._tell(url, referrer, kind, page)
+
+    def _listed(self, url: str, referrer: str, page: PageResult | None) -> None:
+        self.stats.links_new += 1
+        if self.keep:
+            self.links.append(url)
+        self._tell(url, referrer, "internal", page)
+
+    def _tell(self, url: str, referrer: str, kind: str, page: PageResult | None) -> None:
+        sink = self.sink
+        if sink is not None:
+            try:
+                sink.link(url, referrer, kind)
+            except Exception as exc:
+                self.sink_failed("sink.link", exc, page)
+
+    def sink_failed(self, where: str, exc: Exception, page: PageResult | None) -> None:
+        """A user's sink or hook raised: log it, count it, and mark the page it was about."""
+        log.error("%s raised %s: %s", where, type(exc).__name__, exc, exc_info=exc)
+        self.stats.sink_errors += 1
+        if page is not None and page.error is None:
+            page.error = "sink"
+            page.error_detail = f"{where} raised {type(exc).__name__}: {exc}"[:500]
+
+
+class _Batch:
+    """The candidates of one chunk (or seed list, or sitemap chunk), before the offer."""
+
+    __slots__ = ("cands", "extra", "fps", "listed")
+
+    def __init__(self) -> None:
+        self.cands: list[Candidate] = []
+        self.fps: set[int] = set()
+        self.extra: dict[str, int] = {}  # url -> what to do when a queue=False one is new
+        # one hop past max_depth, listed, not offered: (candidates before it, url)
+        self.listed: deque[tuple[int, str]] = deque()
