@@ -76,11 +76,14 @@ ul.refs{margin:4px 0 0;padding-left:20px}ul.refs li{margin:2px 0}
 .pos{color:var(--muted);font-size:12px;margin-left:6px}
 details>summary{cursor:pointer;font-weight:600;margin-bottom:8px}
 .tools{display:flex;gap:10px;flex-wrap:wrap;align-items:center;margin-bottom:10px}
+.tools select{max-width:300px}
 .tools input,.tools select{font:inherit;padding:5px 9px;border:1px solid var(--line);
 border-radius:6px;background:var(--card);color:var(--fg)}.tools input{flex:1;min-width:220px}
 #shown{color:var(--muted);font-size:13px}
 .scroll{overflow-x:auto}
-table{border-collapse:collapse;width:100%;font-size:13px}
+table{border-collapse:collapse;width:100%;font-size:13px;table-layout:fixed;min-width:900px}
+td code{word-break:normal;overflow-wrap:anywhere}
+td.tag{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 th,td{text-align:left;padding:6px 8px;border-bottom:1px solid var(--line);vertical-align:top}
 th{position:sticky;top:0;background:var(--card);cursor:pointer;user-select:none;white-space:nowrap}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
@@ -230,7 +233,7 @@ def _table(report: CheckReport) -> str:
                 f"<td>{_url(occ.page)}</td>"
                 f'<td class="num" data-v="{occ.line}">{occ.line}</td>'
                 f'<td class="num" data-v="{occ.column}">{occ.column}</td>'
-                f"<td><code>{_h(occ.tag)} {_h(occ.attr)}</code></td>"
+                f'<td class="tag"><code>{_h(occ.tag)} {_h(occ.attr)}</code></td>'
                 f"<td><code>{_h(occ.raw)}</code></td>"
             )
         rows.append(
@@ -248,23 +251,23 @@ def _table(report: CheckReport) -> str:
         for k, n in sorted(kinds.items())
     ]
     heads = [
-        ("URL", ""),
-        ("Problem", ""),
-        ("Status", "num"),
-        ("Page", ""),
-        ("Line", "num"),
-        ("Col", "num"),
-        ("Tag", ""),
-        ("Raw value", ""),
+        ("URL", "", 25),
+        ("Problem", "", 14),
+        ("Status", "num", 5),
+        ("Page", "", 26),
+        ("Line", "num", 5),
+        ("Col", "num", 4),
+        ("Tag", "", 10),
+        ("Raw value", "", 11),
     ]
-    head = "".join(f'<th scope="col" data-type="{t}">{h}</th>' for h, t in heads)
+    cols = "".join(f'<col width="{w}%">' for _, _, w in heads)
+    head = "".join(f'<th scope="col" data-type="{t}">{h}</th>' for h, t, _ in heads)
     return (
         '<div class="tools"><input id="q" type="search" placeholder="Filter: URL, page, value'
         f'…" aria-label="Filter"><select id="kind" aria-label="Kind">{"".join(options)}'
         '</select><span id="shown"></span></div>'
-        f'<div class="scroll"><table id="occ"><thead><tr>{head}</tr></thead><tbody>'
-        + "".join(rows)
-        + "</tbody></table></div>"
+        f'<div class="scroll"><table id="occ"><colgroup>{cols}</colgroup>'
+        f"<thead><tr>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
     )
 
 
