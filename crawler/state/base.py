@@ -47,7 +47,12 @@ class StateError(Exception):
     """
 
 
-@dataclass(frozen=True, slots=True)
+# Candidate, Lease and Outcome are built once per URL or page: plain slotted dataclasses,
+# because a frozen one costs ~4x to build (every field through object.__setattr__). Treat
+# them as immutable all the same.
+
+
+@dataclass(slots=True)
 class Candidate:
     """A URL offered to the state: canonical, in scope, within the URL length limit.
 
@@ -73,7 +78,7 @@ class Candidate:
     queue: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Lease:
     """A request handed out by ``lease``: the holder fetches it, then completes or retries it.
 
@@ -95,7 +100,7 @@ class Lease:
     expires: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """How a leased request ended: ``error`` None for success, else the PageResult's kind."""
 
@@ -171,6 +176,15 @@ class CrawlState(Protocol):
         """The 64-bit fingerprint this state deduplicates ``url`` by (never 0).
 
         Stable across processes and runs for a persistent backend (keyed per crawl).
+        """
+        ...
+
+    def seen(self, fp: int) -> bool:
+        """True if ``fp`` was certainly accepted by ``offer_many`` before: a local,
+        synchronous probe, so that a repeated link costs no Candidate and no round trip.
+
+        False means "not known here" (new, or a backend without a local probe may always say
+        False); ``offer_many`` stays the one that decides.
         """
         ...
 
