@@ -12,11 +12,13 @@ cannot rot:
 
 1. nothing raises (``_strict`` is set on every instance, so an internal error surfaces instead
    of being swallowed as it is in production);
-2. every result is a list of `Link` with the documented field types;
-3. the pure-Python and the compiled extractor give identical links (and the same final
-   ``encoding``, ``base_url`` and ``nofollow``);
+2. every result is a list of `Link` with the documented field types (line and column >= 1);
+3. the pure-Python and the compiled extractor give identical links, positions included (and
+   the same final ``encoding``, ``base_url``, ``nofollow``, ``ids`` and ``ids_complete``);
 4. the result does not depend on the chunking: whole equals chunked, for both; and nothing
-   comes out of feed() or close() after close().
+   comes out of feed() or close() after close();
+5. ``collect_ids`` changes no link: the chunked run collects ids, the whole run does on
+   every other seed (then its ids must equal the chunked run's).
 
 Run by run.sh, the compiled twin is the one built with AddressSanitizer and libFuzzer's
 coverage (fuzz/build_asan.sh) and named by ``CRAWLER_FUZZ_ASAN_SO``; without it the target
@@ -137,18 +139,24 @@ class Finding(AssertionError):
     """The oracle failed: the message says which property, which twin and the case."""
 
 
-def _new(cls: Any, case: Case) -> Any:
+def _new(cls: Any, case: Case, ids: bool = False) -> Any:
     kw: dict[str, Any] = {"link_set": case.link_set}
     if case.max_token is not None:
         kw["max_token"] = case.max_token
+    if ids:
+        kw["collect_ids"] = True
     ex = cls(case.base, case.encoding, **kw)
     ex._strict = True  # an internal error raises instead of ending extraction quietly
     return ex
 
 
-def run(cls: Any, case: Case, sizes: Sequence[int]) -> tuple[list[Any], str, str, bool]:
-    """Feed the case's body in ``sizes`` pieces (then the rest), close; links and end state."""
-    ex = _new(cls, case)
+Result = tuple[list[Any], str, str, bool]
+
+
+def run(cls: Any, case: Case, sizes: Sequence[int], ids: bool = False) -> tuple[Result, Any]:
+    """Feed the case's body in ``sizes`` pieces (then the rest), close: links and end state,
+    and (``ids``) the sorted ids and ids_complete (else None)."""
+    ex = _new(cls, case, ids)
     body = case.body
     out: list[Any] = []
     i = 0
@@ -162,7 +170,10 @@ def run(cls: Any, case: Case, sizes: Sequence[int]) -> tuple[list[Any], str, str
     out += ex.close()
     if ex.feed(b"<a href=/after-close>") or ex.close():
         raise Finding("links after close()")
-    return out, ex.encoding, ex.base_url, ex.nofollow
+    found = (sorted(ex.ids), ex.ids_complete) if ids else None
+    if not ids and (ex.ids or ex.ids_complete):
+        raise Finding("ids without collect_ids")
+    return (out, ex.encoding, ex.base_url, ex.nofollow), found
 
 
 def _check_types(links: list[Any], link_type: Any) -> None:
@@ -170,16 +181,18 @@ def _check_types(links: list[Any], link_type: Any) -> None:
         if type(link) is not link_type:
             raise Finding(f"not a Link: {link!r}")
         fields: tuple[Any, ...] = tuple(link)
-        if len(fields) != 5:
-            raise Finding(f"not 5 fields: {link!r}")
-        url, raw, tag, attr, nofollow = fields
+        if len(fields) != 7:
+            raise Finding(f"not 7 fields: {link!r}")
+        url, raw, tag, attr, nofollow, line, column = fields
         if not (url is None or type(url) is str) or type(raw) is not str:
             raise Finding(f"bad url/raw types: {link!r}")
         if type(tag) is not str or type(attr) is not str or type(nofollow) is not bool:
             raise Finding(f"bad tag/attr/nofollow types: {link!r}")
+        if type(line) is not int or type(column) is not int or line < 1 or column < 1:
+            raise Finding(f"bad line/column: {link!r}")
 
 
-def _diff(a: tuple[list[Any], str, str, bool], b: tuple[list[Any], str, str, bool]) -> str:
+def _diff(a: Result, b: Result) -> str:
     la, lb = a[0], b[0]
     for i, (x, y) in enumerate(zip(la, lb, strict=False)):
         if x != y:
@@ -204,12 +217,14 @@ def check(data: bytes, py: Any, c: Any | None, link_type: type) -> Case:
     """
     case = decode(data)
     results = {}
+    found = {}
+    whole_ids = bool(data[2:3]) and data[2] & 1 == 1
     for name, cls in (("py", py), ("c", c)):
         if cls is None:
             continue
         try:
-            whole = run(cls, case, ())
-            chunked = run(cls, case, case.sizes)
+            whole, ids_whole = run(cls, case, (), whole_ids)
+            chunked, ids = run(cls, case, case.sizes, True)
         except Finding as exc:
             raise Finding(f"{name}: {exc} [{case.describe()}]") from None
         except Exception as exc:
@@ -224,9 +239,14 @@ def check(data: bytes, py: Any, c: Any | None, link_type: type) -> Case:
             raise Finding(f"{name}: {exc} [{case.describe()}]") from None
         if chunked != whole:
             raise Finding(f"{name}: chunked != whole: {_diff(chunked, whole)} [{case.describe()}]")
+        if ids_whole is not None and ids_whole != ids:
+            raise Finding(f"{name}: chunked ids != whole ids [{case.describe()}]")
         results[name] = whole
+        found[name] = ids
     if "c" in results and results["c"] != results["py"]:
         raise Finding(f"c != py: {_diff(results['c'], results['py'])} [{case.describe()}]")
+    if "c" in found and found["c"] != found["py"]:
+        raise Finding(f"c != py: ids {found['c']!r} != {found['py']!r} [{case.describe()}]")
     return case
 
 

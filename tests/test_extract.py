@@ -315,16 +315,20 @@ def test_link_fields_and_resolution(impl: Any) -> None:
         b"<area href='HTTP://Example.COM:80/x'><a href=mailto:me@example.org>"
         b"<a href='javascript:void(0)'><a href='http://[::1'><a href=''>",
     )
+    # (the first value holds a newline: the tags after it are on line 2)
     assert links == [
-        Link("https://example.org/a/c?q=1", " /a/./b/../c?q=1#frag\n", "a", "href", True),
-        Link("http://example.com/x", "HTTP://Example.COM:80/x", "area", "href", False),
-        Link("mailto:me@example.org", "mailto:me@example.org", "a", "href", False),
-        Link("javascript:void(0)", "javascript:void(0)", "a", "href", False),
-        Link(None, "http://[::1", "a", "href", False),  # does not resolve: still a link
-        Link(BASE, "", "a", "href", False),
+        Link("https://example.org/a/c?q=1", " /a/./b/../c?q=1#frag\n", "a", "href", True, 1, 1),
+        Link("http://example.com/x", "HTTP://Example.COM:80/x", "area", "href", False, 2, 27),
+        Link("mailto:me@example.org", "mailto:me@example.org", "a", "href", False, 2, 64),
+        Link("javascript:void(0)", "javascript:void(0)", "a", "href", False, 2, 94),
+        Link(None, "http://[::1", "a", "href", False, 2, 123),  # does not resolve: a link
+        Link(BASE, "", "a", "href", False, 2, 145),
     ]
     link = links[0]
-    assert (link.url, link.raw, link.tag, link.attr, link.nofollow) == tuple(link)
+    fields = (link.url, link.raw, link.tag, link.attr, link.nofollow, link.line, link.column)
+    assert fields == tuple(link)
+    # Positional construction with the first five fields still works (line, column: 0).
+    assert Link("u", "r", "a", "href", False) == ("u", "r", "a", "href", False, 0, 0)
     with pytest.raises(AttributeError):
         link.url = "x"  # type: ignore[misc]
     assert hash(link) == hash(Link(*link))
@@ -491,7 +495,7 @@ def test_meta_refresh_link(impl: Any) -> None:
         b"<meta http-equiv=content-type content='5; url=/no'>",
     )
     assert links == [
-        Link("https://example.org/next?a=1&b=2", "/next?a=1&b=2", "meta", "content", False)
+        Link("https://example.org/next?a=1&b=2", "/next?a=1&b=2", "meta", "content", False, 1, 1)
     ]
 
 
@@ -868,7 +872,7 @@ def test_prescan_waits_for_1024_bytes(impl: Any) -> None:
 def test_feed_after_close_and_double_close(impl: Any) -> None:
     ex = new(impl, encoding="utf-8")
     assert ex.feed(b"<body><a href=1><a href=2") == [
-        Link("https://example.org/dir/1", "1", "a", "href", False)
+        Link("https://example.org/dir/1", "1", "a", "href", False, 1, 7)
     ]
     assert ex.close() == []  # a tag cut by the end of the document is not a tag
     assert ex.feed(b">") == []
@@ -883,7 +887,7 @@ def test_accepts_bytearray_and_memoryview(impl: Any) -> None:
 
 def test_extract_links_one_shot() -> None:
     assert extract_links(b"<a href=x>", BASE) == [
-        Link("https://example.org/dir/x", "x", "a", "href", False)
+        Link("https://example.org/dir/x", "x", "a", "href", False, 1, 1)
     ]
     assert [x.attr for x in extract_links(b"<img src=i>", BASE, link_set="resources")] == ["src"]
 
@@ -919,7 +923,7 @@ def test_fixture_pages(impl: Any, expected_file: Path) -> None:
     data = expected_file.with_suffix(".html").read_bytes()
     ex = new(impl, spec["base_url"], spec["encoding"])
     links = ex.feed(data) + ex.close()
-    assert [list(x) for x in links] == spec["links"]
+    assert [list(x[:5]) for x in links] == spec["links"]  # (positions: test_extract_where)
     assert ex.nofollow is spec["nofollow"]
     assert ex.base_url == spec["final_base"]
     assert run_split(impl, data, [1] * len(data), base=spec["base_url"]) == links
@@ -930,8 +934,9 @@ def test_deep_foreign_nesting_is_bounded(impl: Any) -> None:
     ex.feed(b"<body>")  # (links are not held back for a possible <frameset>)
     for _ in range(100):
         ex.feed(b"<svg><g>" * 1000)
+    # (one line: the column counts every byte before it, 6 + 100 * 8000)
     assert ex.feed(b"<a href=in-svg>") == [
-        Link("https://example.org/dir/in-svg", "in-svg", "a", "href", False)
+        Link("https://example.org/dir/in-svg", "in-svg", "a", "href", False, 1, 800_007)
     ]
     if hasattr(ex, "_foreign"):  # the pure-Python state is inspectable
         assert len(ex._foreign) <= 1024

@@ -150,7 +150,31 @@ class _OneMoreLink(LinkExtractorPy):
     def close(self) -> list[Link]:
         first = not self._closed
         out: list[Link] = super().close()
-        return [*out, Link("https://example.org/extra", "/extra", "a", "href")] if first else out
+        extra = Link("https://example.org/extra", "/extra", "a", "href", False, 1, 1)
+        return [*out, extra] if first else out
+
+
+class _OneMoreId(LinkExtractorPy):
+    """The same links, one more fragment target."""
+
+    def close(self) -> list[Link]:
+        out: list[Link] = super().close()
+        if self._ids is not None:
+            self.ids.add("extra")
+        return out
+
+
+class _LinksDependOnIds(LinkExtractorPy):
+    """Collecting ids loses the links."""
+
+    def feed(self, data: bytes) -> list[Link]:
+        out: list[Link] = super().feed(data)
+        return [] if self._ids is not None else out
+
+
+class _NoPositions(LinkExtractorPy):
+    def feed(self, data: bytes) -> list[Link]:
+        return [x._replace(line=0) for x in super().feed(data)]
 
 
 class _Raises(LinkExtractorPy):
@@ -183,7 +207,7 @@ class _OtherEncoding(LinkExtractorPy):
 
 def test_oracle_passes_the_reference_against_itself() -> None:
     assert check(DOC, LinkExtractorPy, LinkExtractorPy, Link).body == DOC[HEADER:]
-    links = run(LinkExtractorPy, decode(DOC), ())[0]
+    links = run(LinkExtractorPy, decode(DOC), ())[0][0]
     assert [x.url for x in links] == ["https://example.org/a", "https://example.org/b"]
 
 
@@ -195,6 +219,21 @@ def test_oracle_catches_chunk_dependence() -> None:
 def test_oracle_catches_twins_that_differ() -> None:
     with pytest.raises(Finding, match=r"^c != py: 3 links != 2 links .*extra"):
         check(DOC, LinkExtractorPy, _OneMoreLink, Link)
+
+
+def test_oracle_catches_ids_that_differ() -> None:
+    with pytest.raises(Finding, match=r"^c != py: ids .*extra"):
+        check(DOC, LinkExtractorPy, _OneMoreId, Link)
+
+
+def test_oracle_catches_links_that_depend_on_collect_ids() -> None:
+    with pytest.raises(Finding, match=r"^py: chunked != whole: 0 links != 2 links"):
+        check(DOC, _LinksDependOnIds, None, Link)
+
+
+def test_oracle_catches_a_link_without_its_position() -> None:
+    with pytest.raises(Finding, match=r"^py: bad line/column"):
+        check(DOC, _NoPositions, None, Link)
 
 
 def test_oracle_catches_a_different_end_state() -> None:

@@ -13,6 +13,10 @@ Behaviour worth knowing (details in ``_machine.py``):
   any link is returned (with one, only the 3 bytes of a possible BOM).
 * ``<base href>``: the first one sets the base for the links that follow it; links before it keep
   the document URL (a browser would resolve them against that base too).
+* Every Link has the ``line`` and ``column`` of its tag's ``<`` (1-based; columns in code
+  points of the decoded text), counted as the bytes stream, whatever the chunking.
+* ``collect_ids=True``: ``ex.ids`` holds the document's fragment targets (element ids, ``<a
+  name>``), ``ex.ids_complete`` says whether a missing one is really missing.
 * ``Link.url`` is WHATWG-resolved (fragment dropped); a value that does not resolve still gives
   a Link, whose ``url`` is None (a crawler skips it, a link checker reports it).
   As in a browser, the query of an http(s)/ftp/file URL is percent-encoded in the document's
@@ -38,7 +42,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._link import Link
-from ._machine import MAX_TOKEN
+from ._machine import MAX_ID_CHARS, MAX_IDS, MAX_TOKEN
 from ._machine import LinkExtractor as LinkExtractorPy
 
 NO_EXTENSIONS = (
@@ -95,6 +99,8 @@ __all__ = [
     "LinkExtractor",
     "LinkExtractorC",
     "LinkExtractorPy",
+    "MAX_IDS",
+    "MAX_ID_CHARS",
     "MAX_TOKEN",
     "extract_links",
 ]

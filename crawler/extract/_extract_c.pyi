@@ -9,6 +9,8 @@ class LinkExtractor:
     _strict: bool
     nofollow: bool
     encoding: str
+    ids: set[str]
+    ids_complete: bool
     def __init__(
         self,
         base_url: str,
@@ -16,6 +18,7 @@ class LinkExtractor:
         *,
         link_set: str | Mapping[str, Any] = "links",
         max_token: int = ...,
+        collect_ids: bool = False,
     ) -> None: ...
     @property
     def base_url(self) -> str: ...

@@ -23,6 +23,12 @@ class Link(NamedTuple):
         tag: lower-case tag name (``a``, ``area``, ``iframe``, ``meta``, ``img``, ...).
         attr: lower-case attribute name (``href``, ``src``, ``srcset``, ``content``, ...).
         nofollow: the element's ``rel`` contains ``nofollow`` (``a``, ``area``, ``form``).
+        line: 1-based line of the ``<`` of the link's tag (the ``<meta>`` of a refresh, the
+            ``<img>``/``<source>`` of srcset candidates), lines counted as the HTML standard
+            counts them after newline normalisation (CRLF and a lone CR are one break each).
+            0 for a Link not made by an extractor.
+        column: 1-based column of that ``<``, in code points of the decoded document (a tab
+            is one): what an editor shows, SARIF's ``unicodeCodePoints`` column kind.
     """
 
     url: str | None
@@ -30,11 +36,15 @@ class Link(NamedTuple):
     tag: str
     attr: str
     nofollow: bool = False
+    line: int = 0
+    column: int = 0
 
 
 _new = tuple.__new__
 
 
-def make_link(url: str | None, raw: str, tag: str, attr: str, nofollow: bool) -> Link:
+def make_link(
+    url: str | None, raw: str, tag: str, attr: str, nofollow: bool, line: int = 0, column: int = 0
+) -> Link:
     """Build a `Link` without the NamedTuple ``__new__`` overhead (same result)."""
-    return _new(Link, (url, raw, tag, attr, nofollow))
+    return _new(Link, (url, raw, tag, attr, nofollow, line, column))

@@ -127,7 +127,14 @@ from ._tree import (  # noqa: F401 - the shared tree-builder state (names re-exp
 )
 
 MAX_TOKEN = 64 * 1024
+# Fragment targets (``collect_ids``): at most this many ids, of at most this many code points
+# in all, are kept per document; past either, ``ids_complete`` is False.
+MAX_IDS = 100_000
+MAX_ID_CHARS = 4 * 1024 * 1024
 _new = tuple.__new__
+# Python codecs (`charset.python_codec`) in which a code point may take more than one byte:
+# columns are counted by decoding (both twins), not by the byte count.
+MULTIBYTE_CODECS = frozenset({"utf-8", "gb18030", "big5hkscs", "euc_jp", "cp932", "cp949"})
 
 # Main states.
 S_DATA = 0
@@ -204,9 +211,12 @@ _COMMON = (
 _TAG_REST = rb"[^" + _WS + rb"/>]*+" + _ATTRS + rb"[" + _WS + rb"/]*+>"
 
 
-def _boring(names: list[bytes], end_names: tuple[bytes, ...] = ()) -> re.Pattern[bytes]:
+def _boring(
+    names: list[bytes], end_names: tuple[bytes, ...] = (), every_start: bool = False
+) -> re.Pattern[bytes]:
     """The data-state skipper for HTML content: stops only at start tags named in ``names``
-    (and end tags named in ``end_names``)."""
+    (and end tags named in ``end_names``); with ``every_start`` at every start tag (ids are
+    collected: any element may have one)."""
     uniq: list[bytes] = sorted(set(names), key=len, reverse=True)
     alt = b"|".join([re.escape(n) for n in uniq])
     not_named = rb"(?!(?i:" + alt + rb")[" + _WS + rb"/>])"
@@ -216,6 +226,8 @@ def _boring(names: list[bytes], end_names: tuple[bytes, ...] = ()) -> re.Pattern
         not_end = rb"(?!(?i:" + ealt + rb")[" + _WS + rb"/>])"
     end_tag = rb"</(?:>|(?![A-Za-z])[^>]*+>|" + not_end + rb"[A-Za-z]" + _TAG_REST + rb")"
     start_tag = rb"<" + not_named + rb"[A-Za-z]" + _TAG_REST
+    if every_start:
+        return compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>|" + end_tag + rb")*+")
     return compile_pattern(
         rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>|" + end_tag + rb"|" + start_tag + rb")*+"
     )
@@ -236,10 +248,13 @@ _Config = tuple[
     dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any
 ]
 _CONFIGS: dict[Any, _Config] = {}
+# The attribute kept on every start tag while ids are collected.
+_ID_ATTRS = frozenset((b"id",))
 
 
-def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
-    """Tables for one link set (built once per distinct set, shared by extractors)."""
+def _link_config(spec: Mapping[str, tuple[str, ...]], ids: bool = False) -> _Config:
+    """Tables for one link set (built once per distinct set, shared by extractors); with
+    ``ids`` every kept attribute set also has ``id`` (and ``a`` has ``name``)."""
     links: dict[bytes, list[tuple[bytes, str]]] = {}
     want: dict[bytes, frozenset[bytes]] = {}
     tagstr: dict[bytes, str] = {}
@@ -267,8 +282,12 @@ def _link_config(spec: Mapping[str, tuple[str, ...]]) -> _Config:
     # <input type> decides whether an input clears the frameset-ok flag; inputs are read only
     # while that flag matters (every tag is looked at then), so input is no stop tag here.
     want[b"input"] = want.get(b"input", frozenset()) | {b"type"}
+    if ids:
+        want = {t: w | _ID_ATTRS for t, w in want.items()}
+        want[b"a"] = want.get(b"a", _ID_ATTRS) | {b"name"}
     # A <form> inside an open form is no element: </form> matters when forms are links.
-    return links, want, tagstr, _boring(names, (b"form",) if b"form" in links else ())
+    end_names = (b"form",) if b"form" in links else ()
+    return links, want, tagstr, _boring(names, end_names, ids)
 
 
 def link_set_key(link_set: str | Mapping[str, Any]) -> Any:
@@ -293,6 +312,20 @@ def link_set_key(link_set: str | Mapping[str, Any]) -> Any:
     except (AttributeError, TypeError) as e:
         msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
         raise ValueError(msg) from e
+
+
+def dom_text(s: str) -> str:
+    """A decoded attribute value as the DOM holds it: newlines, NUL, character references.
+
+    Newlines are normalised in the input stream, before the tokenizer decodes character
+    references: a written CR or CRLF becomes LF, but "&#13;" stays U+000D."""
+    if "\r" in s:
+        s = s.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in s:
+        s = s.replace("\x00", "\ufffd")
+    if "&" in s:
+        s = unescape_attr(s)
+    return s
 
 
 class Iso2022JPDecoder:
@@ -342,6 +375,20 @@ class LinkExtractor:
             (adds img, script, link, source, video, audio, track, embed, object, form, button,
             input), or a mapping ``{tag: (attr, ...)}`` of lower-case names.
         max_token: the longest attribute value kept (bytes); longer values are dropped.
+        collect_ids: collect the document's fragment targets in `ids` (off: no cost).
+
+    Attributes:
+        ids: with ``collect_ids``, every ``id`` attribute value of an element and every
+            ``name`` of an HTML ``<a>``, as the DOM holds them (exact, case-sensitive; empty
+            values are no target), outside ``<template>`` content (which a browser's
+            ``getElementById`` and fragment navigation do not search; svg/math elements
+            are searched, so their ids count). Complete once `close` returned.
+        ids_complete: False when `ids` may lack a target: not collected, more than
+            `MAX_IDS` ids or `MAX_ID_CHARS` code points of them, an id value over
+            ``max_token`` bytes, or extraction stopped early. A checker then must not call a
+            fragment missing. (`ids` errs the other way: a start tag the tree builder
+            ignores, e.g. a ``<form>`` inside a form, still gives its id, and while the
+            encoding is a guess a non-ASCII id is kept decoded both ways.)
     """
 
     _strict = False
@@ -353,15 +400,23 @@ class LinkExtractor:
         *,
         link_set: str | Mapping[str, Any] = "links",
         max_token: int = MAX_TOKEN,
+        collect_ids: bool = False,
     ) -> None:
-        key = link_set_key(link_set)
+        key = (link_set_key(link_set), bool(collect_ids))
         config = _CONFIGS.get(key)
         if config is None:
-            config = _link_config(LINK_SETS[key] if isinstance(key, str) else dict(key))
+            spec = LINK_SETS[key[0]] if isinstance(key[0], str) else dict(key[0])
+            config = _link_config(spec, key[1])
             _CONFIGS[key] = config
         # Per tag name: attributes producing links (bytes -> str names), attributes kept, the
         # tag's name as str, and the data-state skipper for this set of tags.
         self._links, self._want, self._tagstr, self._boring = config
+        # The kept attributes of a tag not in `_want`: None, or ``id`` while collecting ids.
+        self._wdef = _ID_ATTRS if collect_ids else None
+        self.ids: set[str] = set()
+        self._ids: set[str] | None = self.ids if collect_ids else None
+        self._id_chars = 0
+        self.ids_complete = bool(collect_ids)
         self._doc_url = base_url
         self._resolver = Resolver(base_url)
         self._query_codec: str | None = None
@@ -397,6 +452,20 @@ class LinkExtractor:
         self._a_name: bytes | None = None
         self._a_val: list[bytes] | None = None
         self._a_len = 0
+        # Where links stand (`_locate`): the scanned stream (the document's bytes, or the
+        # UTF-8 of its text when transcoded) is counted up to `_cnt`, lazily: when a tag
+        # emits and when a buffer is let go.
+        self._cur = b""  # the buffer being scanned; `_off`: its stream offset
+        self._off = 0
+        self._end = 0  # stream bytes scanned so far
+        self._cnt = 0
+        self._lines = 0  # line breaks before _cnt
+        self._col = 0  # code points from the start of that line to _cnt
+        self._cr = False  # the byte before _cnt is a CR (a CRLF may be split)
+        self._cdec: Any = None  # multi-byte encodings: the decoder that counts code points
+        self._t_at = -1  # stream offset of the current tag's '<'; -1: in _w_line, _w_col
+        self._w_line = 1
+        self._w_col = 1
 
     @property
     def base_url(self) -> str:
@@ -416,6 +485,7 @@ class LinkExtractor:
             if self._strict:
                 raise
             self._state = S_DEAD
+            self.ids_complete = False
             self._fs.release(out)
         return out
 
@@ -432,6 +502,7 @@ class LinkExtractor:
         except Exception:
             if self._strict:
                 raise
+            self.ids_complete = False
         self._fs.release(out)
         self._state = S_DEAD
         self._buf = b""
@@ -507,33 +578,110 @@ class LinkExtractor:
         else:
             self._estate = E_BYTES
             self._codec, self._errors = codec, errors
+        self._count_as(self._codec, self._errors)
         # Link queries are percent-encoded in the document's encoding (UTF-16 pages use UTF-8).
         qc = None if name in ("utf-8", "utf-16le", "utf-16be") else codec
         self._query_codec = qc
         r = self._resolver
         self._resolver = Resolver(r.base if r.valid else self._doc_url, qc)
 
+    # Where links stand ----------------------------------------------------------------------
+
+    def _count_as(self, codec: str, errors: str) -> None:
+        """Count the code points that follow in ``codec`` (the encoding was decided, or
+        changed by a late ``<meta charset>``: that happens at a tag's '<', where a pending
+        partial character is one U+FFFD)."""
+        if self._cdec is not None and self._cdec.getstate()[0]:
+            self._col += 1
+        self._cdec = (
+            codecs.getincrementaldecoder(codec)(errors) if codec in MULTIBYTE_CODECS else None
+        )
+
+    def _advance(self, buf: bytes, x: int) -> None:
+        """Count the stream up to ``buf[x]`` (``buf`` starts at stream offset `_off`): line
+        breaks as the standard's newline normalisation makes them (CR LF is one, a lone CR
+        one), then the code points since the last one. Linear: each byte is counted once."""
+        c = self._cnt - self._off
+        if x <= c:
+            return
+        nl = buf.count(b"\n", c, x)
+        cr = buf.count(b"\r", c, x)
+        last = -1
+        if cr:
+            nl += cr - buf.count(b"\r\n", c, x)
+            last = max(buf.rfind(b"\n", c, x), buf.rfind(b"\r", c, x))
+        elif nl:
+            last = buf.rfind(b"\n", c, x)
+        if self._cr and buf[c] == 0x0A:
+            nl -= 1  # the LF of a CR LF split between two buffers
+        self._cr = buf[x - 1] == 0x0D
+        self._lines += nl
+        dec = self._cdec
+        if last >= 0:
+            c = last + 1
+            col = 0
+            if dec is not None:
+                dec.reset()
+        else:
+            col = self._col
+        if x > c:
+            col += x - c if dec is None else len(dec.decode(buf[c:x]))
+        self._col = col
+        self._cnt = self._off + x
+
+    def _locate(self) -> None:
+        """The line and column of the current tag's '<' into `_w_line`, `_w_col`."""
+        at = self._t_at
+        if at >= 0:
+            self._t_at = -1
+            self._advance(self._cur, at - self._off)
+            self._w_line = self._lines + 1
+            # A partial character before a '<' is one U+FFFD there.
+            dec = self._cdec
+            self._w_col = self._col + (2 if dec is not None and dec.getstate()[0] else 1)
+
     # Values and links ---------------------------------------------------------------------
 
-    def _text(self, v: bytes) -> str:
-        """An attribute value as the DOM holds it: decoded, references and newlines done."""
+    def _text(self, v: bytes, sniff: bool = True) -> str:
+        """An attribute value as the DOM holds it: decoded, references and newlines done
+        (``sniff``: the first non-ASCII value may decide a guessed encoding)."""
         if v.isascii():
             s = v.decode("ascii")
             if "&" not in s and "\r" not in s and "\x00" not in s:
                 return s
-        else:
-            if self._sniff and self._tentative:
-                self._sniff_value(v)
-            s = v.decode(self._codec, self._errors)
-        # Newlines are normalised in the input stream, before the tokenizer decodes character
-        # references: a written CR or CRLF becomes LF, but "&#13;" stays U+000D.
-        if "\r" in s:
-            s = s.replace("\r\n", "\n").replace("\r", "\n")
-        if "\x00" in s:
-            s = s.replace("\x00", "\ufffd")
-        if "&" in s:
-            s = unescape_attr(s)
-        return s
+            return dom_text(s)
+        if sniff and self._sniff and self._tentative:
+            self._sniff_value(v)
+        return dom_text(v.decode(self._codec, self._errors))
+
+    def _add_id(self, v: bytes | None) -> None:
+        """One fragment target (``None``: a value over ``max_token`` bytes, dropped)."""
+        ids = self._ids
+        if ids is None:
+            return
+        if v is None:
+            self.ids_complete = False
+            return
+        # An id does not decide a guessed encoding (links must not depend on collect_ids):
+        # while it is a guess, a non-ASCII id is kept decoded both ways (no false "missing").
+        s = self._text(v, False)
+        more = None
+        if self._sniff and self._tentative and not v.isascii():
+            more = dom_text(v.decode("utf-8", "replace"))
+        for t in (s, more):
+            if t and t not in ids:
+                if len(ids) >= MAX_IDS or self._id_chars + len(t) > MAX_ID_CHARS:
+                    self.ids_complete = False
+                    return
+                self._id_chars += len(t)
+                ids.add(t)
+
+    def _collect(self, name: bytes, attrs: dict[bytes, bytes | None], html: bool) -> None:
+        """The fragment targets of a start tag: its id; an HTML ``<a>``'s name."""
+        if b"id" in attrs:
+            self._add_id(attrs[b"id"])
+        if html and name == b"a" and b"name" in attrs:
+            self._add_id(attrs[b"name"])
 
     def _emit(self, tag: bytes, attrs: dict[bytes, bytes | None], out: list[Link]) -> None:
         """Links of a start tag in HTML content (or a foreign element with a link attr).
@@ -542,6 +690,7 @@ class LinkExtractor:
         parser, say) drops that tag's links only: the tokenizer goes on with the rest of the
         document (``_strict``, set by the tests, raises instead)."""
         n = len(out)
+        self._locate()
         try:
             self._emit_links(tag, attrs, out)
         except Exception:
@@ -558,6 +707,8 @@ class LinkExtractor:
                 nofollow = "nofollow" in _WS_SPLIT.split(self._text(rel).lower())
             tagstr = self._tagstr[tag]
             resolve = self._resolver.resolve
+            ln = self._w_line
+            co = self._w_col
             for a, astr in spec:
                 v = attrs.get(a)
                 if v is None:
@@ -566,9 +717,9 @@ class LinkExtractor:
                 # A value that does not resolve is still a link (url None): a checker reports it.
                 if a == b"srcset":
                     for u in parse_srcset(raw):
-                        out.append(_new(Link, (resolve(u), u, tagstr, astr, nofollow)))
+                        out.append(_new(Link, (resolve(u), u, tagstr, astr, nofollow, ln, co)))
                     continue
-                out.append(_new(Link, (resolve(raw), raw, tagstr, astr, nofollow)))
+                out.append(_new(Link, (resolve(raw), raw, tagstr, astr, nofollow, ln, co)))
         if tag == b"base":
             # (a <base> in a template's content is not in the document: no base)
             if (
@@ -595,7 +746,8 @@ class LinkExtractor:
         if equiv is not None and self._text(equiv).lower() == "refresh":
             raw = refresh_url(self._text(content))
             if raw is not None:
-                out.append(make_link(self._resolver.resolve(raw), raw, "meta", "content", False))
+                url = self._resolver.resolve(raw)
+                out.append(make_link(url, raw, "meta", "content", False, self._w_line, self._w_col))
         name = attrs.get(b"name")
         if name is not None and self._text(name).lower() == "robots":
             for tok in self._text(content).lower().replace(",", " ").split():
@@ -644,9 +796,13 @@ class LinkExtractor:
             kind = self._fst.start(name, attrs, sc)
             if kind != F_HTML:
                 # A foreign element: no raw-text switching; an SVG <a href> is still a link.
+                if self._ids is not None and self._fmode != FS_TEMPLATE:
+                    self._collect(name, attrs, False)
                 if kind == F_LINK and b"a" in self._links:
                     self._emit_body(name, attrs, out)
                 return
+        if self._ids is not None and self._fmode != FS_TEMPLATE:
+            self._collect(name, attrs, True)
         if self._fmode != FS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
             self._fmode = self._fs.view
@@ -694,7 +850,8 @@ class LinkExtractor:
             return
         attrs: dict[bytes, bytes | None] = {}
         s, e = m.span(3)
-        want = self._want.get(name)
+        wdef = self._wdef
+        want = self._want.get(name, wdef)
         if want is not None and e - s > 4096:
             # A huge tag: read its attributes only if a wanted name occurs in it at all.
             low = buf[s:e].lower()
@@ -720,7 +877,9 @@ class LinkExtractor:
             end = m.end()
             self._start(name, attrs, end - 2 >= e and buf[end - 2] == 0x2F, out)
             return
-        if want is not None and name != b"frame":  # no frame element outside a frameset
+        if self._ids is not None:
+            self._collect(name, attrs, True)
+        if want is not wdef and name != b"frame":  # no frame element outside a frameset
             self._emit(name, attrs, out)
         sw = _SWITCH.get(name)
         if sw is not None:
@@ -748,7 +907,7 @@ class LinkExtractor:
                 # only the last, cut one goes through the states below.
                 e = _COMPLETE_ATTRS.match(buf, pos).end()  # type: ignore[union-attr]
                 if e > pos:
-                    want = None if self._t_end else self._want.get(self._t_name)
+                    want = None if self._t_end else self._want.get(self._t_name, self._wdef)
                     if want is not None:
                         attrs = self._t_attrs
                         # A huge tag: look at each attribute only if a wanted name not yet
@@ -857,7 +1016,7 @@ class LinkExtractor:
         name = self._a_name
         if name is not None:
             name = name.lower()
-            want = self._want.get(self._t_name)
+            want = self._want.get(self._t_name, self._wdef)
             self._a_name = name if (not self._t_end and want is not None and name in want) else None
 
     def _add_val(self, buf: bytes, s: int, e: int) -> None:
@@ -899,7 +1058,9 @@ class LinkExtractor:
             self._start(name, attrs, self._t_slash, out)
         return pos
 
-    def _begin_tag(self, end: bool) -> None:
+    def _begin_tag(self, end: bool, at: int) -> None:
+        """A tag whose '<' is at ``buf[at]`` that the buffer does not hold whole."""
+        self._t_at = self._off + at
         self._state = S_TAG
         self._ts = TS_NAME
         self._t_end = end
@@ -913,6 +1074,9 @@ class LinkExtractor:
 
     def _scan(self, data: bytes, final: bool, out: list[Link]) -> None:
         buf = self._buf + data if self._buf else data
+        self._off = self._end - len(self._buf)
+        self._end += len(data)
+        self._cur = buf
         self._buf = b""
         n = len(buf)
         pos = 0
@@ -943,10 +1107,11 @@ class LinkExtractor:
                 if (0x61 <= c <= 0x7A) or (0x41 <= c <= 0x5A):
                     m = _TAG.match(buf, pos)
                     if m is not None:
+                        self._t_at = self._off + pos
                         self._tag_match(buf, m, out)
                         pos = m.end()
                     else:
-                        self._begin_tag(False)
+                        self._begin_tag(False, pos)
                         pos += 1
                 elif c == 0x2F:  # '/'
                     if pos + 2 >= n:
@@ -959,7 +1124,7 @@ class LinkExtractor:
                             self._tag_match(buf, m, out)
                             pos = m.end()
                         else:
-                            self._begin_tag(True)
+                            self._begin_tag(True, pos)
                             pos += 2
                     elif c == 0x3E:
                         pos += 3
@@ -1072,5 +1237,12 @@ class LinkExtractor:
                 pos = m.end()
             else:  # S_PLAINTEXT, S_DEAD
                 pos = n
+        if not final:
+            # The buffer is let go: count it (the kept tail is scanned again), first finding
+            # where a tag that goes on in the next chunk began.
+            if self._state == S_TAG and self._t_at >= 0:
+                self._locate()
+            self._advance(buf, keep if keep >= 0 else n)
+        self._cur = b""
         if keep >= 0 and not final:
             self._buf = buf[keep:]
