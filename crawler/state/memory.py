@@ -37,7 +37,7 @@ from typing import Any
 
 from crawler.frontier import MemorySeenSet, OriginQueues
 from crawler.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
-from crawler.state.base import Candidate, Counts, Lease, Outcome, StoredRobots
+from crawler.state.base import Candidate, Counts, Lease, Outcome, StateError, StoredRobots
 
 __all__ = ["DEFAULT_LEASE_TTL", "MemoryState"]
 
@@ -90,7 +90,13 @@ class MemoryState:
     # -- lifecycle --
 
     async def open(self, *, per_host: int, delay: float, max_pages_per_host: int) -> None:
-        """Start (or, after ``close``, continue): open leases go back to the queue."""
+        """Start (or, after ``close``, continue): open leases go back to the queue.
+
+        Raises:
+            StateError: it is open already (a second open would take back live leases).
+        """
+        if self._opened:
+            raise StateError("the memory state is open already")
         queues = self._queues
         queues._per_host = max(1, per_host)
         queues._delay = delay
@@ -164,21 +170,15 @@ class MemoryState:
     async def lease(self, n: int, now: float) -> list[Lease]:
         if self._held and self._held[0][0] <= now:
             self._release_held(now)
-        pop = self._queues.pop
-        leased = self._leased
+        items = self._queues.pop_many(n, now)
+        if not items:
+            return []
         expires = now + self.lease_ttl
-        out: list[Lease] = []
-        next_id = self._next_id
-        while len(out) < n:
-            item = pop(now)
-            if item is None:
-                break
-            next_id += 1
-            url, depth, referrer, origin, kind, attempts = item
-            lease = Lease(next_id, url, depth, referrer, origin, kind, attempts, expires)
-            leased[next_id] = lease
-            out.append(lease)
-        self._next_id = next_id
+        first = self._next_id + 1
+        self._next_id += len(items)
+        # an item is (url, depth, referrer, origin, kind, attempts): Lease's fields in order
+        out = [Lease(i, *item, expires) for i, item in enumerate(items, first)]
+        self._leased.update(zip(range(first, first + len(out)), out, strict=True))
         return out
 
     async def complete(self, lease: Lease, outcome: Outcome, now: float) -> None:
@@ -191,8 +191,20 @@ class MemoryState:
         self._event.set()
 
     async def complete_many(self, done: Sequence[tuple[Lease, Outcome]], now: float) -> None:
+        leased = self._leased
+        release = self._queues.release
+        failed = self._failed
+        n = 0
         for lease, outcome in done:
-            await self.complete(lease, outcome, now)
+            if leased.pop(lease.id, None) is None:
+                continue
+            release(lease.origin, now)
+            n += 1
+            if outcome.error is not None:
+                failed[outcome.error] = failed.get(outcome.error, 0) + 1
+        if n:
+            self._done += n
+            self._event.set()
 
     async def retry(self, lease: Lease, not_before: float, now: float) -> None:
         if self._leased.pop(lease.id, None) is None:
