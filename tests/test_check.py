@@ -1,0 +1,305 @@
+"""``crawler check`` against tests/checksite.py: every broken kind found, where it stands,
+no false positives, the external server probed and never crawled."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from crawler.check import CheckReport, check
+from crawler.check.checker import Checker, CheckOptions
+from crawler.check.model import BROKEN_KINDS, WARNING_KINDS, Problem
+from crawler.check.probe import Prober
+from crawler.check.store import OccurrenceStore
+from crawler.config import CrawlConfig
+from crawler.urls import UrlPolicy
+from tests.checksite import LONG_LINES, TIMEOUT, CheckSite
+
+# Fast but faithful: the crawl's own retries off (the second look is the checker's).
+FAST: dict[str, Any] = {
+    "timeout": TIMEOUT,
+    "retries": 0,
+    "backoff": 0.05,
+    "max_redirects": 5,
+    "recheck_delay": 0.2,
+}
+
+
+def run_check(**options: Any) -> tuple[CheckSite, CheckReport]:
+    """Start the site, check it, stop it (its request logs stay readable)."""
+
+    async def go() -> tuple[CheckSite, CheckReport]:
+        site = await CheckSite().start()
+        try:
+            report = await check(site.base + "/", **{**FAST, **options})
+        finally:
+            await site.close()
+        return site, report
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def checked() -> Iterator[tuple[CheckSite, CheckReport]]:
+    yield run_check()
+
+
+def by_url(problems: list[Problem]) -> dict[str, Problem]:
+    return {p.url: p for p in problems}
+
+
+def kind_of(p: Problem) -> str:
+    return "http_NNN" if p.error.startswith("http_") else p.error
+
+
+def test_every_broken_link_found_and_nothing_else(checked: tuple[CheckSite, CheckReport]) -> None:
+    site, report = checked
+    got = {p.url: p.error for p in report.broken}
+    want = {u: x.error for u, x in site.broken().items()}
+    assert got == want  # no broken link missed, no false positive
+    assert {kind_of(p) for p in report.broken} <= set(BROKEN_KINDS)
+    assert len(report.broken) == len(got)  # each target once
+
+
+def test_warnings_exactly(checked: tuple[CheckSite, CheckReport]) -> None:
+    site, report = checked
+    got = {p.url: p.error for p in report.warnings}
+    assert got == {u: x.error for u, x in site.warnings().items()}
+    assert {p.error for p in report.warnings} <= set(WARNING_KINDS)
+
+
+def test_good_links_naive_checkers_get_wrong_are_not_reported(
+    checked: tuple[CheckSite, CheckReport],
+) -> None:
+    site, report = checked
+    reported = {p.url for p in report.broken + report.warnings}
+    for url in site.good():
+        assert url not in reported
+    # 429 then 200 and 503 then 200: checked once more, then good
+    assert report.stats.rechecked >= 2
+    assert site.hits["GET /flaky-503"] + site.hits["HEAD /flaky-503"] == 2
+    # the slow page within --timeout is good; the one past it is a timeout
+    assert by_url(report.broken)[site.base + "/slow-timeout"].error == "timeout"
+
+
+def test_each_occurrence_names_page_line_column_tag_attr(
+    checked: tuple[CheckSite, CheckReport],
+) -> None:
+    site, report = checked
+    for url, exp in site.broken().items():
+        problem = by_url(report.broken)[url]
+        got = [
+            (o.page.removeprefix(site.base), o.line, o.column, o.tag, o.attr)
+            for o in problem.referrers
+        ]
+        assert sorted(got) == sorted(exp.where), url
+    deep = by_url(report.broken)[site.base + "/missing"]
+    assert ("/long.html", LONG_LINES) in {
+        (o.page.removeprefix(site.base), o.line) for o in deep.referrers
+    }
+
+
+def test_raw_values_kept(checked: tuple[CheckSite, CheckReport]) -> None:
+    site, report = checked
+    invalid = by_url(report.broken)["http://a b/"]
+    assert [o.raw for o in invalid.referrers] == ["http://a b/"]
+    frag = by_url(report.broken)[site.base + "/good.html#nope"]
+    assert [o.raw for o in frag.referrers] == ["/good.html#nope"]
+
+
+def test_external_server_probed_never_crawled(checked: tuple[CheckSite, CheckReport]) -> None:
+    site, report = checked
+    paths = {p for _, p in site.ext_requests}
+    assert "/never-crawled" not in paths  # linked by the external page.html: not followed
+    assert paths <= site.ext_linked_paths() | {"/ok"}  # /moved redirects to /ok
+    assert {m for m, _ in site.ext_requests} <= {"HEAD", "GET"}
+    # a plain link: one HEAD and nothing else; HEAD answered 405: then GET
+    assert [m for m, p in site.ext_requests if p == "/ok"].count("HEAD") >= 1
+    assert [m for m, p in site.ext_requests if p == "/head405"] == ["HEAD", "GET"]
+    # a fragment to check: GET straight away, once for both fragments
+    assert [m for m, p in site.ext_requests if p == "/page.html"] == ["GET"]
+    assert all(p.external for p in report.broken if p.url.startswith(site.ext_base))
+    # the external server's URLs, and the dead port (another origin of 127.0.0.1)
+    assert report.stats.external == len({p.partition("#")[0] for p in site.ext_linked_paths()}) + 1
+
+
+def test_redirect_ending_broken_reported_as_linked_with_chain(
+    checked: tuple[CheckSite, CheckReport],
+) -> None:
+    site, report = checked
+    p = by_url(report.broken)[site.base + "/redir-404"]
+    assert (p.error, p.status) == ("http_404", 404)
+    assert p.redirects == [site.base + "/missing-target"]
+    loop = by_url(report.broken)[site.base + "/loop-a"]
+    assert loop.redirects[0] == site.base + "/loop-b"
+
+
+def test_permanent_redirect_warning_names_final_url(
+    checked: tuple[CheckSite, CheckReport],
+) -> None:
+    site, report = checked
+    warnings = by_url(report.warnings)
+    assert warnings[site.base + "/moved"].final_url == site.base + "/good.html"
+    assert warnings[site.ext_base + "/moved"].final_url == site.ext_base + "/ok"
+    assert site.base + "/temp" not in warnings  # 302: nothing to change
+
+
+def test_robots_disallowed_is_a_warning_not_fetched(
+    checked: tuple[CheckSite, CheckReport],
+) -> None:
+    site, report = checked
+    assert by_url(report.warnings)[site.base + "/private/page"].error == "robots_disallowed"
+    assert not [k for k in site.hits if k.endswith(" /private/page")]
+
+
+def test_stats_count_the_run(checked: tuple[CheckSite, CheckReport]) -> None:
+    site, report = checked
+    s = report.stats
+    assert s.broken == len(report.broken)
+    assert s.broken_occurrences == sum(len(p.referrers) for p in report.broken)
+    assert s.warnings == len(report.warnings)
+    fetched = [w for x in site.expected.values() for w in x.where if w[0] != "/private/page"]
+    assert s.links == len(fetched)  # robots.txt keeps /private/page (and its link) out
+    assert s.pages == 5  # /, /page2.html, /good.html, /long.html, /slow-ok (HTML, fetched)
+    assert s.status[404] >= 4
+
+
+def test_json_schema_round_trip(checked: tuple[CheckSite, CheckReport]) -> None:
+    _, report = checked
+    data = json.loads(json.dumps(report.to_dict()))
+    assert set(data) == {"seeds", "broken", "warnings", "stats"}
+    for p in data["broken"]:
+        assert {"url", "error", "status", "referrers", "redirects"} <= set(p)
+        for r in p["referrers"]:
+            assert set(r) == {"page", "line", "column", "tag", "attr", "raw"}
+
+
+def test_no_external() -> None:
+    site, report = run_check(external=False)
+    assert site.ext_requests == []
+    assert not [p for p in report.broken + report.warnings if p.url.startswith(site.ext_base)]
+    assert report.stats.external == 0
+    # the dead port is another origin: external too
+    assert not [p for p in report.broken if p.error == "connect"]
+
+
+def test_ignore_fragments_and_links_only() -> None:
+    site, report = run_check(ignore_fragments=True, link_set="links")
+    kinds = {p.error for p in report.broken}
+    assert "fragment_missing" not in kinds
+    assert site.base + "/img/missing.png" not in by_url(report.broken)
+    assert "GET /img/missing.png" not in site.hits
+    # without fragments to look up, the external page is a HEAD like any other
+    assert [m for m, p in site.ext_requests if p == "/page.html"] == ["HEAD"]
+
+
+def test_exclude_is_a_warning_and_not_fetched() -> None:
+    site, report = run_check(exclude=["/gone$", "127\\.0\\.0\\.2:\\d+/missing"])
+    warnings = by_url(report.warnings)
+    assert warnings[site.base + "/gone"].error == "excluded"
+    assert warnings[site.ext_base + "/missing"].error == "excluded"
+    assert "GET /gone" not in site.hits
+    assert "/missing" not in {p for _, p in site.ext_requests}
+
+
+async def test_cache_hit_skips_the_request(serve: Any, tmp_path: Path) -> None:
+    hits: list[str] = []
+
+    async def ext(request: web.Request) -> web.Response:
+        hits.append(f"{request.method} {request.path}")
+        return web.Response(text="ok", status=200 if request.path == "/x" else 404)
+
+    async def page(request: web.Request) -> web.Response:
+        links = f'<a href="{ext_base}/x">x</a> <a href="{ext_base}/bad">bad</a>'
+        return web.Response(text=links, content_type="text/html")
+
+    ext_app = web.Application()
+    ext_app.router.add_route("*", "/{p:.*}", ext)
+    ext_server = await serve(ext_app)
+    ext_base = f"http://127.0.0.1:{ext_server.port}"
+    app = web.Application()
+    app.router.add_get("/", page)
+    server = await serve(app)
+    cache = tmp_path / "c.json"
+    seed = f"http://127.0.0.1:{server.port}/"
+    for _ in range(2):
+        report = await check(seed, cache=str(cache), ignore_robots=True, retries=0)
+        assert [p.url for p in report.broken] == [ext_base + "/bad"]
+    # the second run's answer for /x came from the cache; the error was asked again
+    assert sorted(hits) == sorted(
+        ["HEAD /x", "HEAD /bad", "GET /bad"] * 1 + ["HEAD /bad", "GET /bad"]
+    )
+    data = json.loads(cache.read_text())
+    assert list(data["results"]) == [ext_base + "/x"]  # errors never cached
+    old = await check(seed, cache=str(cache), cache_max_age=0, ignore_robots=True, retries=0)
+    assert len(old.broken) == 1 and hits.count("HEAD /x") == 2  # too old: asked again
+
+
+async def test_head_405_falls_back_to_get(serve: Any) -> None:
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.method)
+        if request.method == "HEAD":
+            return web.Response(status=405)
+        return web.Response(text="fine")
+
+    app = web.Application()
+    app.router.add_route("*", "/r", handler)
+    server = await serve(app)
+    cfg = CrawlConfig(seeds=("http://127.0.0.1:1/",), retries=0).validated()
+    prober = Prober(cfg, UrlPolicy(cfg.seeds))
+    try:
+        verdict = await prober.probe(f"http://127.0.0.1:{server.port}/r")
+    finally:
+        await prober.close()
+    assert (verdict.error, verdict.status) == (None, 200)
+    assert seen == ["HEAD", "GET"]
+
+
+async def test_retry_after_waited_out_within_max(serve: Any) -> None:
+    times: list[float] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        times.append(asyncio.get_running_loop().time())
+        if len(times) == 1:
+            return web.Response(status=429, headers={"Retry-After": "1"})
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_route("*", "/r", handler)
+    server = await serve(app)
+    cfg = CrawlConfig(seeds=("http://127.0.0.1:1/",), retries=1).validated()
+    prober = Prober(cfg, UrlPolicy(cfg.seeds))
+    try:
+        verdict = await prober.probe(f"http://127.0.0.1:{server.port}/r")
+    finally:
+        await prober.close()
+    assert verdict.error is None
+    assert times[1] - times[0] >= 0.95
+
+
+def test_occurrences_kept_compactly() -> None:
+    # 200k occurrences of 2,000 targets from 2,000 pages: 24 bytes each in the columns
+    store = OccurrenceStore()
+    for i in range(200_000):
+        store.add(i % 2000, store.page_id(f"https://e.org/p{i // 100}"), i, 7, "a", "href", "x")
+    assert len(store) == 200_000
+    assert store.nbytes() <= 200_000 * 24 + 6 * 4096
+    found = store.select({3: 0, 5: 1})
+    assert len(found[0]) == 100 and len(found[1]) == 100
+    assert found[0][0].line == 3 and found[0][1].line == 2003  # in the order added
+
+
+def test_checker_options_default() -> None:
+    # the library's default reads every resource a page uses
+    opts = CheckOptions()
+    assert opts.external and not opts.ignore_fragments
+    checker = Checker(CrawlConfig(seeds=("http://127.0.0.1:1/",)))
+    assert checker.options == opts

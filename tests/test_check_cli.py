@@ -1,0 +1,102 @@
+"""``crawler check`` through the real command line (a subprocess): reports and exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tests.checksite import LONG_LINES, TIMEOUT, CheckSite
+
+CMD = [sys.executable, "-m", "crawler", "check"]
+FAST = ["--timeout", str(TIMEOUT), "--retries", "0", "--max-redirects", "5"]
+FAST += ["--recheck-delay", "0.2"]
+
+
+async def run(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *CMD, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def small_site(serve: Any, body: str) -> str:
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=body, content_type="text/html")
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(text="<p id=here>fine</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/ok", ok)
+    server = await serve(app)
+    return f"http://127.0.0.1:{server.port}"
+
+
+async def test_broken_site_exits_1_and_json_lists_them(tmp_path: Path) -> None:
+    site = await CheckSite().start()
+    try:
+        out_file = tmp_path / "report.json"
+        code, out, err = await run(site.base + "/", *FAST, "-f", "json", "-o", str(out_file))
+    finally:
+        await site.close()
+    assert code == 1, err
+    assert out == ""  # the report went to the file
+    data = json.loads(out_file.read_text())
+    assert {p["url"]: p["error"] for p in data["broken"]} == {
+        u: x.error for u, x in site.broken().items()
+    }
+    assert data["stats"]["broken"] == len(site.broken())
+    deep = next(p for p in data["broken"] if p["url"] == site.base + "/missing")
+    assert {"page": site.base + "/long.html", "line": LONG_LINES, "column": 1} in [
+        {k: r[k] for k in ("page", "line", "column")} for r in deep["referrers"]
+    ]
+    assert "broken" in err  # the one-line summary on stderr
+
+
+async def test_text_report_groups_by_target_with_every_page_and_line() -> None:
+    site = await CheckSite().start()
+    try:
+        code, out, _ = await run(site.base + "/", *FAST, "--no-external")
+    finally:
+        await site.close()
+    assert code == 1
+    assert out.count(f"http_404  {site.base}/missing\n") == 1  # one group a target
+    block = out.split(f"http_404  {site.base}/missing\n", 1)[1].split("\n\n", 1)[0]
+    for page, line, column, *_ in site.expected[site.base + "/missing"].where:
+        assert f"{site.base}{page}:{line}:{column}  <a href='/missing'>" in block
+    assert site.ext_base not in out
+
+
+async def test_clean_site_exits_0(serve: Any) -> None:
+    base = await small_site(serve, '<a href="/ok">ok</a> <a href="/ok#here">ok</a>')
+    code, out, err = await run(base + "/", "--ignore-robots")
+    assert code == 0, out + err
+    assert "no broken links" in out
+
+
+async def test_warnings_fail_only_with_fail_on_warnings(serve: Any) -> None:
+    base = await small_site(serve, '<a href="/ok">ok</a> <a href="mailto:a@b.org">mail</a>')
+    code, out, _ = await run(base + "/", "--ignore-robots")
+    assert code == 0
+    assert "scheme_unchecked  mailto:a@b.org" in out
+    code, _, _ = await run(base + "/", "--ignore-robots", "--fail-on", "warnings")
+    assert code == 1
+
+
+async def test_usage_and_config_errors_exit_2(tmp_path: Path) -> None:
+    code, _, err = await run()
+    assert code == 2 and "URL" in err
+    code, _, err = await run("http://127.0.0.1:1/", "--timeout", "-1")
+    assert code == 2 and "--timeout" in err
+    code, _, _ = await run("http://127.0.0.1:1/", "--format", "yaml")
+    assert code == 2
+    code, _, err = await run("http://127.0.0.1:1/", "-o", str(tmp_path / "no" / "such" / "f"))
+    assert code == 2 and "output" in err
