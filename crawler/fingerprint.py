@@ -11,10 +11,10 @@ the same in every process and every run of the crawl, which Python's ``hash(str)
   wants hidden, as it could against an unkeyed hash.
 * Never 0: 0 marks an empty slot in ``crawler.frontier.MemorySeenSet``'s table.
 
-Cost: about 0.5-0.8 µs per call on typical 60-character URLs (``Fingerprinter``, CPython 3.11
-on this project's 2-core benchmark machine; ``fingerprint`` with its per-call key setup is
-~1.2 µs), against ~60 ns for ``hash(str)``. ``benchmarks/fingerprint.py`` measures it. This
-module is the single seam for a faster (C) implementation later: callers go through
+Cost, on typical 60-character URLs (``python benchmarks/fingerprint.py``, CPython 3.11, this
+project's shared 2-core machine, best of 7, figures moving with the machine's load):
+``Fingerprinter`` 0.8-1.5 µs a call, ``fingerprint`` 1.3-1.9 µs (it sets the key up on every
+call), ``hash(str)`` ~65 ns. This module is the single seam for a faster (C) implementation later: callers go through
 ``fingerprint`` or a ``Fingerprinter``, never through hashlib themselves.
 """
 
@@ -47,7 +47,7 @@ def fingerprint(url: str, key: bytes) -> int:
 
 
 class Fingerprinter:
-    """``fingerprint`` with the key bound, for the hot path: about a third faster.
+    """``fingerprint`` with the key bound, for the hot path: a third to a half faster.
 
     The keyed BLAKE2b state is set up once (the key costs a compression block of its own)
     and copied per call. ``Fingerprinter(key)(url) == fingerprint(url, key)``.
