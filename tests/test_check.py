@@ -303,3 +303,75 @@ def test_checker_options_default() -> None:
     assert opts.external and not opts.ignore_fragments
     checker = Checker(CrawlConfig(seeds=("http://127.0.0.1:1/",)))
     assert checker.options == opts
+
+
+def test_each_distinct_url_checked_once(checked: tuple[CheckSite, CheckReport]) -> None:
+    site, _ = checked
+    # linked from three pages, fetched by the crawl once; a 404 is not looked at again
+    assert site.hits["GET /missing"] == 1 and site.hits["HEAD /missing"] == 0
+    assert site.hits["GET /good.html"] == 1  # linked 4 times, with and without fragments
+    ext_missing = [m for m, p in site.ext_requests if p == "/missing"]
+    assert ext_missing == ["HEAD", "GET"]  # HEAD failed: GET decides; not a third time
+
+
+async def test_external_checks_keep_per_host_limit_and_never_crawl(serve: Any) -> None:
+    active = 0
+    most = 0
+
+    async def ext(request: web.Request) -> web.Response:
+        nonlocal active, most
+        active += 1
+        most = max(most, active)
+        await asyncio.sleep(0.05)
+        active -= 1
+        return web.Response(text='<a href="/deeper">x</a>', content_type="text/html")
+
+    ext_app = web.Application()
+    ext_app.router.add_route("*", "/{p:.*}", ext)
+    ext_server = await serve(ext_app)
+    ext_base = f"http://127.0.0.1:{ext_server.port}"
+    links = "".join(f'<a href="{ext_base}/p{i}">{i}</a>\n' for i in range(12))
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=links, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    server = await serve(app)
+    report = await check(f"http://127.0.0.1:{server.port}/", ignore_robots=True, per_host=2)
+    assert report.broken == [] and report.stats.external == 12
+    assert most <= 2
+
+
+async def test_fragments_as_a_browser_finds_them(serve: Any) -> None:
+    body = (
+        '<p id="café">x</p><div id="Mixed">y</div>\n'
+        '<a href="#café">1</a> <a href="#caf%C3%A9">2</a> <a href="#top">3</a>\n'
+        '<a href="#Mixed">4</a> <a href="#mixed">5</a> <a href="#">6</a>\n'
+    )
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    server = await serve(app)
+    base = f"http://127.0.0.1:{server.port}/"
+    report = await check(base, ignore_robots=True)
+    # ids match exactly (case-sensitive), percent-decoded as a browser decodes the fragment;
+    # "#top" and "#" scroll to the top
+    assert [(p.url, p.error) for p in report.broken] == [(base + "#mixed", "fragment_missing")]
+    (where,) = report.broken[0].referrers
+    assert (where.line, where.column, where.raw) == (3, 24, "#mixed")
+
+
+def test_error_kinds_map_onto_the_issue_list() -> None:
+    from crawler.check.probe import error_kind
+
+    assert error_kind("http_503", "HTTP 503") == "http_503"
+    assert error_kind("disconnected", "ServerDisconnectedError") == "connect"
+    detail = "ClientConnectorCertificateError: certificate verify failed"
+    assert error_kind("connect", detail) == "tls"
+    assert error_kind("redirect_invalid", "Location 'x' is not a URL") == "invalid_url"
+    for ours in ("too_large", "extract", "internal", "sink", None):
+        assert error_kind(ours, "") is None  # not the link's fault

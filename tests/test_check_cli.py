@@ -100,3 +100,24 @@ async def test_usage_and_config_errors_exit_2(tmp_path: Path) -> None:
     assert code == 2
     code, _, err = await run("http://127.0.0.1:1/", "-o", str(tmp_path / "no" / "such" / "f"))
     assert code == 2 and "output" in err
+
+
+async def test_every_format_dispatched(serve: Any, tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET  # noqa: PLC0415
+
+    base = await small_site(serve, '<a href="/ok">ok</a>\n<a href="/nope">broken</a>')
+    for fmt in ("junit", "sarif", "markdown", "html", "json", "text"):
+        out = tmp_path / f"r.{fmt}"
+        code, stdout, err = await run(base + "/", "--ignore-robots", "-f", fmt, "-o", str(out))
+        assert code == 1, err
+        text = out.read_text(encoding="utf-8")
+        assert base + "/nope" in text, fmt
+        if fmt == "junit":
+            ET.fromstring(text)
+        elif fmt in ("sarif", "json"):
+            json.loads(text)
+
+
+async def test_cache_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = await run("http://127.0.0.1:1/", "--cache", str(tmp_path / "no" / "c.json"))
+    assert code == 2 and "--cache" in err

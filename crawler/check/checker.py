@@ -131,6 +131,7 @@ class Checker:
         self.stats = CheckStats()
         self.crawl_stats: Any = None
         self.requests: dict[str, int] = {}
+        self.cache_error: str | None = None
 
     # -- phase 1: the crawl --
 
@@ -424,7 +425,11 @@ class Checker:
             await prober.close()
         self.requests = dict(prober.requests)
         if cache is not None:
-            cache.save()
+            try:
+                cache.save()
+            except OSError as exc:  # the report still stands; the next run checks again
+                self.cache_error = f"cannot write the cache {self.options.cache!r}: {exc}"
+                log.error("%s", self.cache_error)
         report = self._report()
         report.stats.duration = time.monotonic() - t0
         return report

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import sys
 import tomllib
 from typing import Any, TextIO
@@ -191,6 +192,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if args.cache_max_age < 0 or args.recheck_delay < 0:
             raise ConfigError("must be >= 0", key="--cache-max-age/--recheck-delay")
+        if args.cache is not None and not os.path.isdir(os.path.dirname(args.cache) or "."):
+            raise ConfigError("its directory does not exist", key=f"--cache {args.cache}")
         config, options = split_options(
             (),
             config,
@@ -219,9 +222,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as exc:
             _err(f"cannot open output file {args.check_output!r}: {exc.strerror or exc}")
             return EXIT_USAGE
+    checker = Checker(config, options)
     try:
         try:
-            report = asyncio.run(Checker(config, options).run())
+            report = asyncio.run(checker.run())
         except KeyboardInterrupt:
             _err("interrupted")
             return 130
@@ -240,6 +244,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"crawler check: {s.broken:,} broken, {s.warnings:,} warnings, "
             f"{s.urls:,} URLs checked in {s.duration:.1f} s\n"
         )
+    if checker.cache_error is not None:
+        _err(checker.cache_error)
     if report.broken or (args.fail_on == "warnings" and report.warnings):
         return EXIT_BROKEN
     return EXIT_OK
