@@ -15,7 +15,7 @@ from aiohttp import web
 from crawler.check import CheckReport, check
 from crawler.check.checker import Checker, CheckOptions
 from crawler.check.model import BROKEN_KINDS, WARNING_KINDS, Problem
-from crawler.check.probe import Prober
+from crawler.check.probe import Prober, error_kind
 from crawler.check.store import OccurrenceStore
 from crawler.config import CrawlConfig
 from crawler.urls import UrlPolicy
@@ -366,8 +366,6 @@ async def test_fragments_as_a_browser_finds_them(serve: Any) -> None:
 
 
 def test_error_kinds_map_onto_the_issue_list() -> None:
-    from crawler.check.probe import error_kind
-
     assert error_kind("http_503", "HTTP 503") == "http_503"
     assert error_kind("disconnected", "ServerDisconnectedError") == "connect"
     detail = "ClientConnectorCertificateError: certificate verify failed"
