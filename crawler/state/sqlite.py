@@ -55,14 +55,28 @@ import heapq
 import json
 import os
 import sqlite3
-import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from crawler.fingerprint import Fingerprinter, new_key
+from crawler.fingerprint import Fingerprinter
 from crawler.frontier import MemorySeenSet
+from crawler.state._sqlite_files import (
+    DB_NAME,
+    FORMAT,
+    LOCK_NAME,
+    OWN_FILES,
+    VERSION,
+    check_database,
+    check_header,
+    check_meta,
+    create_database,
+    inspect_directory,
+    lock_holder,
+    open_ro,
+    take_lock,
+)
 from crawler.state.base import (
     KIND_PAGE,
     Candidate,
@@ -75,50 +89,8 @@ from crawler.state.base import (
 
 __all__ = ["DB_NAME", "FORMAT", "LOCK_NAME", "VERSION", "SQLiteState", "StateStatus"]
 
-#: The format name stored in ``meta`` (a database with another is not a crawl state).
-FORMAT = "crawler-state"
-#: The format version this module reads and writes.
-VERSION = 1
-DB_NAME = "state.db"
-LOCK_NAME = "lock"
-_NEW = DB_NAME + ".new"  # a state being created, renamed to DB_NAME when complete
-_OWN = frozenset(
-    {DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm", LOCK_NAME}
-    | {_NEW + s for s in ("", "-wal", "-shm", "-journal")}
-)
-
 # Request states (the ``state`` column).
 _QUEUED, _LEASED, _OK, _FAILED, _SEEN, _HELD = 0, 1, 2, 3, 4, 5
-
-_SCHEMA = """
-CREATE TABLE meta(key TEXT PRIMARY KEY, value NOT NULL);
-CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0), queued INTEGER NOT NULL,
-    leased INTEGER NOT NULL, done INTEGER NOT NULL, seen INTEGER NOT NULL);
-CREATE TABLE origins(id INTEGER PRIMARY KEY, origin TEXT NOT NULL UNIQUE, host TEXT NOT NULL);
-CREATE TABLE hosts(host TEXT PRIMARY KEY, admitted INTEGER NOT NULL);
-CREATE TABLE requests(
-    id INTEGER PRIMARY KEY,  -- discovery order
-    fp INTEGER NOT NULL,  -- fingerprint, as a signed 64-bit integer
-    origin_id INTEGER NOT NULL,
-    depth INTEGER NOT NULL,
-    state INTEGER NOT NULL,
-    kind INTEGER NOT NULL,
-    attempts INTEGER NOT NULL,
-    referrer_id INTEGER,  -- the row of the page that linked it
-    url TEXT NOT NULL,
-    ref_url TEXT,  -- the referrer, only when it has no row of its own
-    not_before REAL  -- a held (retried) request: not leased before
-);
-CREATE UNIQUE INDEX requests_fp ON requests(fp);
-CREATE INDEX requests_queued ON requests(origin_id, depth, id) WHERE state = 0;
-CREATE INDEX requests_open ON requests(state) WHERE state = 1 OR state = 5;
-CREATE INDEX requests_referrer ON requests(referrer_id) WHERE referrer_id IS NOT NULL;
-CREATE TABLE seeds(id INTEGER PRIMARY KEY);
-CREATE TABLE failures(kind TEXT PRIMARY KEY, n INTEGER NOT NULL);
-CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-CREATE TABLE robots(origin TEXT PRIMARY KEY, fetched_at REAL NOT NULL, status INTEGER,
-    body BLOB NOT NULL, error TEXT);
-"""
 
 _MASK64 = (1 << 64) - 1
 _SIGN = 1 << 63
@@ -238,9 +210,12 @@ class SQLiteState:
         self._ttl = lease_ttl
         self._window_max = max(1, window)
         self._window_budget = 65536  # requests in all windows together (wide crawls)
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Any = None
         self._lock_fd: int | None = None
         self._broken: str | None = None
+        self._txn: asyncio.Future[None] | None = None  # the open group transaction's commit
+        #: Transactions committed since open (for tests and benchmarks).
+        self.commits = 0
         self._fp: Fingerprinter | None = None
         self._per_host = 8
         self._delay = 0.0
@@ -252,8 +227,11 @@ class SQLiteState:
         self._retired: list[tuple[float, int, _Origin]] = []
         self._held: list[tuple[float, int, _Origin, _Item]] = []
         self._seq = 0
-        self._leases: dict[int, tuple[_Origin, str]] = {}  # id -> (origin, url)
+        self._leases: dict[int, tuple[_Origin, str, int]] = {}  # id -> (origin, url, attempts)
         self._leased_urls: dict[str, int] = {}
+        # Recent seen-only rows (redirect targets fetched in-line): url -> id, so that the
+        # links of such a page get their referrer's row without an index on URLs.
+        self._recent: OrderedDict[str, int] = OrderedDict()
         self._admitted: dict[str, int] = {}  # host -> queued-or-done (with a budget only)
         self._queued = self._leased = self._done = 0
         self._failed: dict[str, int] = {}
@@ -264,9 +242,9 @@ class SQLiteState:
 
     # -- open and close --
 
-    def _connect(self, path: str, uri: bool = False) -> Any:
-        """A connection to ``path`` (a seam: tests wrap it to inject faults)."""
-        return sqlite3.connect(path, isolation_level=None, uri=uri)
+    def _connect(self, path: str) -> Any:
+        """The read-write connection (a seam: tests wrap it to inject faults)."""
+        return sqlite3.connect(path, isolation_level=None)
 
     async def open(self, *, per_host: int, delay: float, max_pages_per_host: int) -> None:
         """Open (create or continue): take the lock, check the state, recover open leases.
@@ -281,74 +259,74 @@ class SQLiteState:
         self._delay = delay
         self._budget = max_pages_per_host
         directory = self.location
-        db = os.path.join(directory, DB_NAME)
-        existing = _inspect_directory(directory)
+        existing = inspect_directory(directory)
         try:
-            self._lock_fd = _take_lock(directory)
+            self._lock_fd = take_lock(directory)
             if existing:
-                _check_database(directory)
+                check_database(directory)
             else:
-                _create_database(directory)
+                create_database(directory)
             os.ftruncate(self._lock_fd, 0)
             os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
-            conn = self._conn = self._connect(db)
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute("PRAGMA cache_size=-8192")  # 8 MiB of pages
-            self._load(conn)
+            self._conn = self._connect(os.path.join(directory, DB_NAME))
+            self._load(self._conn)
+        except sqlite3.Error as e:
+            self._close_files()
+            raise StateError(f"{self.location}: cannot open the state database: {e}") from e
         except BaseException:
             self._close_files()
             raise
 
     def _load(self, conn: Any) -> None:
         """Recover open leases and rebuild the in-memory parts from the database."""
-        try:
-            key = conn.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()[0]
-            self._fp = Fingerprinter(bytes.fromhex(key))
-            with self._transaction(conn):
-                recovered = conn.execute("UPDATE requests SET state = 0 WHERE state = 1").rowcount
-                if recovered:
-                    conn.execute(
-                        "UPDATE totals SET queued = queued + ?, leased = leased - ?",
-                        (recovered, recovered),
-                    )
-            self._recovered = recovered
-            q, leased, done, seen = conn.execute(
-                "SELECT queued, leased, done, seen FROM totals"
-            ).fetchone()
-            self._queued, self._leased, self._done = q, leased, done
-            self._next_id = conn.execute(
-                "SELECT coalesce(max(id), 0) + 1 FROM requests"
-            ).fetchone()[0]
-            self._seen = MemorySeenSet(max(seen, 1 << 14))
-            add = self._seen.add_fp
-            for (fp,) in conn.execute("SELECT fp FROM requests"):
-                add(fp & _MASK64)
-            rows = conn.execute(
-                "SELECT o.id, o.origin, o.host, q.n FROM (SELECT origin_id, count(*) AS n"
-                " FROM requests WHERE state = 0 GROUP BY origin_id) q"
-                " JOIN origins o ON o.id = q.origin_id"
-            )
-            for oid, origin, host, n in rows:
-                o = self._origins[origin] = _Origin(origin, host, oid, self._delay)
-                o.backlog = n
-                o.tail = (-1, 0)
-                self._schedule(o, None)
-            held = conn.execute(
-                _ITEM_SQL.replace("SELECT", "SELECT r.not_before, o.origin, o.host, o.id,", 1)
-                + " JOIN origins o ON o.id = r.origin_id WHERE r.state = 5"
-            )
-            for not_before, origin, host, oid, *item in held:
-                h = self._origins.get(origin)
-                if h is None:
-                    h = self._origins[origin] = _Origin(origin, host, oid, self._delay)
-                self._hold(h, tuple(item), not_before or 0.0)
-            self._failed = dict(conn.execute("SELECT kind, n FROM failures"))
-            self._counters = dict(conn.execute("SELECT name, value FROM counters"))
-        except sqlite3.DatabaseError as e:
-            raise StateError(f"{self.location}: cannot read the state database: {e}") from e
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA cache_size=-8192")  # 8 MiB of pages
+        key = conn.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()[0]
+        self._fp = Fingerprinter(bytes.fromhex(key))
+        conn.execute("BEGIN IMMEDIATE")
+        recovered = conn.execute("UPDATE requests SET state = 0 WHERE state = 1").rowcount
+        conn.execute(
+            "UPDATE totals SET queued = queued + ?, leased = leased - ?", (recovered, recovered)
+        )
+        conn.execute("COMMIT")
+        self._recovered = recovered
+        q, leased, done, seen = conn.execute(
+            "SELECT queued, leased, done, seen FROM totals"
+        ).fetchone()
+        self._queued, self._leased, self._done = q, leased, done
+        self._next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM requests").fetchone()[0]
+        self._seen = MemorySeenSet(max(seen, 1 << 14))
+        add = self._seen.add_fp
+        for (fp,) in conn.execute("SELECT fp FROM requests"):
+            add(fp & _MASK64)
+        if len(self._seen) != seen:
+            raise StateError(f"{self.location}: {len(self._seen)} requests, the totals say {seen}")
+        rows = conn.execute(
+            "SELECT o.id, o.origin, o.host, q.n FROM (SELECT origin_id, count(*) AS n"
+            " FROM requests WHERE state = 0 GROUP BY origin_id) q"
+            " JOIN origins o ON o.id = q.origin_id"
+        )
+        for oid, origin, host, n in rows:
+            o = self._origins[origin] = _Origin(origin, host, oid, self._delay)
+            o.backlog = n
+            o.tail = (-1, 0)  # nothing in memory yet
+            self._schedule(o, None)
+        held = conn.execute(
+            _ITEM_SQL.replace("SELECT", "SELECT r.not_before, o.origin, o.host, o.id,", 1)
+            + " JOIN origins o ON o.id = r.origin_id WHERE r.state = 5"
+        )
+        for not_before, origin, host, oid, *item in held:
+            h = self._origins.get(origin)
+            if h is None:
+                h = self._origins[origin] = _Origin(origin, host, oid, self._delay)
+            self._hold(h, tuple(item), not_before or 0.0)
+        self._failed = dict(conn.execute("SELECT kind, n FROM failures"))
+        self._counters = dict(conn.execute("SELECT name, value FROM counters"))
 
     async def close(self) -> None:
-        """Release the lock and close the database (everything is committed already)."""
+        """Commit what is pending, close the database and release the lock. Idempotent."""
+        if self._txn is not None and self._broken is None:
+            self._commit()
         self._close_files()
 
     def _close_files(self) -> None:
@@ -372,7 +350,11 @@ class SQLiteState:
             raise StateError(f"{self.location}: not open")
         return fp(url)
 
-    # -- writing --
+    def seen(self, fp: int) -> bool:
+        """Whether ``fp`` has a request row: the in-memory probe, exact for this backend."""
+        return self._seen.contains_fp(fp)
+
+    # -- writing: one group transaction per turn of the event loop --
 
     def _db(self) -> Any:
         if self._broken is not None:
@@ -381,36 +363,74 @@ class SQLiteState:
             raise StateError(f"{self.location}: not open")
         return self._conn
 
-    @contextlib.contextmanager
-    def _transaction(self, conn: Any) -> Iterator[Any]:
-        """BEGIN ... COMMIT; on any error roll back, and a broken object refuses further use."""
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+    def _begin(self) -> asyncio.Future[None]:
+        """The open group transaction (BEGIN now if none), committed at the loop's next turn.
+
+        Every write of one turn shares it; each caller awaits its commit, so a method returns
+        only once its writes are committed (group commit: fewer transactions, same promise).
+        """
+        fut = self._txn
+        if fut is None:
+            conn = self._db()
+            loop = asyncio.get_running_loop()
             try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                raise
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise self._fail(e) from e
+            fut = self._txn = loop.create_future()
+            fut.add_done_callback(_consume)
+            loop.call_soon(self._commit)
+        return fut
+
+    def _commit(self) -> None:
+        fut = self._txn
+        if fut is None or self._conn is None:
+            return
+        try:
+            self._conn.execute(
+                "UPDATE totals SET queued = ?, leased = ?, done = ?, seen = ?",
+                (self._queued, self._leased, self._done, len(self._seen)),
+            )
+            self._conn.execute("COMMIT")
         except sqlite3.Error as e:
-            self._broken = f"{type(e).__name__}: {e}"
-            raise StateError(f"{self.location}: write failed: {e}") from e
+            self._fail(e)
+            return
+        self._txn = None
+        self.commits += 1
+        if not fut.done():
+            fut.set_result(None)
+
+    def _fail(self, e: BaseException) -> StateError:
+        """A write failed: roll back, fail the pending commit, refuse any further use."""
+        self._broken = f"{type(e).__name__}: {e}"
+        err = StateError(f"{self.location}: write failed, reopen the state: {e}")
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+        fut, self._txn = self._txn, None
+        if fut is not None and not fut.done():
+            fut.set_exception(err)
+        return err
+
+    async def _write(self, work: Callable[[Any], _T], *, wait: bool = True) -> _T:
+        """Run ``work(conn)`` in the group transaction and (``wait``) wait for its commit.
+
+        ``work`` updates memory as it goes: if anything fails the object is broken (the
+        database, rolled back, is the truth for the next open).
+        """
+        fut = self._begin()
+        try:
+            result = work(self._conn)
         except BaseException as e:
-            self._broken = f"{type(e).__name__}: {e}"
+            err = self._fail(e)
+            if isinstance(e, sqlite3.Error):
+                raise err from e
             raise
-
-    def _write(self, work: Callable[[Any], _T]) -> _T:
-        conn = self._db()
-        with self._transaction(conn):
-            return work(conn)
-
-    def _totals_sql(self, conn: Any, dq: int, dl: int, dd: int, ds: int) -> None:
-        conn.execute(
-            "UPDATE totals SET queued = ?, leased = ?, done = ?, seen = ?",
-            (self._queued + dq, self._leased + dl, self._done + dd, len(self._seen) + ds),
-        )
+        if wait:
+            await asyncio.shield(fut)
+        return result
 
     # -- the frontier --
 
@@ -431,69 +451,70 @@ class SQLiteState:
             batch.add(fp)
             new.append(c)
         if not new:
-            return []
+            return new
+        await self._write(lambda conn: self._insert(conn, new))
+        return new
 
-        def work(conn: Any) -> list[tuple[_Origin, _Item]]:
-            next_id = self._next_id
-            rows: list[tuple[Any, ...]] = []
-            seeds: list[tuple[int]] = []
-            queued: list[tuple[_Origin, _Item]] = []
-            hosts: dict[str, int] = {}
-            ids: dict[str, int | None] = {}  # urls of this batch and referrers -> row id
-            admitted = self._admitted
-            budget = self._budget
-            for c in new:
+    def _insert(self, conn: Any, new: list[Candidate]) -> None:
+        next_id = self._next_id
+        rows: list[tuple[Any, ...]] = []
+        seeds: list[tuple[int]] = []
+        queued: list[tuple[_Origin, _Item]] = []
+        hosts: dict[str, int] = {}
+        ids: dict[str, int | None] = {}  # URLs of this batch and referrers -> row id
+        budget = self._budget
+        origins = self._origins
+        for c in new:
+            o = origins.get(c.origin)
+            if o is None or o.id is None:
                 o = self._origin(conn, c.origin, c.host)
-                rid: int | None = None
-                ref_url = c.referrer
-                if ref_url is not None:
-                    if ref_url in ids:
-                        rid = ids[ref_url]
-                    else:
-                        rid = ids[ref_url] = self._row_id(conn, ref_url)
-                    if rid is not None:
-                        ref_url = None
-                state = _SEEN
-                if c.queue:
-                    if budget > 0:
-                        n = admitted.get(c.host)
-                        if n is None:
-                            n = self._host_admitted(conn, c.host)
-                        if n + hosts.get(c.host, 0) < budget:
-                            state = _QUEUED
-                    else:
+            ref_url = c.referrer
+            rid = None
+            if ref_url is not None:
+                if ref_url in ids:
+                    rid = ids[ref_url]
+                else:
+                    rid = ids[ref_url] = self._leased_urls.get(ref_url) or self._recent.get(ref_url)
+                if rid is not None:
+                    ref_url = None
+            state = _SEEN
+            if c.queue:
+                if budget <= 0:
+                    state = _QUEUED
+                else:
+                    n = self._admitted.get(c.host)
+                    if n is None:
+                        n = self._host_admitted(conn, c.host)
+                    if n + hosts.get(c.host, 0) < budget:
                         state = _QUEUED
-                if state == _QUEUED:
-                    hosts[c.host] = hosts.get(c.host, 0) + 1
-                    queued.append((o, (c.depth, next_id, c.url, c.referrer, c.kind, 0)))
-                    if c.referrer is None and c.kind == KIND_PAGE:
-                        seeds.append((next_id,))
-                ids[c.url] = next_id
-                rows.append(
-                    (next_id, _signed(c.fp), o.id, c.depth, state, c.kind, rid, c.url, ref_url)
-                )
-                next_id += 1
+            if state == _QUEUED:
+                hosts[c.host] = hosts.get(c.host, 0) + 1
+                queued.append((o, (c.depth, next_id, c.url, c.referrer, c.kind, 0)))
+                if c.referrer is None and c.kind == KIND_PAGE:
+                    seeds.append((next_id,))
+            elif not c.queue:
+                self._remember(c.url, next_id)
+            ids[c.url] = next_id
+            rows.append((next_id, _signed(c.fp), o.id, c.depth, state, c.kind, rid, c.url, ref_url))
+            next_id += 1
+        conn.executemany(
+            "INSERT INTO requests(id, fp, origin_id, depth, state, kind, attempts,"
+            " referrer_id, url, ref_url) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            rows,
+        )
+        if hosts:
             conn.executemany(
-                "INSERT INTO requests(id, fp, origin_id, depth, state, kind, attempts,"
-                " referrer_id, url, ref_url) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
-                rows,
+                "INSERT INTO hosts(host, admitted) VALUES (?, ?) ON CONFLICT(host)"
+                " DO UPDATE SET admitted = admitted + excluded.admitted",
+                hosts.items(),
             )
-            if hosts:
-                conn.executemany(
-                    "INSERT INTO hosts(host, admitted) VALUES (?, ?) ON CONFLICT(host)"
-                    " DO UPDATE SET admitted = admitted + excluded.admitted",
-                    hosts.items(),
-                )
-            if seeds:
-                conn.executemany("INSERT INTO seeds(id) VALUES (?)", seeds)
-            self._totals_sql(conn, len(queued), 0, 0, len(rows))
-            self._next_id = next_id
+            admitted = self._admitted
             for host, n in hosts.items():
                 if host in admitted:
                     admitted[host] += n
-            return queued
-
-        queued = self._write(work)
+        if seeds:
+            conn.executemany("INSERT INTO seeds(id) VALUES (?)", seeds)
+        self._next_id = next_id
         add = self._seen.add_fp
         for c in new:
             add(c.fp)
@@ -501,10 +522,9 @@ class SQLiteState:
         for o, item in queued:
             self._enqueue(o, item)
         self._event.set()
-        return new
 
     def _origin(self, conn: Any, origin: str, host: str) -> _Origin:
-        """The in-memory origin (created, with its row, if new), inside a transaction."""
+        """The in-memory origin with its row id (both created if new)."""
         o = self._origins.get(origin)
         if o is None:
             o = self._origins[origin] = _Origin(origin, host, None, self._delay)
@@ -518,14 +538,11 @@ class SQLiteState:
                 o.id = row[0]
         return o
 
-    def _row_id(self, conn: Any, url: str) -> int | None:
-        rid = self._leased_urls.get(url)
-        if rid is not None:
-            return rid
-        row = conn.execute(
-            "SELECT id FROM requests WHERE fp = ?", (_signed(self.fingerprint(url)),)
-        ).fetchone()
-        return None if row is None else int(row[0])
+    def _remember(self, url: str, rid: int) -> None:
+        recent = self._recent
+        recent[url] = rid
+        if len(recent) > 4096:
+            recent.popitem(last=False)
 
     def _host_admitted(self, conn: Any, host: str) -> int:
         row = conn.execute("SELECT admitted FROM hosts WHERE host = ?", (host,)).fetchone()
@@ -564,8 +581,7 @@ class SQLiteState:
                 (o.id, tail[0], tail[1], size),
             ).fetchall()
         except sqlite3.Error as e:
-            self._broken = f"{type(e).__name__}: {e}"
-            raise StateError(f"{self.location}: read failed: {e}") from e
+            raise self._fail(e) from e
         o.window.extend(rows)
         o.backlog -= len(rows)
         if len(rows) < size or o.backlog <= 0:
@@ -651,7 +667,7 @@ class SQLiteState:
             if o.due:
                 item = o.due.popleft()
             else:
-                if not o.window:
+                if not o.window and o.backlog:
                     self._refill(o)
                 if not o.window:
                     self._forget(o, now)
@@ -665,30 +681,35 @@ class SQLiteState:
             self._schedule(o, now)
         if not picked:
             return []
+        expires = now + self._ttl
+        leases = []
 
         def work(conn: Any) -> None:
             conn.executemany(
                 "UPDATE requests SET state = 1, attempts = attempts + 1 WHERE id = ?",
                 [(item[1],) for _, item in picked],
             )
-            self._totals_sql(conn, -len(picked), len(picked), 0, 0)
+            self._queued -= len(picked)
+            self._leased += len(picked)
+            for o, (depth, rid, url, referrer, kind, attempts) in picked:
+                self._leases[rid] = (o, url, attempts)
+                self._leased_urls[url] = rid
+                leases.append(Lease(rid, url, depth, referrer, o.origin, kind, attempts, expires))
 
-        self._write(work)
-        self._queued -= len(picked)
-        self._leased += len(picked)
-        expires = now + self._ttl
-        leases = []
-        for o, (depth, rid, url, referrer, kind, attempts) in picked:
-            self._leases[rid] = (o, url)
-            self._leased_urls[url] = rid
-            leases.append(Lease(rid, url, depth, referrer, o.origin, kind, attempts, expires))
+        await self._write(work)
         return leases
+
+    def _open_lease(self, lease: Lease) -> bool:
+        """Whether ``lease`` is open here: a stale one (recovered by a reopen, completed
+        already) has another attempts count or no entry, and changes nothing."""
+        entry = self._leases.get(lease.id)
+        return entry is not None and entry[2] == lease.attempts
 
     def _end_lease(self, lease: Lease, now: float) -> _Origin | None:
         entry = self._leases.pop(lease.id, None)
         if entry is None:
             return None
-        o, url = entry
+        o, url, _ = entry
         self._leased_urls.pop(url, None)
         o.active -= 1
         if o.state == _IDLE:
@@ -702,44 +723,46 @@ class SQLiteState:
     async def complete_many(self, done: Sequence[tuple[Lease, Outcome]], now: float) -> None:
         """``complete`` for several leases in one transaction. Unknown leases are ignored."""
         self._db()
-        todo = [(le, out) for le, out in done if le.id in self._leases]
+        todo: dict[int, tuple[Lease, Outcome]] = {}
+        for lease, outcome in done:
+            if self._open_lease(lease):
+                todo[lease.id] = (lease, outcome)
         if not todo:
             return
-        kinds: dict[str, int] = {}
-        for _, out in todo:
-            if out.error is not None:
-                kinds[out.error] = kinds.get(out.error, 0) + 1
 
         def work(conn: Any) -> None:
             conn.executemany(
                 "UPDATE requests SET state = ? WHERE id = ?",
-                [(_OK if out.error is None else _FAILED, le.id) for le, out in todo],
+                [(_OK if out.error is None else _FAILED, rid) for rid, (_, out) in todo.items()],
             )
+            kinds: dict[str, int] = {}
+            for _, out in todo.values():
+                if out.error is not None:
+                    kinds[out.error] = kinds.get(out.error, 0) + 1
             if kinds:
                 conn.executemany(
                     "INSERT INTO failures(kind, n) VALUES (?, ?) ON CONFLICT(kind)"
                     " DO UPDATE SET n = n + excluded.n",
                     kinds.items(),
                 )
-            self._totals_sql(conn, 0, -len(todo), len(todo), 0)
+                for kind, k in kinds.items():
+                    self._failed[kind] = self._failed.get(kind, 0) + k
+            self._leased -= len(todo)
+            self._done += len(todo)
+            for lease, _ in todo.values():
+                o = self._end_lease(lease, now)
+                if o is not None:
+                    self._forget(o, now)
+            if self._retired:
+                self._sweep(now)
+            self._event.set()
 
-        self._write(work)
-        self._leased -= len(todo)
-        self._done += len(todo)
-        for kind, k in kinds.items():
-            self._failed[kind] = self._failed.get(kind, 0) + k
-        for le, _ in todo:
-            o = self._end_lease(le, now)
-            if o is not None:
-                self._forget(o, now)
-        if self._retired:
-            self._sweep(now)
-        self._event.set()
+        await self._write(work)
 
     async def retry(self, lease: Lease, not_before: float, now: float) -> None:
         """Put the request back, not to be leased before ``not_before``. Frees its slot."""
         self._db()
-        if lease.id not in self._leases:
+        if not self._open_lease(lease):
             return
 
         def work(conn: Any) -> None:
@@ -747,21 +770,27 @@ class SQLiteState:
                 "UPDATE requests SET state = 5, not_before = ? WHERE id = ?",
                 (not_before, lease.id),
             )
-            self._totals_sql(conn, 1, -1, 0, 0)
+            self._leased -= 1
+            self._queued += 1
+            o = self._end_lease(lease, now)
+            assert o is not None
+            item = (
+                lease.depth,
+                lease.id,
+                lease.url,
+                lease.referrer,
+                lease.kind,
+                lease.attempts + 1,
+            )
+            if not_before <= now:
+                o.due.append(item)
+            else:
+                self._hold(o, item, not_before)
+            if o.state == _IDLE:
+                self._schedule(o, now)
+            self._event.set()
 
-        self._write(work)
-        self._leased -= 1
-        self._queued += 1
-        o = self._end_lease(lease, now)
-        assert o is not None
-        item = (lease.depth, lease.id, lease.url, lease.referrer, lease.kind, lease.attempts + 1)
-        if not_before <= now:
-            o.due.append(item)
-        else:
-            self._hold(o, item, not_before)
-        if o.state == _IDLE:
-            self._schedule(o, now)
-        self._event.set()
+        await self._write(work)
 
     def set_delay(self, origin: str, delay: float) -> None:
         """Seconds between two request starts to ``origin`` (robots.txt Crawl-delay)."""
@@ -805,38 +834,57 @@ class SQLiteState:
         )
 
     async def discovered_by(self, url: str) -> list[str]:
-        """The URLs first discovered by page ``url`` (its links that were new), in order.
+        """The URLs first discovered by page ``url``, in discovery order.
 
         For re-listing the links of a page that was in flight when a process stopped: they
-        were marked seen then, so fetching it again finds none of them new.
+        were marked seen then, so fetching it again finds none of them new. Includes the
+        links of a redirect target it led to (a seen-only row it discovered). Fast for a URL
+        leased now (the engine asks before fetching it again); any other URL costs a scan.
         """
         conn = self._db()
-        row = conn.execute(
-            "SELECT id FROM requests WHERE fp = ?", (_signed(self.fingerprint(url)),)
-        ).fetchone()
-        if row is None:
-            return []
-        rows = conn.execute(
-            "SELECT url FROM requests WHERE referrer_id = ? ORDER BY id", (row[0],)
-        ).fetchall()
-        return [u for (u,) in rows]
+        rid = self._leased_urls.get(url) or self._recent.get(url)
+        if rid is None:
+            row = conn.execute(
+                "SELECT id FROM requests WHERE fp = ?", (_signed(self.fingerprint(url)),)
+            ).fetchone()
+            if row is None:
+                return []
+            rid = row[0]
+        found: list[tuple[int, str]] = []
+        parents = [rid]
+        while parents:
+            pid = parents.pop()
+            for cid, curl, state in conn.execute(
+                "SELECT id, url, state FROM requests WHERE referrer_id = ?", (pid,)
+            ):
+                found.append((cid, curl))
+                if state == _SEEN:
+                    parents.append(cid)
+        found.sort()
+        return [u for _, u in found]
 
     # -- counters, robots, settings --
 
     async def add_counters(self, deltas: Mapping[str, int]) -> None:
-        """Add to the named counters, in one transaction."""
+        """Add to the named counters: joins the group transaction without waiting for it.
+
+        So the counters commit with the writes that follow in the same turn of the event loop
+        (the engine's completions), or at the next turn: one transaction, not two.
+        """
         items = [(k, v) for k, v in deltas.items() if v]
         if not items:
             return
-        self._write(
-            lambda conn: conn.executemany(
+
+        def work(conn: Any) -> None:
+            conn.executemany(
                 "INSERT INTO counters(name, value) VALUES (?, ?) ON CONFLICT(name)"
                 " DO UPDATE SET value = value + excluded.value",
                 items,
             )
-        )
-        for k, v in items:
-            self._counters[k] = self._counters.get(k, 0) + v
+            for k, v in items:
+                self._counters[k] = self._counters.get(k, 0) + v
+
+        await self._write(work, wait=False)
 
     async def counters(self) -> dict[str, int]:
         """The named counters, summed over every run."""
@@ -845,13 +893,10 @@ class SQLiteState:
 
     async def get_robots(self, origin: str) -> StoredRobots | None:
         """The stored robots.txt of ``origin``."""
-        row = (
-            self._db()
-            .execute(
-                "SELECT fetched_at, status, body, error FROM robots WHERE origin = ?", (origin,)
-            )
-            .fetchone()
-        )
+        conn = self._db()
+        row = conn.execute(
+            "SELECT fetched_at, status, body, error FROM robots WHERE origin = ?", (origin,)
+        ).fetchone()
         if row is None:
             return None
         return StoredRobots(origin, row[0], row[1], bytes(row[2]), row[3])
@@ -859,7 +904,7 @@ class SQLiteState:
     async def put_robots(self, robots: StoredRobots) -> None:
         """Store (replace) the robots.txt of ``robots.origin``."""
         r = robots
-        self._write(
+        await self._write(
             lambda conn: conn.execute(
                 "INSERT OR REPLACE INTO robots(origin, fetched_at, status, body, error)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -875,7 +920,7 @@ class SQLiteState:
     async def save_settings(self, settings: Mapping[str, Any]) -> None:
         """Store (replace) the crawl's settings, as JSON."""
         text = json.dumps(dict(settings), sort_keys=True)
-        self._write(
+        await self._write(
             lambda conn: conn.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('settings', ?)", (text,)
             )
@@ -887,9 +932,10 @@ class SQLiteState:
     def read_status(directory: str | os.PathLike[str]) -> StateStatus:
         """Where the crawl stored in ``directory`` stands, for ``crawler status --state DIR``.
 
-        Reads only (a ``mode=ro`` connection; no lock taken, nothing written), so it works
-        while a crawl runs on the state. Checks the header, format and version but not every
-        page (no ``quick_check``: a status stays fast on a big state).
+        Reads only (a ``mode=ro`` connection, or ``immutable`` when no -wal file exists; no
+        lock taken, nothing written), so it works while a crawl runs on the state. Checks
+        the header, format and version but not every page (no ``quick_check``: a status
+        stays fast on a big state).
 
         Raises:
             StateError: no state there, not a crawl state, incompatible version, corrupt.
@@ -898,10 +944,10 @@ class SQLiteState:
         db = os.path.join(directory, DB_NAME)
         if not os.path.exists(db):
             raise StateError(f"{directory}: no crawl state here (no {DB_NAME})")
-        _check_header(db)
-        conn = _open_ro(db)
+        check_header(db)
+        conn = open_ro(db)
         try:
-            version = _check_meta(conn, directory)
+            version = check_meta(conn, directory)
             q, leased, done, seen = conn.execute(
                 "SELECT queued, leased, done, seen FROM totals"
             ).fetchone()
@@ -935,11 +981,11 @@ class SQLiteState:
                 settings=settings,
                 seeds=seeds,
                 created=float(meta.get("created", 0.0)),
-                in_use_by=_lock_holder(directory),
+                in_use_by=lock_holder(directory),
                 files={
                     name: os.path.getsize(os.path.join(directory, name))
                     for name in sorted(os.listdir(directory))
-                    if name in _OWN
+                    if name in OWN_FILES
                 },
             )
         except sqlite3.DatabaseError as e:
@@ -949,187 +995,7 @@ class SQLiteState:
         return status
 
 
-# -- the files: directory, lock, header and integrity checks, creation --
-
-
-def _inspect_directory(directory: str) -> bool:
-    """Whether ``directory`` holds a state (False: missing or empty, created now).
-
-    Raises:
-        StateError: it holds anything else than a state's files (never taken over).
-    """
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as e:
-            raise StateError(f"{directory}: cannot create the state directory: {e}") from e
-        return False
-    except NotADirectoryError:
-        raise StateError(f"{directory}: not a directory") from None
-    except OSError as e:
-        raise StateError(f"{directory}: cannot read the state directory: {e}") from e
-    others = sorted(set(names) - _OWN)
-    if others:
-        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-        raise StateError(
-            f"{directory}: not a crawl state (it holds {shown}); give an empty or new directory"
-        )
-    if DB_NAME not in names and (DB_NAME + "-wal") in names:
-        raise StateError(f"{directory}: {DB_NAME} is missing but its -wal file is there")
-    return DB_NAME in names
-
-
-def _take_lock(directory: str) -> int:
-    """An exclusive flock on DIR/lock (retried for 0.2 s), before anything is written."""
-    path = os.path.join(directory, LOCK_NAME)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        raise StateError(f"{directory}: cannot open the lock file: {e}") from e
-    deadline = time.monotonic() + 0.2
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() < deadline:
-                time.sleep(0.02)
-                continue
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            who = f"process {text}" if text.isdigit() else "another process"
-            raise StateError(
-                f"{directory}: in use by {who} (one crawl per state directory)"
-            ) from None
-        except OSError as e:
-            os.close(fd)
-            raise StateError(f"{directory}: cannot lock the state: {e}") from e
-
-
-def _lock_holder(directory: str) -> int | None:
-    """PID of the process holding DIR/lock, if one does (a shared flock probe, no write)."""
-    try:
-        fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def _check_header(db: str) -> None:
-    """The SQLite header and the file size: catches a truncated or overwritten file fast."""
-    try:
-        with open(db, "rb") as f:
-            header = f.read(100)
-        size = os.path.getsize(db)
-    except OSError as e:
-        raise StateError(f"{db}: cannot read: {e}") from e
-    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
-        raise StateError(f"{db}: not a SQLite database (corrupt or overwritten)")
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    valid = header[92:96] == header[24:28]
-    if page_size < 512 or size % page_size or (valid and size < pages * page_size):
-        raise StateError(
-            f"{db}: truncated ({size} bytes, the header says {pages} pages of {page_size})"
-        )
-
-
-def _open_ro(db: str) -> sqlite3.Connection:
-    # Without a -wal file the database file is the whole state: immutable=1 reads it without
-    # creating -wal and -shm files (a plain mode=ro connection would create them).
-    immutable = "&immutable=1" if not os.path.exists(db + "-wal") else ""
-    try:
-        return sqlite3.connect(f"file:{_quote(db)}?mode=ro{immutable}", uri=True)
-    except sqlite3.Error as e:
-        raise StateError(f"{db}: cannot open: {e}") from e
-
-
-def _quote(path: str) -> str:
-    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-
-
-def _check_meta(conn: sqlite3.Connection, directory: str) -> int:
-    """The format name and version in ``meta``; returns the version."""
-    try:
-        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('format', 'version')"))
-    except sqlite3.OperationalError:
-        raise StateError(f"{directory}: not a crawl state (no meta table)") from None
-    if meta.get("format") != FORMAT:
-        raise StateError(f"{directory}: not a crawl state (format {meta.get('format')!r})")
-    try:
-        version = int(meta.get("version", -1))
-    except (TypeError, ValueError):
-        version = -1
-    if version != VERSION:
-        raise StateError(
-            f"{directory}: state format version {meta.get('version')}, this crawler reads"
-            f" version {VERSION}: use the crawler version that wrote it, or a new directory"
-        )
-    return version
-
-
-def _check_database(directory: str) -> None:
-    """Header, size, format, version and ``PRAGMA quick_check``, all read-only."""
-    db = os.path.join(directory, DB_NAME)
-    _check_header(db)
-    conn = _open_ro(db)
-    try:
-        _check_meta(conn, directory)
-        result = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
-        if result != ["ok"]:
-            raise StateError(f"{db}: corrupt ({'; '.join(result)})")
-    except sqlite3.DatabaseError as e:
-        raise StateError(f"{db}: corrupt ({e})") from e
-    finally:
-        conn.close()
-
-
-def _create_database(directory: str) -> None:
-    """A new state: built under a temporary name, then renamed (never half a state)."""
-    tmp = os.path.join(directory, _NEW)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp + suffix)
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("BEGIN")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        conn.executemany(
-            "INSERT INTO meta(key, value) VALUES (?, ?)",
-            [
-                ("format", FORMAT),
-                ("version", str(VERSION)),
-                ("key", new_key().hex()),
-                ("created", repr(time.time())),
-            ],
-        )
-        conn.execute("INSERT INTO totals VALUES (0, 0, 0, 0, 0)")
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(directory, DB_NAME))
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _consume(fut: asyncio.Future[None]) -> None:
+    # A failed commit nobody awaited (every writer had been cancelled) is not an error to log.
+    if not fut.cancelled():
+        fut.exception()
