@@ -134,7 +134,7 @@ class PageJob:
                 page.error, page.error_detail = body.failure
                 return page
             if body.ids is not None:
-                page.ids = body.ids
+                page.ids, page.ids_complete = body.ids
             status = res.status
             if status not in REDIRECT_STATUSES or res.error is not None or not res.location:
                 return page
@@ -159,6 +159,7 @@ class PageJob:
                 self.stats.out_of_scope += 1
                 return _fail(page, "redirect_out_of_scope", f"redirect to {target}")
             page.redirects.append(target)
+            page.redirect_statuses.append(status)
             chain.add(target)
             if not await admission.redirect_target(target, current, depth, page):
                 page.final_url = target  # known already: fetched (or queued) on its own
@@ -225,7 +226,7 @@ class _Body:
         self.sitemap: SitemapParser | None = None
         self.failure: tuple[str, str] | None = None
         self.found = 0  # links of this attempt, counted in stats.links_found
-        self.ids: list[str] | None = None
+        self.ids: tuple[set[str], bool] | None = None
 
     def _fail(self, kind: str, what: str, exc: Exception) -> _BodyAbort:
         log.error("%s failed on %s", what, self.url, exc_info=exc)
@@ -317,7 +318,7 @@ class _Body:
             self._fail("extract", "the extractor", exc)
             return
         if self.job.collect_ids:
-            self.ids = list(getattr(ex, "ids", ()) or ())
+            self.ids = (set(ex.ids), bool(ex.ids_complete))
         if links:
             try:
                 await self._take(links, ex)

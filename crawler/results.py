@@ -40,7 +40,11 @@ class PageResult:
     error_detail: str | None = None
     retries: int = 0
     #: the page's fragment targets (``id``/``name`` values), with ``Crawler(collect_ids=True)``
-    ids: list[str] | None = None
+    ids: set[str] | None = None
+    #: False when ``ids`` may lack a target (the extractor's caps; see LinkExtractor)
+    ids_complete: bool = True
+    #: the status of each redirect hop followed, in order (``redirects`` are their targets)
+    redirect_statuses: list[int] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

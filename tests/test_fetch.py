@@ -312,3 +312,45 @@ async def test_non_utf8_location_kept_as_its_bytes(location: bytes, expected: st
         server.close()
     assert again.status == 200
     assert unquote_to_bytes(targets[1]) == location
+
+
+async def test_an_awaitable_consumer_is_awaited_before_the_next_chunk(serve) -> None:  # type: ignore[no-untyped-def]
+    # Pull-based bodies: a consumer may return a coroutine (the engine offers a chunk's links
+    # to the crawl state); the next chunk is read only once it has finished, the capped last
+    # chunk included, and a sync consumer still works.
+    parts = [bytes([65 + i]) * 1000 for i in range(6)]
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/html"})
+        await resp.prepare(request)
+        for part in parts:
+            await resp.write(part)
+            await asyncio.sleep(0.02)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    server = await serve(app)
+    log: list[str] = []
+    got: list[bytes] = []
+
+    async def consume(chunk: bytes) -> None:
+        log.append("start")
+        await asyncio.sleep(0.03)
+        got.append(chunk)
+        log.append("end")
+
+    def on_headers(res: Response):  # type: ignore[no-untyped-def]
+        return consume
+
+    f = Fetcher(cfg(max_body_bytes=5500))
+    try:
+        res = await f.fetch(str(server.make_url("/slow")), on_headers)
+        assert res.error == "too_large" and res.bytes == 5500
+        assert b"".join(got) == b"".join(parts)[:5500]
+        assert log == ["start", "end"] * len(got)  # never two chunks at once
+        col = Collect()
+        res = await f.fetch(str(server.make_url("/slow")), col)
+        assert b"".join(col.chunks) == b"".join(parts)[:5500]
+    finally:
+        await f.close()

@@ -506,3 +506,47 @@ def test_weight_is_an_upper_bound_of_the_memory_held(rule: str) -> None:
     assert held <= rules.weight, (held, rules.weight)
     small = RobotsRules.parse("User-agent: *\nDisallow: /x\n", UA)
     assert small.weight >= 6 * 1024
+
+
+async def test_a_store_keeps_response_verdicts_across_caches(serve) -> None:  # type: ignore[no-untyped-def]
+    # The crawl state as the store: a second cache (a resumed crawl) parses the stored body
+    # instead of fetching it again while it is younger than the TTL; an older one is fetched
+    # again; a verdict without a usable response (5xx: disallow all) is not stored.
+    from crawler.state.memory import MemoryState  # noqa: PLC0415
+
+    body = {"text": "User-agent: *\nDisallow: /old\n"}
+
+    async def robots(request: web.Request) -> web.Response:
+        return web.Response(text=body["text"])
+
+    origin, hits, fetcher, _ = await make(
+        serve, {"/robots.txt": robots, "/down/robots.txt": text("", 503)}
+    )
+    store = MemoryState()
+    wall = Clock()
+    wall.now = time.time()
+    try:
+        first = await RobotsCache(fetcher, UA, store=store, wall_clock=wall).get(origin)
+        assert not first.allowed(origin + "/old") and hits["/robots.txt"] == 1
+        stored = await store.get_robots(origin)
+        assert stored is not None and stored.status == 200 and b"/old" in stored.body
+        body["text"] = "User-agent: *\nDisallow: /new\n"
+        wall.now += ROBOTS_TTL - 10
+        again = RobotsCache(fetcher, UA, store=store, wall_clock=wall)
+        rules = await again.get(origin)
+        assert hits["/robots.txt"] == 1 and again.from_store == 1 and again.fetched == 0
+        assert not rules.allowed(origin + "/old") and rules.allowed(origin + "/new")
+        wall.now += 20  # older than the TTL now: fetched again, and the new body stored
+        late = RobotsCache(fetcher, UA, store=store, wall_clock=wall)
+        rules = await late.get(origin)
+        assert hits["/robots.txt"] == 2 and late.from_store == 0
+        assert rules.allowed(origin + "/old") and not rules.allowed(origin + "/new")
+        stored = await store.get_robots(origin)
+        assert stored is not None and b"/new" in stored.body and stored.fetched_at == wall.now
+        # a 503 disallows everything in this process, and is asked again by the next
+        down = origin + "/down"  # an "origin" whose robots.txt path answers 503
+        verdict = await late.get(down)
+        assert not verdict.allowed(down + "/x")
+        assert await store.get_robots(down) is None
+    finally:
+        await fetcher.close()

@@ -11,6 +11,7 @@ named exceptions.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Iterator
 
@@ -20,6 +21,7 @@ from crawler.config import CrawlConfig
 from crawler.engine import Crawler, crawl
 from crawler.frontier import MemorySeenSet
 from crawler.results import PageResult
+from crawler.state.memory import MemoryState
 from tests.sitegen import RecordingSink
 from tests.widesite import WideSite, patch_resolver, start
 
@@ -83,7 +85,7 @@ async def test_wide_crawl_holds_no_per_origin_state(resolver: None) -> None:
             nonlocal peak_idle, samples
             samples += 1
             if samples % 50 == 0:  # origins held with no work: only while a delay runs
-                hosts = crawler._frontier._hosts.values()
+                hosts = crawler.state._queues._hosts.values()  # type: ignore[attr-defined]
                 idle = sum(1 for h in hosts if h.size == 0 and h.active == 0)
                 peak_idle = max(peak_idle, idle)
 
@@ -97,20 +99,29 @@ async def test_wide_crawl_holds_no_per_origin_state(resolver: None) -> None:
         assert stats.errors == {}
         # nothing kept per page or per link: a sink takes them
         assert crawler.pages == [] and crawler.links == []
-        # the frontier: origins with work, in flight or within their delay, never all those met
-        frontier = crawler._frontier
+        # the state's queues: origins with work, in flight or within their delay, never all met
+        state = crawler.state
+        assert isinstance(state, MemoryState)
+        frontier = state._queues
         assert frontier.origins <= 100, _containers(frontier)  # the last delay's worth
         assert peak_idle <= 100, peak_idle  # a third of the origins have a delay
-        assert frontier.pop(asyncio.get_running_loop().time() + 1) is None
+        assert frontier.pop_many(1, time.time() + 31) == []
         assert frontier.origins == 0  # their delays are over: all forgotten
-        # the engine: no container sized by the number of origins (or pages) met
-        sizes = _containers(crawler) | {
-            f"frontier.{k}": v for k, v in _containers(frontier).items()
-        }
+        # engine, admission, state: no container sized by the number of origins (or pages)
+        # met, but the named, bounded ones: robots.txt bodies and robots delays (LRU tables
+        # of at most 4,096 origins, robots.py's bound)
+        admission = crawler._admission
+        sizes = (
+            _containers(crawler)
+            | {f"admission.{k}": v for k, v in _containers(admission).items()}
+            | {f"state.{k}": v for k, v in _containers(state).items()}
+            | {f"frontier.{k}": v for k, v in _containers(frontier).items()}
+        )
         big = {k: v for k, v in sizes.items() if v > 100}
-        assert big == {}, big
-        for name in ("_seen", "_beyond"):
-            assert isinstance(getattr(crawler, name), MemorySeenSet)  # per URL, 8 B each
+        assert set(big) <= {"state._robots", "state._delays"}, big
+        assert len(state._robots) <= 4096 and len(state._delays) <= 4096
+        assert isinstance(state._seen, MemorySeenSet)  # per URL, 8 B each
+        assert isinstance(admission._beyond, MemorySeenSet)
         assert len(crawler._policy._by_origin) <= 65536  # a cache with its own bound
     finally:
         server.close()
