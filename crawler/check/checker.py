@@ -85,6 +85,12 @@ def _recheckable(kind: str | None) -> bool:
     )
 
 
+def _describe(verdict: Verdict, cfg: CrawlConfig) -> str:
+    if verdict.error == "timeout":
+        return f"no answer within --timeout {cfg.timeout:g} s"
+    return verdict.detail
+
+
 def _id_hashes(ids: Iterable[str]) -> array[int]:
     return array("q", sorted({hash(i) for i in ids}))
 
@@ -120,9 +126,8 @@ class Checker:
         self.hosts = UrlPolicy(cfg.seeds, scope=cfg.scope)
         self.store = OccurrenceStore()
         self.targets = Interner()
-        self._kind: list[int] = []  # per target id
-        self._base: list[str] = []  # the URL without fragment (or the raw/other-scheme value)
-        self._frag: list[str] = []
+        # per target id: its kind; the URL and fragment are read back from the key
+        self._kind = array("B")
         self.verdicts: dict[str, Verdict] = {}
         self._derived: set[str] = set()  # verdicts made from another page's redirect chain
         self._ids: dict[str, array[int]] = {}  # final page URL -> hashes of its ids
@@ -228,8 +233,6 @@ class Checker:
             if tid is None:
                 tid = targets.id(key)
                 self._kind.append(kind)
-                self._base.append(base)
-                self._frag.append(frag)
                 if kind == _HTTP:
                     self._bases[base] = None
                     if frag:
@@ -389,7 +392,8 @@ class Checker:
             if verdict.ids is not None and verdict.final_url:
                 self._ids[verdict.final_url] = _id_hashes(verdict.ids)
             if verdict.error is not None:
-                verdict.detail = f"{verdict.detail}; failed twice (first: {old.detail})".strip("; ")
+                verdict.detail = _describe(verdict, self.config)
+                verdict.detail += f" (checked twice; first: {_describe(old, self.config)})"
             elif verdict.external and cache is not None and url not in self._frag_bases:
                 cache.put(verdict)
             self.verdicts[url] = verdict
@@ -473,7 +477,8 @@ class Checker:
         index_of: dict[tuple[str, str], int] = {}
         for tid in range(len(self.targets)):
             kind = self._kind[tid]
-            base = self._base[tid]
+            tkey = self.targets[tid]
+            base, _, frag = (tkey[2:], "", "") if kind != _HTTP else tkey.partition("#")
             if kind == _INVALID:
                 key = ("broken", "\0i" + base)
                 made = Problem(base, "invalid_url", detail="the value does not resolve to a URL")
@@ -485,7 +490,6 @@ class Checker:
                 verdict = resolved.get(base)
                 if verdict is None:
                     continue
-                frag = self._frag[tid]
                 made_opt = self._http_problem(verdict, base, frag)
                 if made_opt is None:
                     continue
