@@ -204,6 +204,24 @@ async def test_seen_iff_queued_except_queue_false(backend: Backend) -> None:
     assert sorted(await drain(state)) == sorted(urls)
 
 
+async def test_seen_probe(backend: Backend) -> None:
+    # the engine's synchronous probe: True only for what offer_many accepted (if the backend
+    # has one; False is always allowed for "not known here", never a wrong True)
+    state = await backend.open()
+    seen = getattr(state, "seen", None)
+    if seen is None:
+        pytest.skip(f"{backend.name} has no seen() probe yet")
+    url, hop, other = "http://a.test/x", "http://a.test/hop", "http://a.test/never"
+    assert not seen(state.fingerprint(url))
+    await offer(state, url)
+    await state.offer_many([cand(state, hop, queue=False)])
+    assert seen(state.fingerprint(url)) and seen(state.fingerprint(hop))
+    assert not seen(state.fingerprint(other))
+    if backend.persistent:
+        state = await backend.reopen(state)
+        assert state.seen(state.fingerprint(url))  # type: ignore[attr-defined]
+
+
 async def test_fingerprint_is_nonzero_64_bit_and_stable_in_a_state(backend: Backend) -> None:
     state = await backend.open()
     urls = [f"http://a.test/{i}" for i in range(1000)] + ["", "http://é.test/ü"]

@@ -123,6 +123,16 @@ class MemoryState:
         """Python's keyed ``hash`` (random per process: this state is never persisted)."""
         return (hash(url) & _MASK64) or 1
 
+    def seen(self, fp: int) -> bool:
+        """Whether ``fp`` was accepted by ``offer_many`` before (a local, synchronous probe)."""
+        return self._seen.contains_fp(fp)
+
+    @property
+    def origins_held(self) -> int:
+        """Origins the queues hold (with work, in flight, or within their delay): what a wide
+        crawl's memory per origin follows; idle origins are forgotten."""
+        return self._queues.origins
+
     # -- the frontier --
 
     def _queue(self, item: _Item) -> None:
