@@ -70,43 +70,42 @@ def _text(status: Any) -> str:
     pid = d["in_use_by"]
     if pid is None:
         running = "not running"
-        flight = "in flight at the last stop" + (
+        flight = "at the last stop" + (
             " (fetched again on resume)" if d["in_flight"] else ""
         )
     else:
         running = f"running (process {pid})" if pid > 0 else "running"
-        flight = "in flight now"
+        flight = "now"
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(d["created"]))
     failed = dict(d["failed"])
     skipped = failed.pop(ROBOTS_DISALLOWED, 0)
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(failed.items(), key=lambda kv: (-kv[1], kv[0])))
     done = (
-        f"done:     {d['done']} ({d['ok']} ok, {sum(failed.values())} failed"
+        f"done:      {d['done']} ({d['ok']} ok, {sum(failed.values())} failed"
         + (f": {kinds}" if kinds else "")
         + (f"; {skipped} disallowed by robots.txt" if skipped else "")
         + ")"
     )
     lines = [
-        f"state:    {d['state']} ({running}; format {d['version']}; {human_bytes(size)}"
+        f"state:     {d['state']} ({running}; format {d['version']}; {human_bytes(size)}"
         f" on disk; created {created})",
-        f"queued:   {d['queued']}",
-        f"leased:   {d['in_flight']} {flight}",
+        f"queued:    {d['queued']}",
+        f"in flight: {d['in_flight']} {flight}",
         done,
-        f"seen:     {_plural(d['seen'], 'URL')} on {_plural(d['hosts'], 'host')}"
+        f"seen:      {_plural(d['seen'], 'URL')} on {_plural(d['hosts'], 'host')}"
         f" ({_plural(d['origins_with_work'], 'origin')} with work left)",
+        f"seeds:     {' '.join(d['seeds']) if d['seeds'] else 'none'}",
     ]
-    seeds = d["seeds"]
-    lines.append(f"seeds:    {' '.join(seeds) if seeds else 'none'}")
     if d["settings"] is None:
-        lines.append("settings: none stored yet")
+        lines.append("settings:  none stored yet")
     else:
         try:
             cfg = stored_config(d["settings"])
         except StateError as exc:
-            lines.append(f"settings: unreadable ({exc})")
+            lines.append(f"settings:  unreadable ({exc})")
         else:
-            lines.append(f"crawl:    {_changed(cfg, CRAWL_DEFINING)} (fixed for this crawl)")
-            lines.append(f"last run: {_changed(cfg, PER_RUN)}")
+            lines.append(f"crawl:     {_changed(cfg, CRAWL_DEFINING)} (fixed for this crawl)")
+            lines.append(f"last run:  {_changed(cfg, PER_RUN)}")
     if d["queued"] == 0 and d["in_flight"] == 0:
         lines.append("nothing left to crawl")
     return "\n".join(lines) + "\n"

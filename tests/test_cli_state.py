@@ -232,17 +232,17 @@ async def test_status_reads_without_changing_anything(site: str, tmp_path: Path)
     assert status["settings"]["crawl"]["max_depth"] == 5
     assert status["settings"]["run"]["max_pages"] == 3
     lines = text.out.splitlines()
-    assert lines[0].startswith(f"state:    {state} (not running; format 1;")
-    assert f"queued:   {status['queued']}" in lines
-    assert "leased:   0 in flight at the last stop" in lines
-    assert "done:     3 (3 ok, 0 failed)" in lines
-    assert f"seeds:    {site}/" in lines
-    assert "crawl:    max_depth = 5 (fixed for this crawl)" in lines
-    assert "last run: max_pages = 3, quiet = true" in lines
+    assert lines[0].startswith(f"state:     {state} (not running; format 1;")
+    assert f"queued:    {status['queued']}" in lines
+    assert "in flight: 0 at the last stop" in lines
+    assert "done:      3 (3 ok, 0 failed)" in lines
+    assert f"seeds:     {site}/" in lines
+    assert "crawl:     max_depth = 5 (fixed for this crawl)" in lines
+    assert "last run:  max_pages = 3, quiet = true" in lines
     # run to the end: nothing left
     assert (await run("crawl", "--state", str(state), "--max-pages", "0", "-q")).rc == 0
     text = await run("status", "--state", str(state))
-    assert "done:     6 (5 ok, 1 failed: http_404 1)" in text.out
+    assert "done:      6 (5 ok, 1 failed: http_404 1)" in text.out
     assert text.out.endswith("nothing left to crawl\n")
 
 
