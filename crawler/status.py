@@ -70,9 +70,7 @@ def _text(status: Any) -> str:
     pid = d["in_use_by"]
     if pid is None:
         running = "not running"
-        flight = "at the last stop" + (
-            " (fetched again on resume)" if d["in_flight"] else ""
-        )
+        flight = "at the last stop" + (" (fetched again on resume)" if d["in_flight"] else "")
     else:
         running = f"running (process {pid})" if pid > 0 else "running"
         flight = "now"
