@@ -21,8 +21,8 @@ What is checked, for every crawl:
 * ``-f jsonl``: every line of the output parses, the file ends with a newline, every page
   fetched has its record (``url`` or ``final_url``), a page has more than one record only
   if it was fetched more than once;
-* ``-f urls``: every discovered in-scope URL is listed; a URL listed twice is a link of a
-  page that was in flight at a kill;
+* ``-f urls``: every discovered in-scope URL is listed; a URL listed twice is a link (or the
+  redirect target) of a page that was in flight at a kill;
 * the final run's summary counts the whole crawl (as many pages as there are records);
 * ``crawler status --state DIR`` afterwards: nothing queued, nothing in flight.
 """
@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = 200
 CONCURRENCY = 8
 RUN_LIMIT = 60.0  # seconds one crawler run may take before the test gives up on it
-SUMMARY = re.compile(r"crawler: done in [^:]*: (\d+) pages")
+SUMMARY = re.compile(r"crawler: (?:done|stopped \(\w+\)) in [^:]*: (\d+) pages")
 
 
 def _status_command() -> bool:
@@ -150,9 +150,9 @@ class Crawl:
     def out(self) -> Path:
         return self.workdir / f"out.{self.fmt}"
 
-    def command(self, *more: str) -> list[str]:
+    def command(self, *more: str, url: bool = False) -> list[str]:
         cmd = [sys.executable, "-m", "crawler", "crawl"]
-        if not self.runs:
+        if url or not self.runs:
             cmd.append(self.server.origin + "/")
         cmd += ["--state", str(self.state), "-c", str(CONCURRENCY), "--per-host"]
         cmd += [str(CONCURRENCY), "-f", self.fmt, "-o", str(self.out), *self.extra, *more]
@@ -164,16 +164,21 @@ class Crawl:
         stop: signal.Signals | None = None,
         after_requests: int | None = None,
         after_seconds: float = 0.0,
+        url: bool = False,
     ) -> Run:
         """Start a run; with ``stop``, send it that signal once the server has seen
         ``after_requests`` more requests (None: do not wait for any) and ``after_seconds``
-        more have passed. Returns once the process has ended."""
+        more have passed. ``url``: give the seed again (the same command as the first run;
+        without it a resumed run names no URL). Returns once the process has ended."""
         err_path = self.workdir / f"run{len(self.runs)}.err"
         base = self.server.count()
         with open(err_path, "wb") as err:
             started = time.time()
             proc = subprocess.Popen(
-                self.command(*more), stdout=subprocess.DEVNULL, stderr=err, cwd=self.workdir
+                self.command(*more, url=url),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                cwd=self.workdir,
             )
             sent = None
             try:
@@ -213,23 +218,40 @@ class Crawl:
         return data
 
 
+NO_CRAWL_YET = "holds no crawl yet"
+
+
+def resume(crawl: Crawl, rng: random.Random, **kw: object) -> Run:
+    """One resumed run: at random the same command again (with the URL) or none named.
+
+    A run killed before the state held the crawl (during start-up) leaves nothing to
+    continue: a run with no URL is then refused (exit 2), which is right only if nothing
+    had been fetched yet; the same command with the URL follows.
+    """
+    with_url = rng.random() < 0.5
+    run = crawl.run(url=with_url, **kw)  # type: ignore[arg-type]
+    if not with_url and run.exit == 2 and NO_CRAWL_YET in run.stderr:
+        fetched = [p for p, _, _ in crawl.server.log() if p != "/robots.txt"]
+        assert not fetched, f"{NO_CRAWL_YET}, yet {len(fetched)} pages were fetched"
+        crawl.runs.pop()
+        run = crawl.run(url=True, **kw)  # type: ignore[arg-type]
+    return run
+
+
 def kill_and_resume(crawl: Crawl, rng: random.Random, kills: int) -> Crawl:
     """Kill ``kills`` runs at random moments, then resume until a run exits 0."""
     for _ in range(kills):
         if rng.random() < 0.25:  # during start-up, opening the state or recovering it
-            run = crawl.run(stop=signal.SIGKILL, after_seconds=rng.uniform(0.05, 0.8))
+            kw: dict[str, object] = {"after_seconds": rng.uniform(0.05, 0.8)}
         else:
-            run = crawl.run(
-                stop=signal.SIGKILL,
-                after_requests=rng.randrange(1, 80),
-                after_seconds=rng.uniform(0.0, 0.15),
-            )
+            kw = {"after_requests": rng.randrange(1, 80), "after_seconds": rng.uniform(0, 0.15)}
+        run = resume(crawl, rng, stop=signal.SIGKILL, **kw)
         if run.stopped_by is None:  # it finished before the kill: the crawl is over
             assert run.exit == 0, run.stderr
             return crawl
         assert run.exit == -signal.SIGKILL, run.stderr
     for _ in range(3):
-        run = crawl.run()
+        run = resume(crawl, rng)
         if run.exit == 0:
             return crawl
     raise AssertionError(f"no run exited 0; last stderr:\n{crawl.runs[-1].stderr}")
@@ -281,8 +303,8 @@ def check_summary_and_status(crawl: Crawl, pages: int, why: str) -> None:
     assert m, f"{why}: no summary in the last run's stderr:\n{last.stderr}"
     assert int(m.group(1)) == pages, f"{why}: summary counts {m.group(1)} pages, not {pages}"
     status = crawl.status()
-    assert status.get("queued") == 0, f"{why}: status after the end: {status}"
-    assert status.get("leased", 0) == 0, f"{why}: status after the end: {status}"
+    assert status["queued"] == 0, f"{why}: status after the end: {status}"
+    assert status["in_flight"] == 0, f"{why}: status after the end: {status}"
 
 
 def check_jsonl(crawl: Crawl, runs_of: dict[str, list[int]], why: str) -> int:
@@ -313,6 +335,7 @@ def check_urls(crawl: Crawl, runs_of: dict[str, list[int]], why: str) -> None:
     assert listed - discovered == set(), f"{why}: listed, yet not in scope"
     refetched = {p for p, runs in runs_of.items() if len(runs) > 1}
     relisted_ok = {t for p in refetched for _, t in site.links.get(p, []) if t} | refetched
+    relisted_ok |= {site.redirects[p][1] for p in refetched if p in site.redirects}
     twice = {u[len(origin) :] for u, n in lines.items() if n > 1}
     assert twice - relisted_ok == set(), f"{why}: listed twice, yet no page in flight links it"
 
@@ -337,10 +360,10 @@ def _kill_test(server_factory, tmp_path: Path, seed: int, kills: int, fmt: str) 
     else:
         check_urls(crawl, runs_of, why)
         status = crawl.status()
-        assert status.get("queued") == 0, f"{why}: status after the end: {status}"
+        assert status["queued"] == status["in_flight"] == 0, f"{why}: status at the end: {status}"
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3], ids=lambda s: f"seed-{s}")
+@pytest.mark.parametrize("seed", [1, 2], ids=lambda s: f"seed-{s}")
 def test_sigkill_then_resume_jsonl(server_factory, tmp_path: Path, seed: int) -> None:  # type: ignore[no-untyped-def]
     _kill_test(server_factory, tmp_path, seed, kills=3, fmt="jsonl")
 
@@ -364,7 +387,7 @@ def test_ctrl_c_then_resume(server_factory, tmp_path: Path) -> None:  # type: ig
     assert first.exit == 130, first.stderr
     assert SUMMARY.search(first.stderr), first.stderr
     status = crawl.status()
-    assert isinstance(status.get("queued"), int) and status["queued"] > 0, status
+    assert status["queued"] > 0, status
     last = crawl.run()
     assert last.exit == 0, last.stderr
     why = why_of(5, crawl)
@@ -382,8 +405,9 @@ def test_max_pages_then_resume_with_more(server_factory, tmp_path: Path) -> None
     second = crawl.run("--max-pages", "150")
     assert second.exit == 0, second.stderr
     assert (m := SUMMARY.search(second.stderr)) and int(m.group(1)) == 150, second.stderr
-    assert crawl.status().get("done") == 150, crawl.status()
-    last = crawl.run()
+    status = crawl.status()  # done counts the URLs robots.txt disallowed too: not pages
+    assert status["done"] - status["failed"].get("robots_disallowed", 0) == 150, status
+    last = crawl.run("--max-pages", "0")  # a resumed run keeps the last run's budget
     assert last.exit == 0, last.stderr
     why = why_of(6, crawl)
     runs_of = check_fetches(crawl, why)
