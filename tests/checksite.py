@@ -135,6 +135,7 @@ class CheckSite:
                 ("a", "href", "/slow-ok", None),
                 ("a", "href", "/moved", "redirect_permanent"),
                 ("a", "href", "/temp", None),
+                ("a", "href", "/offsite", None),
                 ("a", "href", "mailto:someone@example.org", "scheme_unchecked"),
                 ("a", "href", "/private/page", "robots_disallowed"),
                 ("img", "src", "/img/missing.png", "http_404"),
@@ -218,6 +219,8 @@ class CheckSite:
             raise web.HTTPMovedPermanently("/good.html")
         if path == "/temp":
             raise web.HTTPFound("/good.html")
+        if path == "/offsite":  # a redirect off the site: followed only with external checks
+            raise web.HTTPFound(self.ext_base + "/ok")
         if path == "/img/ok.png":
             return web.Response(body=b"\x89PNG\r\n\x1a\n", content_type="image/png")
         if path == "/long.html":

@@ -31,7 +31,7 @@ import logging
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -324,6 +324,13 @@ class Checker:
             return Verdict(url, error="excluded", detail=f"URL of {len(url)} characters"), False
         return None, False
 
+    @property
+    def _follow(self) -> Callable[[str], bool] | None:
+        """With ``external`` off, redirects off the site are not followed."""
+        if self.options.external:
+            return None
+        return lambda url: self.hosts.scope_origin(url) is not None
+
     async def _probe_all(
         self, prober: Prober, urls: list[str], robots: RobotsCache | None, cache: ResultCache | None
     ) -> None:
@@ -360,7 +367,7 @@ class Checker:
                 prober.set_delay(origin, min(rules.crawl_delay, _MAX_CRAWL_DELAY))
             if not await rules.allowed_async(url):
                 return Verdict(url, error="robots_disallowed", detail="robots.txt disallows it")
-        verdict = await prober.probe(url, need_ids=need_ids)
+        verdict = await prober.probe(url, need_ids=need_ids, follow=self._follow)
         verdict.external = external
         if verdict.ids is not None and verdict.final_url:
             self._ids[verdict.final_url] = _id_hashes(verdict.ids)
@@ -386,7 +393,9 @@ class Checker:
 
         async def again(url: str, old: Verdict) -> None:
             async with sem:
-                verdict = await prober.probe(url, need_ids=url in self._frag_bases)
+                verdict = await prober.probe(
+                    url, need_ids=url in self._frag_bases, follow=self._follow
+                )
             self.stats.rechecked += 1
             verdict.external = self.hosts.scope_origin(url) is None
             if verdict.ids is not None and verdict.final_url:

@@ -15,7 +15,7 @@ caller passes it), retries with the Fetcher's backoff for connection errors, tim
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,9 +130,13 @@ class Prober:
                     await asyncio.sleep(due - now)
             yield
 
-    async def probe(self, url: str, *, need_ids: bool = False) -> Verdict:
+    async def probe(
+        self, url: str, *, need_ids: bool = False, follow: Callable[[str], bool] | None = None
+    ) -> Verdict:
         """Check ``url``: follow its redirects; HEAD, or GET when ``need_ids`` (or HEAD failed).
 
+        ``follow(target)`` False: a redirect to ``target`` is not followed (``--no-external``
+        and a redirect off the site): the verdict ends there, not broken.
         Never raises for a fault of the wire or the server: it is the verdict's ``error``.
         """
         cfg = self.config
@@ -169,6 +173,9 @@ class Prober:
                 return verdict
             verdict.redirects.append(target)
             chain.add(target)
+            if follow is not None and not follow(target):
+                verdict.final_url = target
+                return verdict
             current = target
 
     async def _one(
