@@ -45,7 +45,7 @@ from ._entities import C1, NAMED, unescape_attr
 from ._link import Link
 from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
 from ._machine import LINK_SETS, MAX_TOKEN, _link_config, link_set_key, parse_srcset, refresh_url
-from ._machine import Iso2022JPDecoder
+from ._machine import MAX_ID_CHARS, MAX_IDS, MULTIBYTE_CODECS, Iso2022JPDecoder, dom_text
 
 # The tree-builder state both twins share, compiled here from the same source text
 # (ForeignStack, FramesetState and their tables: `_tree.py`).
@@ -57,6 +57,11 @@ cdef extern from "Python.h":
     void* PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
+
+# How code points are counted for columns: one a byte, UTF-8 (in C), or by a Python decoder.
+DEF K_SINGLE = 0
+DEF K_UTF8 = 1
+DEF K_DECODE = 2
 
 _new = tuple.__new__
 _ResolverType = _resolve.Resolver
@@ -642,22 +647,31 @@ cdef class _Tables:
     cdef list entry_rel
     cdef list entry_tagstr
     cdef int maxw
+    # Collecting ids: the entry of every tag not in the table (kept attribute: id), and per
+    # entry the slot of id and (<a> only) of name, or -1.
+    cdef int dflt
+    cdef int* idslot
+    cdef int* nameslot
     # Per first byte of a tag name: bit n set when an entry of that length starts with it.
     cdef unsigned int first_len[256]
 
     def __cinit__(self):
         self.entries = NULL
         self.wattrs = NULL
+        self.idslot = NULL
+        self.nameslot = NULL
 
     def __dealloc__(self):
         free(self.entries)
         free(self.wattrs)
+        free(self.idslot)
+        free(self.nameslot)
 
-    def __init__(self, spec):
+    def __init__(self, spec, bint ids):
         cdef int i, j, nw
         cdef Entry* e
         # The reference's own table builder: same validation, same tables.
-        self.links, self.want, self.tagstr, _ = _link_config(spec)
+        self.links, self.want, self.tagstr, _ = _link_config(spec, ids)
         names = list(self.want)
         for t in [*_SWITCH_NAMES, b"template"]:
             if t not in self.want:
@@ -666,10 +680,14 @@ cdef class _Tables:
         self.entry_wnames = []
         pool = bytearray()
         self.nentries = len(names)
-        self.entries = <Entry*>malloc(max(1, self.nentries) * sizeof(Entry))
+        # (one more entry, after the named ones: the default while collecting ids)
+        self.entries = <Entry*>malloc((self.nentries + 1) * sizeof(Entry))
         nw = sum(len(self.want.get(t, ())) for t in names)
-        self.wattrs = <WAttr*>malloc(max(1, nw) * sizeof(WAttr))
-        if self.entries == NULL or self.wattrs == NULL:
+        self.wattrs = <WAttr*>malloc((nw + 1) * sizeof(WAttr))
+        self.idslot = <int*>malloc((self.nentries + 1) * sizeof(int))
+        self.nameslot = <int*>malloc((self.nentries + 1) * sizeof(int))
+        if self.entries == NULL or self.wattrs == NULL or self.idslot == NULL \
+                or self.nameslot == NULL:
             raise MemoryError()
         self.maxw = 1
         j = 0
@@ -712,6 +730,26 @@ cdef class _Tables:
                 e.sw = S_SCRIPT
             elif t == b"plaintext":
                 e.sw = S_PLAINTEXT
+            self.idslot[i] = wn.index(b"id") if ids and b"id" in wn else -1
+            self.nameslot[i] = wn.index(b"name") if ids and t == b"a" else -1
+        self.dflt = -1
+        if ids:
+            i = self.nentries
+            self.dflt = i
+            e = &self.entries[i]
+            e.noff = len(pool)
+            e.nlen = -1  # matches no name
+            e.wfirst = j
+            e.nwant = 1
+            e.flags = 0
+            e.sw = 0
+            e.rawidx = -1
+            self.wattrs[j].off = len(pool)
+            self.wattrs[j].len = 2
+            pool += b"id"
+            self.entry_wnames.append([b"id"])
+            self.idslot[i] = 0
+            self.nameslot[i] = -1
         self.pool = bytes(pool)
         for i in range(256):
             self.first_len[i] = 0
@@ -733,17 +771,21 @@ cdef class _Tables:
                 self.entries[i].flags |= F_SIMPLE
             self.entry_rel.append(wn.index(b"rel") if b"rel" in wn else -1)
             self.entry_tagstr.append(self.tagstr.get(t))
+        if ids:
+            self.entry_spec.append(None)
+            self.entry_rel.append(-1)
+            self.entry_tagstr.append(None)
 
 
 cdef dict _TABLES = {}
 
 
-cdef _Tables _tables(link_set):
+cdef _Tables _tables(link_set, bint ids):
     """The tables for a ``link_set`` argument, validated by the reference's own function."""
-    key = link_set_key(link_set)
+    key = (link_set_key(link_set), ids)
     tb = _TABLES.get(key)
     if tb is None:
-        tb = _Tables(LINK_SETS[key] if isinstance(key, str) else dict(key))
+        tb = _Tables(LINK_SETS[key[0]] if isinstance(key[0], str) else dict(key[0]), ids)
         _TABLES[key] = tb
     return tb
 
@@ -881,9 +923,11 @@ cdef extern from "Python.h":
 cdef object _LinkType = Link
 
 
-cdef inline object _mklink(object url, object raw, object tag, object attr, bint nofollow):
-    """``Link(url, raw, tag, attr, nofollow)`` built as `tuple.__new__(Link, ...)` builds it."""
-    cdef object o = PyType_GenericAlloc(<PyTypeObject*>_LinkType, 5)
+cdef inline object _mklink(object url, object raw, object tag, object attr, bint nofollow,
+                           object line, object column):
+    """``Link(url, raw, tag, attr, nofollow, line, column)`` built as `tuple.__new__(Link,
+    ...)` builds it."""
+    cdef object o = PyType_GenericAlloc(<PyTypeObject*>_LinkType, 7)
     cdef PyObject* t = <PyObject*>o
     cdef object nfo = True if nofollow else False
     cdef PyObject* nf = <PyObject*>nfo
@@ -897,6 +941,10 @@ cdef inline object _mklink(object url, object raw, object tag, object attr, bint
     PyTuple_SET_ITEM(t, 3, <PyObject*>attr)
     Py_INCREF(nf)
     PyTuple_SET_ITEM(t, 4, nf)
+    Py_INCREF(<PyObject*>line)
+    PyTuple_SET_ITEM(t, 5, <PyObject*>line)
+    Py_INCREF(<PyObject*>column)
+    PyTuple_SET_ITEM(t, 6, <PyObject*>column)
     return o
 
 
@@ -911,11 +959,34 @@ cdef class LinkExtractor:
         encoding: the charset label from the Content-Type header, if any.
         link_set: ``"links"``, ``"resources"`` or a mapping ``{tag: (attr, ...)}``.
         max_token: the longest attribute value kept (bytes); longer values are dropped.
+        collect_ids: collect the document's fragment targets in ``ids`` (see `_machine`).
     """
 
     cdef public bint _strict
     cdef public bint nofollow
     cdef public str encoding
+    cdef public set ids
+    cdef public bint ids_complete
+    cdef object _ids
+    cdef Py_ssize_t _id_chars
+    # Where links stand (`_machine.LinkExtractor._locate`): stream offsets.
+    cdef bytes _cur
+    cdef Py_ssize_t _off
+    cdef Py_ssize_t _end
+    cdef Py_ssize_t _cnt
+    cdef Py_ssize_t _lines
+    cdef Py_ssize_t _col
+    cdef bint _cr
+    cdef int _ckind
+    cdef object _cdec
+    # The WHATWG UTF-8 decoder's state, counting (K_UTF8): bytes needed, seen, bounds.
+    cdef int _u_need
+    cdef int _u_seen
+    cdef int _u_lo
+    cdef int _u_hi
+    cdef Py_ssize_t _t_at
+    cdef Py_ssize_t _w_line
+    cdef Py_ssize_t _w_col
     cdef str _doc_url
     cdef object _query_codec
     cdef object _resolver
@@ -1000,8 +1071,28 @@ cdef class LinkExtractor:
         free(self._sl_len)
         free(self._arena)
 
-    def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN):
-        cdef _Tables tb = _tables(link_set)
+    def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN,
+                 collect_ids=False):
+        cdef _Tables tb = _tables(link_set, bool(collect_ids))
+        self.ids = set()
+        self._ids = self.ids if collect_ids else None
+        self._id_chars = 0
+        self.ids_complete = bool(collect_ids)
+        self._cur = b""
+        self._off = 0
+        self._end = 0
+        self._cnt = 0
+        self._lines = 0
+        self._col = 0
+        self._cr = False
+        self._ckind = K_SINGLE
+        self._cdec = None
+        self._u_need = 0
+        self._u_seen = 0
+        self._u_lo = 0x80
+        self._u_hi = 0xBF
+        self._w_line = 1
+        self._w_col = 1
         self._tb = tb
         self._links = tb.links
         self._want = tb.want
@@ -1061,7 +1152,8 @@ cdef class LinkExtractor:
         self._fmode = CFS_HEAD
         self._form = False
         self._closed = False
-        self._begin_tag(False)
+        self._begin_tag(False, 0)
+        self._t_at = -1
         self._state = S_DATA
 
     cdef void _set_resolver(self, r):
@@ -1086,6 +1178,7 @@ cdef class LinkExtractor:
             if self._strict:
                 raise
             self._state = S_DEAD
+            self.ids_complete = False
             self._fs.release(out)
         return out
 
@@ -1102,6 +1195,7 @@ cdef class LinkExtractor:
         except Exception:
             if self._strict:
                 raise
+            self.ids_complete = False
         self._fs.release(out)
         self._state = S_DEAD
         self._buf = b""
@@ -1172,6 +1266,7 @@ cdef class LinkExtractor:
         else:
             self._estate = E_BYTES
             self._codec, self._errors = codec, errors
+        self._count_as(self._codec, self._errors)
         # Link queries are percent-encoded in the document's encoding (UTF-16 pages use UTF-8).
         qc = None if name in ("utf-8", "utf-16le", "utf-16be") else codec
         self._query_codec = qc
@@ -1181,9 +1276,146 @@ cdef class LinkExtractor:
             return  # Resolver(r.base, None) would be built exactly as r was: keep r
         self._set_resolver(Resolver(r.base if r.valid else self._doc_url, qc))
 
+    # Where links stand ----------------------------------------------------------------------
+
+    cdef inline bint _partial(self):
+        """A partial character is pending (it is one U+FFFD at the '<' that ends it)."""
+        if self._ckind == K_UTF8:
+            return self._u_need != 0
+        if self._ckind == K_DECODE:
+            return len(self._cdec.getstate()[0]) != 0
+        return False
+
+    cdef int _count_as(self, str codec, str errors) except -1:
+        """`_machine.LinkExtractor._count_as`."""
+        if self._partial():
+            self._col += 1
+        self._u_need = 0
+        self._u_seen = 0
+        self._u_lo = 0x80
+        self._u_hi = 0xBF
+        self._cdec = None
+        if codec == "utf-8":
+            self._ckind = K_UTF8
+        elif codec in MULTIBYTE_CODECS:
+            self._ckind = K_DECODE
+            self._cdec = codecs.getincrementaldecoder(codec)(errors)
+        else:
+            self._ckind = K_SINGLE
+        return 0
+
+    cdef Py_ssize_t _utf8_count(self, const unsigned char* p, Py_ssize_t n) noexcept:
+        """Code points of p[:n] as the standard's UTF-8 decoder (errors: one U+FFFD per
+        maximal invalid subpart, as Python's "replace") gives them, resumable."""
+        cdef Py_ssize_t i = 0, k = 0
+        cdef int need = self._u_need, seen = self._u_seen, lo = self._u_lo, hi = self._u_hi
+        cdef unsigned char b
+        cdef unsigned long long w
+        while i < n:
+            b = p[i]
+            if need == 0:
+                i += 1
+                if b < 0x80:
+                    k += 1
+                    while i + 8 <= n:
+                        memcpy(&w, p + i, 8)
+                        if w & 0x8080808080808080ULL:
+                            break
+                        k += 8
+                        i += 8
+                elif 0xC2 <= b <= 0xDF:
+                    need = 1
+                    lo = 0x80
+                    hi = 0xBF
+                elif 0xE0 <= b <= 0xEF:
+                    need = 2
+                    lo = 0xA0 if b == 0xE0 else 0x80
+                    hi = 0x9F if b == 0xED else 0xBF
+                elif 0xF0 <= b <= 0xF4:
+                    need = 3
+                    lo = 0x90 if b == 0xF0 else 0x80
+                    hi = 0x8F if b == 0xF4 else 0xBF
+                else:
+                    k += 1
+            elif b < lo or b > hi:
+                need = 0  # an error; the byte is read again
+                seen = 0
+                k += 1
+            else:
+                lo = 0x80
+                hi = 0xBF
+                seen += 1
+                i += 1
+                if seen == need:
+                    need = 0
+                    seen = 0
+                    k += 1
+        self._u_need = need
+        self._u_seen = seen
+        self._u_lo = lo
+        self._u_hi = hi
+        return k
+
+    cdef int _advance(self, const unsigned char* p, Py_ssize_t x) except -1:
+        """`_machine.LinkExtractor._advance`: line breaks by memchr, code points from the
+        last one."""
+        cdef Py_ssize_t c = self._cnt - self._off, i, nl = 0, last = -1, j
+        cdef const unsigned char* q
+        if x <= c:
+            return 0
+        i = c
+        while i < x:
+            q = <const unsigned char*>memchr(p + i, 0x0A, x - i)
+            if q == NULL:
+                break
+            nl += 1
+            last = q - p
+            i = last + 1
+        i = c
+        while i < x:
+            q = <const unsigned char*>memchr(p + i, 0x0D, x - i)
+            if q == NULL:
+                break
+            j = q - p
+            if j + 1 >= x or p[j + 1] != 0x0A:
+                nl += 1  # a CR not followed by LF (here) is a break of its own
+                if j > last:
+                    last = j
+            i = j + 1
+        if self._cr and p[c] == 0x0A:
+            nl -= 1  # the LF of a CR LF split between two buffers
+        self._cr = p[x - 1] == 0x0D
+        self._lines += nl
+        if last >= 0:
+            c = last + 1
+            self._col = 0
+            self._u_need = 0
+            self._u_seen = 0
+            if self._cdec is not None:
+                self._cdec.reset()
+        if x > c:
+            if self._ckind == K_SINGLE:
+                self._col += x - c
+            elif self._ckind == K_UTF8:
+                self._col += self._utf8_count(p + c, x - c)
+            else:
+                self._col += len(self._cdec.decode(PyBytes_FromStringAndSize(<const char*>p + c, x - c)))
+        self._cnt = self._off + x
+        return 0
+
+    cdef int _locate(self) except -1:
+        """The line and column of the current tag's '<' into `_w_line`, `_w_col`."""
+        cdef Py_ssize_t at = self._t_at
+        if at >= 0:
+            self._t_at = -1
+            self._advance(<const unsigned char*>PyBytes_AS_STRING(self._cur), at - self._off)
+            self._w_line = self._lines + 1
+            self._w_col = self._col + (2 if self._partial() else 1)
+        return 0
+
     # Values and links ---------------------------------------------------------------------
 
-    cdef str _text(self, bytes v):
+    cdef str _text(self, bytes v, bint sniff=True):
         """An attribute value as the DOM holds it: decoded, references and newlines done."""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(v)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(v), i
@@ -1210,7 +1442,7 @@ cdef class LinkExtractor:
             if "\x00" in s:
                 s = s.replace("\x00", "\ufffd")
             return s
-        if self._sniff and self._tentative:
+        if sniff and self._sniff and self._tentative:
             self._sniff_value(v)
         s = v.decode(self._codec, self._errors)
         if "\r" in s:
@@ -1221,9 +1453,47 @@ cdef class LinkExtractor:
             s = unescape_attr(s)
         return s
 
+    cdef int _add_id(self, object v) except -1:
+        """`_machine.LinkExtractor._add_id`."""
+        cdef set ids = <set>self._ids
+        if v is None:
+            self.ids_complete = False
+            return 0
+        s = self._text(<bytes>v, False)
+        more = None
+        if self._sniff and self._tentative and not (<bytes>v).isascii():
+            more = dom_text((<bytes>v).decode("utf-8", "replace"))
+        for t in (s, more):
+            if t and t not in ids:
+                if len(ids) >= MAX_IDS or self._id_chars + len(<str>t) > MAX_ID_CHARS:
+                    self.ids_complete = False
+                    return 0
+                self._id_chars += len(<str>t)
+                ids.add(t)
+        return 0
+
+    cdef int _collect(self, bytes name, dict attrs, bint html) except -1:
+        """`_machine.LinkExtractor._collect`."""
+        if b"id" in attrs:
+            self._add_id(attrs[b"id"])
+        if html and name == b"a" and b"name" in attrs:
+            self._add_id(attrs[b"name"])
+        return 0
+
+    cdef int _collect_slots(self, int k) except -1:
+        """`_collect` of an HTML start tag from its kept attributes, in place."""
+        cdef int slot = self._tb.idslot[k]
+        if slot >= 0 and self._sl_state[slot] != 0:
+            self._add_id(self._slot_value(slot) if self._sl_state[slot] == 1 else None)
+        slot = self._tb.nameslot[k]
+        if slot >= 0 and self._sl_state[slot] != 0:
+            self._add_id(self._slot_value(slot) if self._sl_state[slot] == 1 else None)
+        return 0
+
     cdef int _emit(self, bytes tag, dict attrs, list out) except -1:
         """`_machine.LinkExtractor._emit`: an error drops this tag's links only."""
         cdef Py_ssize_t n = PyList_GET_SIZE(out)
+        self._locate()
         try:
             self._emit_links(tag, attrs, out)
         except Exception:
@@ -1235,6 +1505,7 @@ cdef class LinkExtractor:
     cdef int _emit_simple(self, int k, list out) except -1:
         """`_emit_simple_links`, guarded as `_emit` is."""
         cdef Py_ssize_t n = PyList_GET_SIZE(out)
+        self._locate()
         try:
             self._emit_simple_links(k, out)
         except Exception:
@@ -1254,6 +1525,8 @@ cdef class LinkExtractor:
                 nofollow = "nofollow" in _WS_SPLIT.split(self._text(rel).lower())
             tagstr = self._tagstr[tag]
             fr = self._fr
+            ln = self._w_line
+            co = self._w_col
             for a, astr in spec:
                 v = attrs.get(a)
                 if v is None:
@@ -1261,9 +1534,9 @@ cdef class LinkExtractor:
                 raw = self._text(v)
                 if a == b"srcset":
                     for u in parse_srcset(raw):
-                        out.append(_new(Link, (fr.resolve(u), u, tagstr, astr, nofollow)))
+                        out.append(_new(Link, (fr.resolve(u), u, tagstr, astr, nofollow, ln, co)))
                     continue
-                out.append(_new(Link, (fr.resolve(raw), raw, tagstr, astr, nofollow)))
+                out.append(_new(Link, (fr.resolve(raw), raw, tagstr, astr, nofollow, ln, co)))
         if tag == b"base":
             if not self._base_seen and attrs.get(b"href") is not None \
                     and self._fmode != CFS_TEMPLATE:
@@ -1286,7 +1559,8 @@ cdef class LinkExtractor:
         if equiv is not None and self._text(equiv).lower() == "refresh":
             raw = refresh_url(self._text(content))
             if raw is not None:
-                out.append(_new(Link, (self._fr.resolve(raw), raw, "meta", "content", False)))
+                out.append(_new(Link, (self._fr.resolve(raw), raw, "meta", "content", False,
+                                       self._w_line, self._w_col)))
         name = attrs.get(b"name")
         if name is not None and self._text(name).lower() == "robots":
             for tok in self._text(content).lower().replace(",", " ").split():
@@ -1335,9 +1609,13 @@ cdef class LinkExtractor:
             if kind < 0:
                 kind = self._fst_start(name, attrs, sc)
             if kind != F_HTML:
+                if self._ids is not None and self._fmode != CFS_TEMPLATE:
+                    self._collect(name, attrs, False)
                 if kind == F_LINK and b"a" in self._links:
                     self._emit_body(name, attrs, out)
                 return 0
+        if self._ids is not None and self._fmode != CFS_TEMPLATE:
+            self._collect(name, attrs, True)
         if self._fmode != CFS_DONE or name == b"template":
             ignored = self._fs.start(name, attrs, out)
             self._fmode = self._fs.view
@@ -1428,7 +1706,9 @@ cdef class LinkExtractor:
 
     # The streaming tag machine --------------------------------------------------------------
 
-    cdef inline void _begin_tag(self, bint end) noexcept:
+    cdef inline void _begin_tag(self, bint end, Py_ssize_t at) noexcept:
+        """A tag whose '<' is at ``buf[at]``."""
+        self._t_at = self._off + at
         self._state = S_TAG
         self._ts = TS_NAME
         self._t_end = end
@@ -1451,6 +1731,8 @@ cdef class LinkExtractor:
                         and memcmp(pool + e.noff, self._t_name, self._t_nlen) == 0:
                     self._t_tag = i
                     break
+        if self._t_tag < 0:
+            self._t_tag = self._tb.dflt  # (-1 unless ids are collected)
         if self._t_tag >= 0:
             e = &self._entries[self._t_tag]
             for i in range(e.nwant):
@@ -1563,15 +1845,17 @@ cdef class LinkExtractor:
             else:
                 nofollow = i == 1
         tagstr = self._tb.entry_tagstr[k]
+        cdef object ln = self._w_line
+        cdef object co = self._w_col
         for slot, astr, srcset in self._tb.entry_spec[k]:
             if self._sl_state[slot] != 1:
                 continue
             raw = self._text(self._slot_value(slot))
             if srcset:
                 for u in parse_srcset(raw):
-                    out.append(_mklink(fr.resolve(u), u, tagstr, astr, nofollow))
+                    out.append(_mklink(fr.resolve(u), u, tagstr, astr, nofollow, ln, co))
                 continue
-            out.append(_mklink(fr.resolve(raw), raw, tagstr, astr, nofollow))
+            out.append(_mklink(fr.resolve(raw), raw, tagstr, astr, nofollow, ln, co))
         return 0
 
     cdef int _tag_done(self, list out) except -1:
@@ -1595,6 +1879,8 @@ cdef class LinkExtractor:
             # (a head element before the body: what the slow path would do, done here)
             if PyList_GET_SIZE(self._foreign) == 0 and not (e.flags & (F_SVG | F_MATH | F_TEMPLATE)) \
                     and (self._fmode == CFS_DONE or (self._fmode == CFS_HEAD and (e.flags & F_HEAD))):
+                if self._ids is not None:
+                    self._collect_slots(k)
                 if e.flags & F_FRAME:
                     return 0  # no frame element outside a frameset
                 if e.flags & F_FORM:
@@ -1746,6 +2032,9 @@ cdef class LinkExtractor:
         cdef int state
         cdef bytes rn
         cdef bint foreign
+        self._off = self._end - PyBytes_GET_SIZE(self._buf)
+        self._end += PyBytes_GET_SIZE(data)
+        self._cur = buf
         self._buf = b""
         while pos < n:
             state = self._state
@@ -1780,7 +2069,7 @@ cdef class LinkExtractor:
                     break
                 c = p[pos + 1]
                 if CLS[c] & C_ALPHA:
-                    self._begin_tag(False)
+                    self._begin_tag(False, pos)
                     pos += 1
                 elif c == 0x2F:
                     if pos + 2 >= n:
@@ -1788,7 +2077,7 @@ cdef class LinkExtractor:
                         break
                     c = p[pos + 2]
                     if CLS[c] & C_ALPHA:
-                        self._begin_tag(True)
+                        self._begin_tag(True, pos)
                         pos += 2
                     elif c == 0x3E:
                         pos += 3
@@ -1907,6 +2196,13 @@ cdef class LinkExtractor:
                     pos = i + 9
             else:  # S_PLAINTEXT, S_DEAD
                 pos = n
+        if not final:
+            # The buffer is let go: count it (the kept tail is scanned again), first finding
+            # where a tag that goes on in the next chunk began.
+            if self._state == S_TAG and self._t_at >= 0:
+                self._locate()
+            self._advance(p, keep if keep >= 0 else n)
+        self._cur = b""
         if keep >= 0 and not final:
             self._buf = buf[keep:]
         return 0
