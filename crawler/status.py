@@ -72,7 +72,7 @@ def _text(status: Any) -> str:
         running = "not running"
         flight = "at the last stop" + (" (fetched again on resume)" if d["in_flight"] else "")
     else:
-        running = f"running (process {pid})" if pid > 0 else "running"
+        running = f"running as process {pid}" if pid > 0 else "running"
         flight = "now"
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(d["created"]))
     failed = dict(d["failed"])

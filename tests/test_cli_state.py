@@ -11,13 +11,15 @@ import fcntl
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from crawler import cli
+from crawler import CrawlConfig, Crawler, cli
+from crawler.state.sqlite import SQLiteState
 from tests.conftest import ServeApp
 from tests.test_cli import IN_SCOPE, SITE, Done, no_traceback, run, site_app
 
@@ -55,7 +57,11 @@ async def test_resume_with_no_url_continues_the_stored_crawl(site: str, tmp_path
     assert done.rc == 0, done.err
     assert out.read_bytes() == before and done.out == ""  # the stored -f jsonl -o out.jsonl
     assert " 2 pages (2 ok, 0 failed)" in done.err  # the whole crawl's count
-    # a higher budget: the crawl goes on where it stopped, appending to the same file
+    # a higher budget counts the whole crawl: 4 is two more
+    done = await run("crawl", "--state", str(state), "--max-pages", "4")
+    assert done.rc == 0, done.err
+    assert len(jsonl_urls(out)) == 4 and " 4 pages (4 ok, 0 failed)" in done.err
+    # no budget: the crawl goes on where it stopped, appending to the same file
     done = await run("crawl", "--state", str(state), "--max-pages", "0")
     no_traceback(done)
     assert done.rc == 0, done.err
@@ -63,7 +69,7 @@ async def test_resume_with_no_url_continues_the_stored_crawl(site: str, tmp_path
     urls = jsonl_urls(out)
     assert sorted(urls) == sorted(site + p for p in IN_SCOPE), "each page once"
     assert f" {PAGES} pages (5 ok, 1 failed)" in done.err
-    assert "crawler: resumed: 2 pages from earlier runs, 0 in flight at the last stop" in done.err
+    assert "crawler: resumed: 4 pages from earlier runs, 0 in flight at the last stop" in done.err
     assert "errors: http_404 1" in done.err
 
 
@@ -212,7 +218,7 @@ async def test_a_state_in_use_is_refused_and_its_output_left_alone(
     no_traceback(done)
     assert done.rc == 2 and f"in use by process {os.getpid()}" in done.err, done.err
     assert out.read_bytes() == before
-    assert status.rc == 0 and f"running (process {os.getpid()})" in status.out
+    assert status.rc == 0 and f"running as process {os.getpid()};" in status.out
 
 
 async def test_status_reads_without_changing_anything(site: str, tmp_path: Path) -> None:
@@ -261,6 +267,20 @@ async def test_state_flag_errors() -> None:
     assert done.rc == 2 and "unrecognized arguments: --frontier" in done.err
 
 
+async def test_the_library_can_give_a_full_synchronous_state(site: str, tmp_path: Path) -> None:
+    """The README's durability paragraph: Crawler(config, state=SQLiteState(DIR,
+    synchronous="full"))."""
+    state = SQLiteState(str(tmp_path / "s"), synchronous="full")
+    config = CrawlConfig(seeds=(site + "/",), state=str(tmp_path / "s"))
+    modes = []
+    async with Crawler(config, state=state) as crawler:
+        async for _page in crawler:
+            modes.append(state._conn.execute("PRAGMA synchronous").fetchone()[0])
+    assert modes and set(modes) == {2}  # FULL, on every page
+    status = json.loads((await run("status", "--state", str(tmp_path / "s"), "-f", "json")).out)
+    assert (status["done"], status["queued"]) == (PAGES, 0)
+
+
 # -- in-process: what `crawler check` reuses, and that it is imported only for check --
 
 
@@ -292,3 +312,40 @@ def test_the_check_module_is_imported_only_for_check() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+# -- the README's section says what the code does --
+
+
+def _state_section() -> str:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    return text.split("## Crawl state and resume", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_lists_the_fixed_and_per_run_settings_as_the_code_has_them() -> None:
+    from crawler.settings import CRAWL_DEFINING, PER_RUN  # noqa: PLC0415
+
+    section = _state_section()
+    fixed_part = section.split("| fixed for the crawl | why |", 1)[1].split("\n\n", 1)[0]
+    fixed = set(re.findall(r"`(\w+)`", fixed_part))
+    assert fixed == set(CRAWL_DEFINING)
+    per_run_part = section.split("Every other setting is **per run**:", 1)[1].split(". A ", 1)[0]
+    named = set(re.findall(r"`(\w+)`", per_run_part))
+    timeouts = {"timeout", "connect_timeout", "read_timeout"}  # "the timeouts"
+    assert named | timeouts == set(PER_RUN)
+
+
+def test_readme_names_every_key_of_the_status_json() -> None:
+    from crawler.status import as_dict  # noqa: PLC0415
+
+    section = _state_section()
+    json_part = section.split("`--format json` prints one object", 1)[1]
+    named = set(re.findall(r"`(\w+)`", json_part))
+
+    class Fake:
+        location, version, in_use_by, created, files = "d", 1, None, 0.0, {}
+        hosts, counters, settings, seeds = 0, {}, None, []
+        counts = type("C", (), {"queued": 0, "leased": 0, "done": 0, "failed": {}, "seen": 0,
+                                "origins": 0})()  # fmt: skip
+
+    assert set(as_dict(Fake())) <= named
