@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING
@@ -279,7 +280,8 @@ def open_sink(
             (created if missing) for append now, so that an unwritable path fails here,
             and left as it is until ``start()``: then truncated, or, resumed, kept with its
             cut last line removed. A crawl that never starts (the state was refused)
-            leaves the file unchanged.
+            leaves the file unchanged. Not a regular file (``/dev/null``, a FIFO): written
+            to as it is.
 
     Raises:
         ValueError: unknown format.
@@ -291,7 +293,8 @@ def open_sink(
     if path is not None and path != "-":
         fh = open(path, "wb" if resume is None else "ab")  # closed by the sink's close()
         sink = cls(fh, close_stream=True, on_failure=on_failure)
-        if resume is not None:
+        # A device or a pipe (/dev/null, a FIFO) has no end to truncate or repair.
+        if resume is not None and stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             sink._path = path
             sink._resume = resume
         return sink

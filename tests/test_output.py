@@ -279,6 +279,25 @@ def test_a_crawl_that_never_starts_leaves_the_file_unchanged(
     assert missing.read_bytes() == b""  # created (the path was checked), nothing written
 
 
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_device_or_a_fifo_is_written_as_it_is(tmp_path: Path, resume: bool) -> None:
+    sink = open_sink("urls", os.devnull, resume=resume)  # no truncate: EINVAL on a device
+    sink.link("https://s.test/", "", "internal")
+    sink.close()
+    assert sink.error is None and sink.records == 1
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        sink = open_sink("jsonl", str(fifo), resume=resume)
+        sink.page(_jsonl_page("https://s.test/1"))
+        sink.close()
+        assert sink.error is None
+        assert json.loads(os.read(reader, 65536))["url"] == "https://s.test/1"
+    finally:
+        os.close(reader)
+
+
 def test_csv_header_only_at_the_top_of_a_new_file(tmp_path: Path) -> None:
     path = tmp_path / "out.csv"
     for resume in (False, True, True):
