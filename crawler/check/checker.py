@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from crawler.check.cache import ResultCache
+from crawler.check.journal import PageJournal
 from crawler.check.model import CheckReport, CheckStats, Problem
 from crawler.check.probe import REDIRECTS, Prober, Verdict, error_kind
 from crawler.check.store import Interner, OccurrenceStore
@@ -137,11 +138,15 @@ class Checker:
         self.crawl_stats: Any = None
         self.requests: dict[str, int] = {}
         self.cache_error: str | None = None
+        self._replayed: set[str] = set()
+        self.resumed_pages = 0  # pages of earlier runs of the state, replayed from its journal
 
     # -- phase 1: the crawl --
 
-    def _crawler(self) -> Crawler:
+    def _crawler(self, journal: PageJournal | None) -> Crawler:
         kwargs: dict[str, Any] = {"on_page": self._on_page, "keep_results": False}
+        if journal is not None:
+            kwargs["sink"] = journal
         params = inspect.signature(Crawler).parameters
         if "collect_ids" in params:
             kwargs["collect_ids"] = not self.options.ignore_fragments
@@ -149,8 +154,21 @@ class Checker:
             kwargs["report_skipped"] = True
         return Crawler(self.config, **kwargs)
 
+    def _replay(self, journal: PageJournal) -> None:
+        """The pages of earlier runs of this state (``--state``): as if crawled now."""
+        for page in journal.replay():
+            self._on_page(page)
+            self._replayed.add(page.url)
+        self.resumed_pages = len(self._replayed)
+
     def _on_page(self, page: PageResult) -> None:
         now = time.monotonic()
+        if page.url in self._replayed:
+            # in flight at the kill: its links are in already; its new result counts
+            page.links = []
+            self._replayed.discard(page.url)
+            if page.content_type in HTML_TYPES and page.error is None:
+                self.stats.pages -= 1
         kind = page.error
         if kind == "redirect_out_of_scope":
             return  # no verdict: the URL as linked is probed, its redirect and all
@@ -415,7 +433,11 @@ class Checker:
     async def run(self) -> CheckReport:
         """Crawl, probe, look again, and build the report."""
         t0 = time.monotonic()
-        crawler = self._crawler()
+        state_dir = self.config.state
+        journal = PageJournal(state_dir) if state_dir else None
+        if journal is not None:
+            self._replay(journal)
+        crawler = self._crawler(journal)
         async with crawler:
             await crawler.run()
         self.crawl_stats = crawler.stats

@@ -184,6 +184,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Run ``crawler check``; the exit code."""
     from crawler.check.api import split_options  # noqa: PLC0415  (start-up time)
     from crawler.check.checker import Checker  # noqa: PLC0415
+    from crawler.state.base import StateError  # noqa: PLC0415
 
     try:
         config = config_from_args(args)
@@ -229,6 +230,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             _err("interrupted")
             return 130
+        except (ConfigError, StateError) as exc:  # a stored crawl that disagrees, a bad DIR
+            _err(str(exc))
+            return EXIT_USAGE
         try:
             write(report, fmt, out)
             out.flush()

@@ -1,0 +1,68 @@
+"""``crawler check --state DIR``: a resumed check reports the pages of the earlier runs too."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from crawler.check import CheckReport, check
+from crawler.check.journal import JOURNAL_NAME, PageJournal
+from crawler.extract import Link
+from crawler.results import PageResult
+from tests.checksite import TIMEOUT, CheckSite
+
+FAST: dict[str, Any] = {
+    "timeout": TIMEOUT,
+    "retries": 0,
+    "backoff": 0.05,
+    "max_redirects": 5,
+    "recheck_delay": 0.2,
+    "external": False,
+}
+
+
+def summary(report: CheckReport) -> set[tuple[str, str, tuple[tuple[str, int, int], ...]]]:
+    return {
+        (p.url, p.error, tuple(sorted((o.page, o.line, o.column) for o in p.referrers)))
+        for p in report.broken + report.warnings
+    }
+
+
+def test_resumed_check_reports_what_one_run_reports(tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+
+    async def go() -> tuple[CheckReport, CheckReport, CheckReport]:
+        site = await CheckSite().start()
+        try:
+            seed = site.base + "/"
+            whole = await check(seed, **FAST)
+            first = await check(seed, state=state, max_pages=3, **FAST)
+            second = await check(seed, state=state, max_pages=100, **FAST)
+        finally:
+            await site.close()
+        return whole, first, second
+
+    whole, first, second = asyncio.run(go())
+    assert first.stats.pages < whole.stats.pages  # the first run stopped early
+    assert summary(second) == summary(whole)
+    assert second.stats.pages == whole.stats.pages
+    assert (tmp_path / "state" / JOURNAL_NAME).exists()
+
+
+def test_journal_drops_a_line_cut_by_a_kill(tmp_path: Path) -> None:
+    journal = PageJournal(tmp_path)
+    page = PageResult("https://e.org/", 0, final_url="https://e.org/", status=200)
+    page.content_type = "text/html"
+    page.links = [Link("https://e.org/x", "/x", "a", "href", False, 3, 5)]
+    journal.page(page)
+    journal.flush()
+    journal.close()
+    path = tmp_path / JOURNAL_NAME
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"u": "https://e.org/cut", "l": [[')  # killed mid-line
+    pages = list(PageJournal(tmp_path).replay())
+    assert [(p.url, p.status, p.links) for p in pages] == [
+        ("https://e.org/", 200, [Link("https://e.org/x", "/x", "a", "href", False, 3, 5)])
+    ]
+    assert path.read_bytes() == whole  # the cut line is gone before anything is appended
