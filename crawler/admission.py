@@ -5,8 +5,9 @@ target, a sitemap's ``<loc>`` and the sitemaps robots.txt names. One rule, in th
 
 1. canonical form (``UrlPolicy``), or, for a value that is not a URL or not http(s), only
    counted (and with ``all_links`` listed once by its raw value);
-2. the state's local probe (``CrawlState.seen``, when the backend has one): a URL certainly
-   offered before costs a canonical check, a fingerprint and a probe, nothing else;
+2. a fixed-size cache of recently seen URLs (Python's hash, one array read), then the
+   state's local probe (``CrawlState.seen``): a URL certainly offered before costs a
+   canonical check and a hash probe, at worst a fingerprint and a probe, nothing else;
 3. scope and URL length: in scope and short enough is offered to be queued; anything else is
    offered ``queue=False`` (marked seen, so that it is counted and listed once: out of scope
    ``external``, too long as a ``url_too_long`` PageResult);
@@ -24,6 +25,7 @@ engine re-lists the URLs a page discovered when that page was in flight at the l
 from __future__ import annotations
 
 import logging
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
@@ -42,6 +44,11 @@ log = logging.getLogger("crawler")
 # URL never starts with NUL, so the two kinds of key cannot meet. "Other" (non-HTTP) values are
 # keyed by themselves: they never parse as http(s) URLs.
 _INVALID = "\0invalid:"
+
+_MASK64 = (1 << 64) - 1
+#: Slots of the recent cache (2 MiB): enough for the hot links of any site.
+_RECENT_SLOTS = 1 << 18
+_RECENT_MASK = _RECENT_SLOTS - 1
 
 # What to do with a queue=False candidate the state accepted as new.
 _LIST_INTERNAL = 0  # in scope (redirect target, over max_depth): listed
@@ -97,6 +104,13 @@ class Admission:
         self._probe: Callable[[int], bool] | None = probe
         # listed, one hop past max_depth, not offered: fingerprints (this run only)
         self._beyond = MemorySeenSet(16)
+        # The recent cache: a direct-mapped table of Python's hash of URLs this run knows to
+        # be seen (offered, or the probe said so); fixed size (_RECENT_SLOTS x 8 bytes), a
+        # newer URL overwrites its slot. A repeated link (most links of a page: the site's
+        # navigation) costs one hash (cached by the str) and one array read: no fingerprint
+        # (keyed blake2b for a persistent state, ~1 us) and no probe call. Exact up to a
+        # 64-bit hash collision, the odds the in-memory seen set always had.
+        self._recent = array("Q", bytes(8 * _RECENT_SLOTS))
         self._max_depth = config.max_depth
 
     # -- entry points --
@@ -123,9 +137,11 @@ class Admission:
         all_links = cfg.all_links
         fingerprint = self._fp
         probe = self._probe
+        recent = self._recent
         batch = _Batch()
         fps = batch.fps
         cands = batch.cands
+        marks = batch.marks
         child = depth + 1
         beyond = bool(self._max_depth) and depth >= self._max_depth
         for link in links:
@@ -140,8 +156,15 @@ class Admission:
                 if all_links:
                     self._extra(batch, raw_url, referrer, child, _OTHER)
                 continue
+            h = (hash(url) & _MASK64) | 1  # the recent cache: see __init__
+            slot = h & _RECENT_MASK
+            if recent[slot] == h:
+                continue
             fp = fingerprint(url)
-            if fp in fps or (probe is not None and probe(fp)):
+            if fp in fps:
+                continue
+            if probe is not None and probe(fp):
+                recent[slot] = h
                 continue
             fps.add(fp)
             origin = scope_origin(url)
@@ -149,14 +172,18 @@ class Admission:
                 batch.extra[url] = _EXTERNAL
                 cands.append(Candidate(url, fp, "", "", child, referrer, KIND_PAGE, False))
             elif max_len and len(url) > max_len:
-                if not beyond:
-                    batch.extra[url] = _TOO_LONG
-                    cands.append(Candidate(url, fp, origin, "", child, referrer, KIND_PAGE, False))
-            elif beyond:
+                if beyond:
+                    continue
+                batch.extra[url] = _TOO_LONG
+                cands.append(Candidate(url, fp, origin, "", child, referrer, KIND_PAGE, False))
+            elif beyond:  # listed, not offered, so not marked seen: not in the recent cache
                 if self._beyond.add(url):
                     batch.listed.append((len(cands), url))
+                continue
             else:
                 cands.append(Candidate(url, fp, origin, host_of(url), child, referrer))
+            marks.append(slot)
+            marks.append(h)
         await self._commit(batch, page, referrer)
 
     async def take_sitemap(
@@ -257,6 +284,11 @@ class Admission:
         accepted: Sequence[Candidate] = ()
         if batch.cands:
             accepted = await self.state.offer_many(batch.cands)
+            marks = batch.marks
+            if marks:  # offered: seen from now on, whatever the state answered
+                recent = self._recent
+                for i in range(0, len(marks), 2):
+                    recent[marks[i]] = marks[i + 1]
             local = self._local
             if local is not None:
                 for fp in batch.fps:
@@ -333,10 +365,11 @@ class Admission:
 class _Batch:
     """The candidates of one chunk (or seed list, or sitemap chunk), before the offer."""
 
-    __slots__ = ("cands", "extra", "fps", "listed")
+    __slots__ = ("cands", "extra", "fps", "listed", "marks")
 
     def __init__(self) -> None:
         self.cands: list[Candidate] = []
+        self.marks: list[int] = []  # recent-cache (slot, hash) pairs, flat, of the cands
         self.fps: set[int] = set()
         self.extra: dict[str, int] = {}  # url -> what to do when a queue=False one is new
         # one hop past max_depth, listed, not offered: (candidates before it, url)

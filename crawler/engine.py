@@ -159,7 +159,6 @@ class Crawler:
         self._done: list[tuple[Lease, Outcome]] = []
         self._pushed: dict[str, int] = {}
         self._record_deltas: Counter[str] = Counter()
-        self._discovered_by: Any = None
         self._queue: asyncio.Queue[PageResult] | None = None
         self._opened = False
         self._closed = False
@@ -315,8 +314,6 @@ class Crawler:
             collect_ids=self._collect_ids,
             report_skipped=self._report_skipped,
         )
-        discovered = getattr(state, "discovered_by", None)
-        self._discovered_by = discovered if callable(discovered) else None
         self.stats.started = time.time()
         self._t0 = time.monotonic()
         await self._admission.seeds(cfg.seeds)  # a sink error here is logged and counted
@@ -433,8 +430,8 @@ class Crawler:
                         task = loop.create_task(self._process(lease))
                         tasks.add(task)
                         task.add_done_callback(self._task_done)
-                    if leases:
-                        continue  # more may be due now (lease gives at most `room`)
+                    if leases and len(leases) == room:
+                        continue  # the room is full, or more may be due: look again
                 if not tasks:
                     if self._done:
                         continue
@@ -512,10 +509,6 @@ class Crawler:
         page: PageResult | None
         try:
             try:
-                if lease.attempts and self._discovered_by is not None:
-                    # in flight when an earlier run stopped: its output may have been cut
-                    urls = await self._discovered_by(lease.url)
-                    await self._admission.relist(urls, lease.url)
                 page = await job.run(lease)
             except asyncio.CancelledError:
                 raise

@@ -17,7 +17,7 @@ repeats) and the page's link count and ``links`` start from zero again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from crawler.extract import Link, LinkExtractor
@@ -79,6 +79,19 @@ class PageJob:
         self.page_links = page_links
         self.collect_ids = collect_ids
         self.report_skipped = report_skipped
+        found = getattr(state, "discovered_by", None)
+        self._discovered_by: Callable[[str], Awaitable[list[str]]] | None = (
+            found if callable(found) else None
+        )
+
+    async def relist(self, url: str) -> None:
+        """List again the URLs ``url`` discovered in a run that stopped while it was in flight.
+
+        The output of that run may have been cut there. Only a backend that keeps who
+        discovered what (``discovered_by``: SQLite) can say; memory has nothing to re-list.
+        """
+        if self._discovered_by is not None:
+            await self.admission.relist(await self._discovered_by(url), url)
 
     async def rules(self, origin: str) -> RobotsRules:
         """The origin's robots.txt verdict; its sitemaps offered when it is (re)loaded."""
@@ -110,6 +123,9 @@ class PageJob:
         chain = {url}
         hops = 0
         sitemap = lease.kind == KIND_SITEMAP
+        recovering = lease.attempts > 0
+        if recovering:
+            await self.relist(url)
         while True:
             if not cfg.ignore_robots:
                 rules = await self.rules(origin)
@@ -162,8 +178,13 @@ class PageJob:
             page.redirect_statuses.append(status)
             chain.add(target)
             if not await admission.redirect_target(target, current, depth, page):
-                page.final_url = target  # known already: fetched (or queued) on its own
-                return page
+                if not recovering:
+                    page.final_url = target  # known already: fetched (or queued) on its own
+                    return page
+                # In flight at the last stop: this page's own chain marked the target seen
+                # (never queued: fetched in-line). Follow it again, and list again what it
+                # had discovered, or it would never be fetched.
+                await self.relist(target)
             current = target  # a sitemap's redirect target is read as the sitemap
             origin = origin_of(target)
 

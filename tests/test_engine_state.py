@@ -278,12 +278,15 @@ async def test_a_sitemap_is_a_request_of_its_kind_across_runs(serve, tmp_path: P
 
 
 @pytest.mark.skipif(not HAVE_SQLITE, reason="no crawler.state.sqlite yet")
+@pytest.mark.parametrize("via_redirect", [False, True])
 async def test_a_page_in_flight_at_the_stop_is_listed_again_then_fetched(
-    serve, tmp_path: Path
+    serve, tmp_path: Path, via_redirect: bool
 ) -> None:  # type: ignore[no-untyped-def]
     # /slow sends its links, then stalls; the run is stopped while it is in flight. Its
     # links were offered (in the state) and listed by the first sink; the second run
     # re-lists them (the first run's output may have been cut there) and fetches /slow again.
+    # Via a redirect (/go -> /slow): the first run marked /slow seen (fetched in-line, never
+    # queued); the second follows it again all the same, or /slow would never be fetched.
     release = asyncio.Event()
     sent = asyncio.Event()
 
@@ -298,12 +301,18 @@ async def test_a_page_in_flight_at_the_stop_is_listed_again_then_fetched(
     async def leaf(request: web.Request) -> web.Response:
         return web.Response(text="<p>leaf", content_type="text/html")
 
+    async def go(request: web.Request) -> web.Response:
+        raise web.HTTPFound("/slow")
+
     app = web.Application()
     app.router.add_get("/slow", slow)
+    app.router.add_get("/go", go)
     app.router.add_get("/x{n}", leaf)
     server = await serve(app)
     directory = str(tmp_path / "state")
-    url = str(server.make_url("/slow"))
+    url = str(server.make_url("/go" if via_redirect else "/slow"))
+    target = str(server.make_url("/slow"))
+    first = [url, target] if via_redirect else [url]
     sink = RecordingSink()
     config = CrawlConfig(seeds=(url,), state=directory, ignore_robots=True, concurrency=1)
     crawler = Crawler(config, sink=sink)
@@ -311,21 +320,24 @@ async def test_a_page_in_flight_at_the_stop_is_listed_again_then_fetched(
         task = asyncio.ensure_future(crawler.run())
         await asyncio.wait_for(sent.wait(), 10)
         for _ in range(50):  # the chunk's offer and listing happen right after it arrives
-            if len(sink.links) == 3:
+            if len(sink.links) == len(first) + 2:
                 break
             await asyncio.sleep(0.02)
         crawler.stop()
         await asyncio.gather(task, return_exceptions=True)
     x_urls = [str(server.make_url("/x1")), str(server.make_url("/x2"))]
-    assert [u for u, _, _ in sink.links] == [url, *x_urls]
+    assert [u for u, _, _ in sink.links] == [*first, *x_urls]
     assert sink.pages == []
     release.set()
     sink2 = RecordingSink()
     async with Crawler(config.replace(concurrency=4), sink=sink2) as crawler2:
         result = await crawler2.run()
     assert result.stats.recovered == 1
-    assert [u for u, _, _ in sink2.links[:2]] == x_urls  # listed again, before the fetch
+    relisted = [target, *x_urls] if via_redirect else x_urls  # before the fetch
+    assert [u for u, _, _ in sink2.links[: len(relisted)]] == relisted
     assert sorted(p.url for p in sink2.pages) == sorted([url, *x_urls])
+    (again,) = [p for p in sink2.pages if p.url == url]
+    assert again.final_url == target and again.error is None and len(again.links) == 2
 
 
 # -- hooks for the link checker --
