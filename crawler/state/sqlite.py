@@ -168,6 +168,7 @@ class StateStatus:
         created: wall-clock time the state was created.
         in_use_by: PID of the process holding the lock now (-1: unknown), or None.
         files: the state's files and their sizes in bytes.
+        busiest: up to 10 origins with the most queued requests, as (origin, queued).
     """
 
     location: str
@@ -180,6 +181,12 @@ class StateStatus:
     created: float
     in_use_by: int | None = None
     files: dict[str, int] = field(default_factory=dict)
+    busiest: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def disk_bytes(self) -> int:
+        """The state's size on disk (database, WAL, lock)."""
+        return sum(self.files.values())
 
 
 class SQLiteState:
@@ -261,10 +268,16 @@ class SQLiteState:
         directory = self.location
         existing = inspect_directory(directory)
         try:
-            self._lock_fd = take_lock(directory)
-            if existing:
+            if existing and not os.path.exists(os.path.join(directory, LOCK_NAME)):
+                # No lock file, so no process uses it (each one creates it): check first,
+                # so that a refused database does not gain a lock file.
                 check_database(directory)
+                self._lock_fd = take_lock(directory)
             else:
+                self._lock_fd = take_lock(directory)
+                if existing:
+                    check_database(directory)
+            if not existing:
                 create_database(directory)
             os.ftruncate(self._lock_fd, 0)
             os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
@@ -375,8 +388,11 @@ class SQLiteState:
             loop = asyncio.get_running_loop()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as e:
-                raise self._fail(e) from e
+            except BaseException as e:
+                err = self._fail(e)
+                if isinstance(e, sqlite3.Error):
+                    raise err from e
+                raise
             fut = self._txn = loop.create_future()
             fut.add_done_callback(_consume)
             loop.call_soon(self._commit)
@@ -392,7 +408,7 @@ class SQLiteState:
                 (self._queued, self._leased, self._done, len(self._seen)),
             )
             self._conn.execute("COMMIT")
-        except sqlite3.Error as e:
+        except Exception as e:  # a callback: the waiting writers get it as a StateError
             self._fail(e)
             return
         self._txn = None
@@ -926,7 +942,39 @@ class SQLiteState:
             )
         )
 
-    # -- status, without the lock --
+    # -- status and settings, without the lock --
+
+    @staticmethod
+    def read_settings(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
+        """The settings stored in ``directory``, read before a crawl opens the state.
+
+        Read-only and cheap (the header and ``meta``; no lock, nothing written). None when
+        the directory does not exist or holds no state yet (a new crawl).
+
+        Raises:
+            StateError: not a crawl state, incompatible version, corrupt header.
+        """
+        directory = os.fspath(directory)
+        db = os.path.join(directory, DB_NAME)
+        try:
+            names = set(os.listdir(directory))
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StateError(f"{directory}: cannot read the state directory: {e}") from e
+        if DB_NAME not in names:
+            inspect_directory(directory)  # refuses a directory of other files
+            return None
+        check_header(db)
+        conn = open_ro(db)
+        try:
+            check_meta(conn, directory)
+            row = conn.execute("SELECT value FROM meta WHERE key = 'settings'").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise StateError(f"{directory}: cannot read the state database: {e}") from e
+        finally:
+            conn.close()
+        return None if row is None else dict(json.loads(row[0]))
 
     @staticmethod
     def read_status(directory: str | os.PathLike[str]) -> StateStatus:
@@ -955,6 +1003,14 @@ class SQLiteState:
                 "SELECT count(*) FROM (SELECT origin_id FROM requests WHERE state = 0"
                 " UNION SELECT origin_id FROM requests WHERE state = 1 OR state = 5)"
             ).fetchone()[0]
+            busiest = [
+                (origin, n)
+                for origin, n in conn.execute(
+                    "SELECT o.origin, q.n FROM (SELECT origin_id, count(*) AS n FROM requests"
+                    " WHERE state = 0 GROUP BY origin_id ORDER BY n DESC LIMIT 10) q"
+                    " JOIN origins o ON o.id = q.origin_id ORDER BY q.n DESC, o.origin"
+                )
+            ]
             counts = Counts(
                 queued=q,
                 leased=leased,
@@ -987,6 +1043,7 @@ class SQLiteState:
                     for name in sorted(os.listdir(directory))
                     if name in OWN_FILES
                 },
+                busiest=busiest,
             )
         except sqlite3.DatabaseError as e:
             raise StateError(f"{directory}: cannot read the state database: {e}") from e
