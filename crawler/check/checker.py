@@ -108,10 +108,20 @@ class Checker:
     Args:
         config: the crawl's config (seeds, scope, limits ...); validated here.
         options: the checker's own options.
+        given: the keys the user set explicitly (the command line's flags and file): on a
+            resumed ``--state`` they are checked against the stored crawl (None: the
+            library rule, keys that differ from the defaults).
     """
 
-    def __init__(self, config: CrawlConfig, options: CheckOptions | None = None) -> None:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        options: CheckOptions | None = None,
+        *,
+        given: set[str] | None = None,
+    ) -> None:
         cfg = config.validated()
+        self._given = given
         self.config = cfg
         self.options = options or CheckOptions()
         self.policy = UrlPolicy(
@@ -152,6 +162,8 @@ class Checker:
             kwargs["collect_ids"] = not self.options.ignore_fragments
         if "report_skipped" in params:
             kwargs["report_skipped"] = True
+        if "given" in params:
+            kwargs["given"] = self._given
         return Crawler(self.config, **kwargs)
 
     def _replay(self, journal: PageJournal) -> None:

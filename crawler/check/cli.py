@@ -223,7 +223,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as exc:
             _err(f"cannot open output file {args.check_output!r}: {exc.strerror or exc}")
             return EXIT_USAGE
-    checker = Checker(config, options)
+    given_keys = getattr(importlib.import_module("crawler.cli"), "given_keys", None)
+    checker = Checker(config, options, given=given_keys(args) if given_keys else None)
     try:
         try:
             report = asyncio.run(checker.run())
