@@ -11,7 +11,8 @@ same command or with no URL at all. Two kinds of settings:
 * Per run (``PER_RUN``): how this run fetches and writes (concurrency, timeouts, output,
   the ``max_pages`` budget of the whole crawl, ...). A resumed run takes the stored value of
   the last run unless it gives one, and then its own wins (and is stored for the next run).
-  So ``crawler crawl --state DIR`` with no URL is the first command again.
+  So ``crawler crawl --state DIR`` with no URL is the first command again. One exception:
+  another ``format`` into the same output file (appended to on resume) is refused.
 
 Seeds are added: the stored ones, then the new ones. ``state`` itself is never stored.
 """
@@ -174,4 +175,21 @@ def resume(
         if key in present and key not in explicit:
             changes[key] = getattr(old, key)
     changes["seeds"] = tuple(dict.fromkeys((*old.seeds, *cfg.seeds)))
-    return cfg.replace(**changes).validated()
+    merged = cfg.replace(**changes).validated()
+    _check_same_file_same_format(old, merged)
+    return merged
+
+
+def _check_same_file_same_format(old: CrawlConfig, new: CrawlConfig) -> None:
+    """A resumed run appends to its output file: refuse to append another format to it."""
+    if old.output in (None, "-") or new.output in (None, "-") or old.format == new.format:
+        return
+    assert old.output is not None and new.output is not None
+    if os.path.abspath(old.output) != os.path.abspath(new.output):
+        return
+    raise ConfigError(
+        f"{new.output} holds this crawl's {old.format} records and a resumed crawl appends to"
+        f" it; this run gives {new.format}. Give another --output for {new.format}, or leave"
+        f" --format out",
+        key="format",
+    )

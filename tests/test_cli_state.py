@@ -167,6 +167,22 @@ async def test_a_flag_that_changes_what_is_crawled_is_refused_by_name(
     assert sorted(jsonl_urls(out)) == sorted(site + p for p in IN_SCOPE)
 
 
+async def test_another_format_into_the_same_file_is_refused(site: str, tmp_path: Path) -> None:
+    state, out = tmp_path / "state", tmp_path / "out.jsonl"
+    args = ("--state", str(state), "-o", str(out))
+    assert (await run("crawl", site + "/", *args, "-f", "jsonl", "--max-pages", "1")).rc == 0
+    before = out.read_bytes()
+    done = await run("crawl", "--state", str(state), "-f", "urls", "--max-pages", "0")
+    assert done.rc == 2
+    assert f"--format: {out} holds this crawl's jsonl records" in done.err
+    assert out.read_bytes() == before
+    other = tmp_path / "urls.txt"  # another file: fine
+    done = await run("crawl", "--state", str(state), "-f", "urls", "-o", str(other), "-q",
+                     "--max-pages", "0")  # fmt: skip
+    assert done.rc == 0, done.err
+    assert other.read_text() != "" and out.read_bytes() == before
+
+
 async def test_no_url_and_no_crawl_in_the_state_is_a_usage_error(tmp_path: Path) -> None:
     done = await run("crawl", "--state", str(tmp_path / "new"))
     assert done.rc == 2

@@ -146,3 +146,23 @@ def test_a_key_the_stored_settings_lack_takes_this_runs_value() -> None:
     del stored["crawl"]["link_set"], stored["run"]["retries"]
     got = resume(stored, CrawlConfig(link_set="resources", retries=5), given={"link_set"})
     assert (got.link_set, got.retries) == ("resources", 5)
+
+
+def test_another_format_into_the_same_output_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    stored = roundtrip(CrawlConfig(seeds=(SEED,), format="jsonl", output="out.jsonl"))
+    with pytest.raises(ConfigError) as info:
+        resume(stored, CrawlConfig(format="urls"), given={"format"})  # the stored output
+    assert info.value.key == "format"
+    assert "holds this crawl's jsonl records" in info.value.reason
+    with pytest.raises(ConfigError):  # the same file, named relatively
+        resume(stored, CrawlConfig(format="csv", output="out.jsonl"), given={"format", "output"})
+    # another file, or stdout: fine
+    got = resume(stored, CrawlConfig(format="urls", output="o.txt"), given={"format", "output"})
+    assert (got.format, got.output) == ("urls", "o.txt")
+    got = resume(stored, CrawlConfig(format="urls", output="-"), given={"format", "output"})
+    assert got.output == "-"
+    stdout = roundtrip(CrawlConfig(seeds=(SEED,), format="jsonl"))
+    assert resume(stdout, CrawlConfig(format="csv"), given={"format"}).format == "csv"
