@@ -482,3 +482,20 @@ def test_summary_counts_invalid_links_and_sink_errors() -> None:
     assert "crawler: links: 9 found, 3 new; 4 invalid" in text
     assert "crawler: errors: sink 1" in text
     assert "crawler: output: 2 sink errors (logged)" in text
+
+
+def test_summary_of_a_resumed_crawl_says_so() -> None:
+    stats = CrawlStats(pages=30, pages_ok=30, resumed_pages=20, recovered=3, duration=1.0)
+    text = format_summary(stats, resumed=True, repaired=41)
+    lines = text.splitlines()
+    assert lines[0].startswith("crawler: done in 1.0s: 30 pages (30 ok, 0 failed), 10.0 pages/s")
+    assert lines[2] == (
+        "crawler: resumed: 20 pages from earlier runs, 3 in flight at the last stop (fetched again)"
+    )
+    assert lines[3] == (
+        "crawler: output: 41 bytes of a line cut at the last stop removed (its page written again)"
+    )
+    plain = format_summary(CrawlStats(pages=1, pages_ok=1, duration=1.0))
+    assert "resumed" not in plain and "cut" not in plain
+    none_in_flight = format_summary(stats.__class__(pages=1, pages_ok=1), resumed=True)
+    assert "0 in flight at the last stop\n" in none_in_flight
