@@ -36,7 +36,7 @@ from crawler.results import CrawlStats, PageResult, Sink
 from crawler.state import KIND_PAGE, KIND_SITEMAP, Candidate, CrawlState
 from crawler.urls import UrlPolicy, host_of
 
-__all__ = ["Admission"]
+__all__ = ["Admission", "Tally"]
 
 log = logging.getLogger("crawler")
 
@@ -115,9 +115,9 @@ class Admission:
 
     # -- entry points --
 
-    async def seeds(self, urls: Iterable[str]) -> None:
+    async def seeds(self, urls: Iterable[str], tally: Tally) -> None:
         """Offer the seeds (depth 0); those new to the state are listed."""
-        batch = _Batch()
+        batch = _Batch(tally)
         for raw in urls:
             url = self.policy.canonical(raw)
             if url is not None:
@@ -125,7 +125,12 @@ class Admission:
         await self._commit(batch, None)
 
     async def take_links(
-        self, links: Sequence[Link], referrer: str, depth: int, page: PageResult | None
+        self,
+        links: Sequence[Link],
+        referrer: str,
+        depth: int,
+        page: PageResult | None,
+        tally: Tally,
     ) -> None:
         """The links of one chunk of a page at ``depth`` (the hot path): one offer."""
         cfg = self.config
@@ -138,7 +143,7 @@ class Admission:
         fingerprint = self._fp
         probe = self._probe
         recent = self._recent
-        batch = _Batch()
+        batch = _Batch(tally)
         fps = batch.fps
         cands = batch.cands
         marks = batch.marks
@@ -187,10 +192,15 @@ class Admission:
         await self._commit(batch, page, referrer)
 
     async def take_sitemap(
-        self, urls: Sequence[str], referrer: str, depth: int, page: PageResult | None
+        self,
+        urls: Sequence[str],
+        referrer: str,
+        depth: int,
+        page: PageResult | None,
+        tally: Tally,
     ) -> None:
         """The ``<loc>`` URLs of a sitemap at ``depth``: ``.xml``/``.xml.gz`` ones are sitemaps."""
-        batch = _Batch()
+        batch = _Batch(tally)
         for raw in urls:
             url = self.policy.canonical(raw)
             if url is None:
@@ -201,9 +211,9 @@ class Admission:
                 self._classify(batch, url, url, referrer, depth + 1, KIND_PAGE)
         await self._commit(batch, page, referrer)
 
-    async def robots_sitemaps(self, sitemaps: Sequence[str], origin: str) -> None:
+    async def robots_sitemaps(self, sitemaps: Sequence[str], origin: str, tally: Tally) -> None:
         """The sitemaps an origin's robots.txt names (depth 0)."""
-        batch = _Batch()
+        batch = _Batch(tally)
         referrer = origin + "/robots.txt"
         for raw in sitemaps:
             url = self.policy.canonical(raw)
@@ -211,7 +221,9 @@ class Admission:
                 self._classify(batch, url, url, referrer, 0, KIND_SITEMAP)
         await self._commit(batch, None, referrer)
 
-    async def redirect_target(self, url: str, referrer: str, depth: int, page: PageResult) -> bool:
+    async def redirect_target(
+        self, url: str, referrer: str, depth: int, page: PageResult, tally: Tally
+    ) -> bool:
         """A canonical in-scope redirect target fetched in-line: marked seen, listed if new.
 
         Returns whether it was new (False: known already, fetched or queued on its own).
@@ -223,19 +235,37 @@ class Admission:
             self._local.add_fp(fp)
         if not accepted:
             return False
-        self.list_url(url, referrer, "internal", page)
+        self.list_url(url, referrer, "internal", page, tally)
         return True
 
-    async def relist(self, urls: Iterable[str], referrer: str) -> int:
-        """List again URLs a page discovered in a run that stopped while it was in flight.
+    def relist(self, urls: Iterable[str], referrer: str, tally: Tally) -> int:
+        """List again what a page discovered in a run that stopped while it was in flight.
 
-        Its output may have been cut; these are listed (not counted again) before it is
-        fetched anew. Returns how many.
+        Its output may have been cut there, and its counts were never committed (they go
+        with the page's completion): each is listed and counted again as when it was
+        found, before the page is fetched anew. Returns how many were listed.
         """
+        all_links = self.config.all_links
+        policy = self.policy
         n = 0
         for url in urls:
-            self._tell(url, referrer, "internal", None)
-            n += 1
+            if url.startswith(_INVALID):
+                tally.links_invalid += 1
+                if all_links:
+                    self._tell(url[len(_INVALID) :], referrer, "invalid", None)
+                    n += 1
+            elif not url.startswith(("http://", "https://")):
+                if all_links:
+                    self._tell(url, referrer, "other", None)
+                    n += 1
+            elif policy.scope_origin(url) is None:
+                tally.out_of_scope += 1
+                if all_links:
+                    self._tell(url, referrer, "external", None)
+                    n += 1
+            elif not policy.too_long(url):
+                self._listed(url, referrer, None, tally)
+                n += 1
         return n
 
     # -- the rule --
@@ -267,7 +297,7 @@ class Admission:
     def _invalid(self, batch: _Batch, raw: str, referrer: str, depth: int) -> None:
         # A value that does not resolve to a URL: never crawled; counted, and listed (once,
         # by its raw value) with --all-links, so that a link checker can report it.
-        self.stats.links_invalid += 1
+        batch.tally.links_invalid += 1
         if self.config.all_links and self.sink is not None:
             self._extra(batch, _INVALID + raw, referrer, depth, _INVALIDV)
 
@@ -294,6 +324,7 @@ class Admission:
                 for fp in batch.fps:
                     local.add_fp(fp)
         extra = batch.extra
+        tally = batch.tally
         listed = batch.listed
         if listed:  # one hop past max_depth: listed in document order among the others
             at = {cand.url: i for i, cand in enumerate(batch.cands)}
@@ -301,32 +332,34 @@ class Admission:
         for cand in accepted:
             url = cand.url
             while listed and listed[0][0] <= at[url]:
-                self._listed(listed.popleft()[1], referrer, page)
+                self._listed(listed.popleft()[1], referrer, page, tally)
             what = extra.get(url) if extra else None
             ref = cand.referrer or ""
             if what is None or what == _LIST_INTERNAL:
                 queued += cand.queue
-                self.list_url(url, ref, "internal", page)
+                self.list_url(url, ref, "internal", page, tally)
             elif what == _EXTERNAL:
-                self.stats.out_of_scope += 1
+                tally.out_of_scope += 1
                 if self.config.all_links:
-                    self.list_url(url, ref, "external", page)
+                    self._tell(url, ref, "external", page)
             elif what == _TOO_LONG:
                 record = PageResult(url, cand.depth, cand.referrer)
                 record.error, record.error_detail = "url_too_long", f"URL of {len(url)} characters"
                 self.records.append(record)
             elif what == _OTHER:
-                self.list_url(url, ref, "other", page)
+                self._tell(url, ref, "other", page)
             else:
-                self.list_url(url[len(_INVALID) :], ref, "invalid", page)
+                self._tell(url[len(_INVALID) :], ref, "invalid", page)
         while listed:
-            self._listed(listed.popleft()[1], referrer, page)
+            self._listed(listed.popleft()[1], referrer, page, tally)
         if queued and self._on_offer is not None:
             self._on_offer(queued)
 
     # -- listing --
 
-    def list_url(self, url: str, referrer: str, kind: str, page: PageResult | None) -> None:
+    def list_url(
+        self, url: str, referrer: str, kind: str, page: PageResult | None, tally: Tally
+    ) -> None:
         """Count and keep an in-scope URL, and tell the sink of any ``kind``.
 
         An in-scope URL listed when it was one hop past max_depth is not listed again when
@@ -335,12 +368,12 @@ class Admission:
         if kind == "internal":
             if self._beyond and url in self._beyond:
                 return
-            self._listed(url, referrer, page)
+            self._listed(url, referrer, page, tally)
             return
         self._tell(url, referrer, kind, page)
 
-    def _listed(self, url: str, referrer: str, page: PageResult | None) -> None:
-        self.stats.links_new += 1
+    def _listed(self, url: str, referrer: str, page: PageResult | None, tally: Tally) -> None:
+        tally.links_new += 1
         if self.keep:
             self.links.append(url)
         self._tell(url, referrer, "internal", page)
@@ -362,12 +395,38 @@ class Admission:
             page.error_detail = f"{where} raised {type(exc).__name__}: {exc}"[:500]
 
 
+class Tally:
+    """The link counters of one page task (or of the seeds), added to the crawl's stats and
+    pushed to the state's counters with the page's completion, in the same batch.
+
+    So a page in flight when a run is killed has counted nothing that survives: its
+    re-fetch counts its links once (and what it had discovered is listed and counted again,
+    see ``Admission.relist``), and the counters of the whole crawl stay exact across kills.
+    """
+
+    __slots__ = ("links_found", "links_invalid", "links_new", "out_of_scope", "redirects",
+                 "robots_disallowed")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.links_found = 0
+        self.links_new = 0
+        self.links_invalid = 0
+        self.out_of_scope = 0
+        self.redirects = 0
+        self.robots_disallowed = 0
+
+    def items(self) -> list[tuple[str, int]]:
+        """The non-zero counters, by CrawlStats field name."""
+        return [(name, n) for name in self.__slots__ if (n := getattr(self, name))]
+
+
 class _Batch:
     """The candidates of one chunk (or seed list, or sitemap chunk), before the offer."""
 
-    __slots__ = ("cands", "extra", "fps", "listed", "marks")
+    __slots__ = ("cands", "extra", "fps", "listed", "marks", "tally")
 
-    def __init__(self) -> None:
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
         self.cands: list[Candidate] = []
         self.marks: list[int] = []  # recent-cache (slot, hash) pairs, flat, of the cands
         self.fps: set[int] = set()

@@ -51,7 +51,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from typing import Any
 
 from crawler import settings as crawl_settings
-from crawler.admission import Admission
+from crawler.admission import Admission, Tally
 from crawler.config import CrawlConfig
 from crawler.fetch import Fetcher
 from crawler.page import MAX_CRAWL_DELAY, REDIRECT_STATUSES, ROBOTS_DISALLOWED, PageJob
@@ -80,8 +80,10 @@ _COUNTED = (
     "out_of_scope",
     "sink_errors",
 )
-# Counter names: pages that were no lease (url_too_long records), their errors, statuses.
+# Counter names: pages that were no lease (url_too_long records), their errors, statuses;
+# leases robots.txt disallowed (completed, but no page).
 _RECORDS = "records"
+_SKIPPED = "skipped"
 _ERROR = "error:"
 _STATUS = "status:"
 # Seconds to wait for work when nothing is in flight here and the state has no due time
@@ -157,8 +159,10 @@ class Crawler:
         self._admitted = 0
         self._queued = 0  # an estimate for progress lines (the state has the truth)
         self._done: list[tuple[Lease, Outcome]] = []
-        self._pushed: dict[str, int] = {}
-        self._record_deltas: Counter[str] = Counter()
+        self._pending: Counter[str] = Counter()  # counter deltas for the next commit
+        self._sink_errors_pushed = 0
+        self._resumed = False
+        self._recovered = 0
         self._queue: asyncio.Queue[PageResult] | None = None
         self._opened = False
         self._closed = False
@@ -279,6 +283,8 @@ class Crawler:
                 cfg.max_pages_per_host,
             ):
                 # the frontier's politeness and budget are given at open: open it again
+                # (the first open recovered the leases of the last stop: keep that count)
+                self._recovered = (await state.counts()).recovered
                 await state.close()
                 await state.open(
                     per_host=merged.per_host,
@@ -288,6 +294,7 @@ class Crawler:
             self.config = cfg = merged
             self._policy = _policy(cfg)
         await state.save_settings(crawl_settings.to_stored(cfg))
+        self._resumed = stored is not None
 
     async def _begin(self, state: CrawlState) -> None:
         cfg = self.config
@@ -309,20 +316,30 @@ class Crawler:
             self._robots,
             self._admission,
             state,
-            self.stats,
             page_links=self._page_links,
             collect_ids=self._collect_ids,
             report_skipped=self._report_skipped,
         )
         self.stats.started = time.time()
         self._t0 = time.monotonic()
-        await self._admission.seeds(cfg.seeds)  # a sink error here is logged and counted
+        start = getattr(self._sink, "start", None)
+        if start is not None:
+            # the sink's output: truncated for a new crawl, its cut last line repaired on resume
+            try:
+                start(self._resumed)
+            except Exception as exc:
+                self._admission.sink_failed("sink.start", exc, None)
+        tally = Tally()
+        await self._admission.seeds(cfg.seeds, tally)  # a sink error here is logged, counted
+        self._add_tally(tally)
+        await self._commit()  # the seeds' lines out and their counts in, before any page
 
     def _seed_stats(self, counts: Counts, counters: dict[str, int]) -> None:
         """The whole crawl's stats so far: pages and errors from completions, the rest counted."""
         stats = self.stats
         failed = Counter(counts.failed)
-        skipped = failed.pop(ROBOTS_DISALLOWED, 0)
+        skipped = counters.get(_SKIPPED, 0)  # completed as robots_disallowed, not pages
+        failed[ROBOTS_DISALLOWED] -= skipped
         for name, value in counters.items():
             if name.startswith(_ERROR):
                 failed[name[len(_ERROR) :]] += value
@@ -337,17 +354,17 @@ class Crawler:
         for name in _COUNTED:
             setattr(stats, name, counters.get(name, 0))
         stats.resumed_pages = stats.pages
-        stats.recovered = counts.recovered
-        self._pushed = self._snapshot()
+        stats.recovered = max(counts.recovered, self._recovered)
+        self._sink_errors_pushed = stats.sink_errors
         self._admitted = counts.done - skipped + counts.leased
         self._queued = counts.queued
 
-    def _snapshot(self) -> dict[str, int]:
+    def _add_tally(self, tally: Tally) -> None:
         stats = self.stats
-        snap = {name: getattr(stats, name) for name in _COUNTED}
-        for code, n in stats.status.items():
-            snap[f"{_STATUS}{code}"] = n
-        return snap
+        pending = self._pending
+        for name, n in tally.items():
+            setattr(stats, name, getattr(stats, name) + n)
+            pending[name] += n
 
     def _start(self) -> asyncio.Task[None]:
         if self._dispatcher is None:
@@ -492,14 +509,15 @@ class Crawler:
             await self._state.complete_many(done, time.time())
 
     def _deltas(self) -> dict[str, int]:
-        now = self._snapshot()
-        pushed = self._pushed
-        deltas = {k: v - pushed.get(k, 0) for k, v in now.items() if v != pushed.get(k, 0)}
-        self._pushed = now
-        if self._record_deltas:
-            deltas.update(self._record_deltas)
-            self._record_deltas = Counter()
-        return deltas
+        # Page counters ride with their pages' completions (tallies); sink errors are the
+        # crawl's own (a sink may fail outside any page).
+        deltas = self._pending
+        self._pending = Counter()
+        errors = self.stats.sink_errors - self._sink_errors_pushed
+        if errors:
+            deltas["sink_errors"] += errors
+            self._sink_errors_pushed = self.stats.sink_errors
+        return {k: v for k, v in deltas.items() if v}
 
     # -- one page --
 
@@ -507,9 +525,10 @@ class Crawler:
         job = self._job
         assert job is not None and self._admission is not None
         page: PageResult | None
+        tally = Tally()
         try:
             try:
-                page = await job.run(lease)
+                page = await job.run(lease, tally)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug must not kill the crawl: record it, go on
@@ -519,8 +538,10 @@ class Crawler:
             skipped = page is None or (page.error == ROBOTS_DISALLOWED and page.status is None)
             if skipped:
                 self._admitted -= 1  # not a page: robots.txt disallows it
+                self._pending[_SKIPPED] += 1
             if page is not None:
                 await self._finish(page, counted=not skipped)
+            self._add_tally(tally)
             if page is None:
                 outcome = Outcome(ROBOTS_DISALLOWED)
             else:
@@ -539,9 +560,9 @@ class Crawler:
         records = admission.records
         while records:
             page = records.popleft()
-            self._record_deltas[_RECORDS] += 1
+            self._pending[_RECORDS] += 1
             if page.error is not None:
-                self._record_deltas[_ERROR + page.error] += 1
+                self._pending[_ERROR + page.error] += 1
             await self._finish(page)
 
     async def _finish(self, page: PageResult, *, counted: bool = True) -> None:
@@ -552,10 +573,14 @@ class Crawler:
                 stats.pages_ok += 1
             else:
                 stats.errors[page.error] += 1
+            pending = self._pending
             if page.status is not None:
                 stats.status[page.status] += 1
+                pending[f"{_STATUS}{page.status}"] += 1
             stats.bytes += page.bytes
             stats.retries += page.retries
+            pending["bytes"] += page.bytes
+            pending["retries"] += page.retries
         self._update_duration()
         if self._keep:
             self.pages.append(page)

@@ -28,9 +28,8 @@ from crawler.state import KIND_SITEMAP, Lease
 from crawler.urls import join, origin_of
 
 if TYPE_CHECKING:
-    from crawler.admission import Admission
+    from crawler.admission import Admission, Tally
     from crawler.config import CrawlConfig
-    from crawler.results import CrawlStats
     from crawler.state import CrawlState
     from crawler.urls import UrlPolicy
 
@@ -63,7 +62,6 @@ class PageJob:
         robots: RobotsCache,
         admission: Admission,
         state: CrawlState,
-        stats: CrawlStats,
         *,
         page_links: bool = True,
         collect_ids: bool = False,
@@ -75,7 +73,6 @@ class PageJob:
         self.robots = robots
         self.admission = admission
         self.state = state
-        self.stats = stats
         self.page_links = page_links
         self.collect_ids = collect_ids
         self.report_skipped = report_skipped
@@ -84,16 +81,18 @@ class PageJob:
             found if callable(found) else None
         )
 
-    async def relist(self, url: str) -> None:
+    async def relist(self, url: str, tally: Tally) -> None:
         """List again the URLs ``url`` discovered in a run that stopped while it was in flight.
 
         The output of that run may have been cut there. Only a backend that keeps who
-        discovered what (``discovered_by``: SQLite) can say; memory has nothing to re-list.
+        discovered what (``discovered_by``: SQLite, which includes what the redirect
+        targets fetched in-line by this page discovered) can say; memory has nothing to
+        re-list.
         """
         if self._discovered_by is not None:
-            await self.admission.relist(await self._discovered_by(url), url)
+            self.admission.relist(await self._discovered_by(url), url, tally)
 
-    async def rules(self, origin: str) -> RobotsRules:
+    async def rules(self, origin: str, tally: Tally) -> RobotsRules:
         """The origin's robots.txt verdict; its sitemaps offered when it is (re)loaded."""
         robots = self.robots
         rules = robots.cached(origin)
@@ -103,15 +102,18 @@ class PageJob:
             # grows with the crawl.
             rules = await robots.get(origin)
             if self.config.sitemaps and rules.sitemaps:
-                await self.admission.robots_sitemaps(rules.sitemaps, origin)
+                await self.admission.robots_sitemaps(rules.sitemaps, origin, tally)
         # Told on every request: a backend may forget an idle origin's delay.
         delay = min(rules.crawl_delay or 0.0, MAX_CRAWL_DELAY)
         if delay > self.config.delay:
             self.state.set_delay(origin, delay)
         return rules
 
-    async def run(self, lease: Lease) -> PageResult | None:
-        """Fetch one leased request; None when robots.txt disallows it (not a page)."""
+    async def run(self, lease: Lease, tally: Tally) -> PageResult | None:
+        """Fetch one leased request; None when robots.txt disallows it (not a page).
+
+        The page's link counters go to ``tally`` (committed with its completion).
+        """
         cfg = self.config
         policy = self.policy
         admission = self.admission
@@ -125,15 +127,15 @@ class PageJob:
         sitemap = lease.kind == KIND_SITEMAP
         recovering = lease.attempts > 0
         if recovering:
-            await self.relist(url)
+            await self.relist(url, tally)
         while True:
             if not cfg.ignore_robots:
-                rules = await self.rules(origin)
+                rules = await self.rules(origin, tally)
                 if rules.error is not None:
                     page.error, page.error_detail = rules.error, rules.why
                     return page
                 if not await rules.allowed_async(current):  # a long file: off the loop
-                    self.stats.robots_disallowed += 1
+                    tally.robots_disallowed += 1
                     if hops == 0:
                         if not self.report_skipped:
                             return None
@@ -141,8 +143,10 @@ class PageJob:
                         page.error_detail = "disallowed by robots.txt"
                         return page
                     page.error_detail = f"redirect target disallowed by robots.txt: {current}"
+                    if self.report_skipped:
+                        page.error = ROBOTS_DISALLOWED
                     return page
-            body = _Body(self, page, current, depth, sitemap)
+            body = _Body(self, page, current, depth, sitemap, tally)
             res = await self.fetcher.fetch(current, body.on_headers)
             await body.close()
             _record(page, res, current)
@@ -156,7 +160,7 @@ class PageJob:
                 return page
             # -- a redirect hop --
             hops += 1
-            self.stats.redirects += 1
+            tally.redirects += 1
             target_raw = join(current, res.location)
             if target_raw is None:
                 return _fail(page, "redirect_invalid", f"Location {res.location!r} is not a URL")
@@ -172,19 +176,18 @@ class PageJob:
             if policy.too_long(target):
                 return _fail(page, "url_too_long", f"redirect target of {len(target)} characters")
             if not policy.in_scope(target):
-                self.stats.out_of_scope += 1
+                tally.out_of_scope += 1
                 return _fail(page, "redirect_out_of_scope", f"redirect to {target}")
             page.redirects.append(target)
             page.redirect_statuses.append(status)
             chain.add(target)
-            if not await admission.redirect_target(target, current, depth, page):
+            if not await admission.redirect_target(target, current, depth, page, tally):
                 if not recovering:
                     page.final_url = target  # known already: fetched (or queued) on its own
                     return page
                 # In flight at the last stop: this page's own chain marked the target seen
-                # (never queued: fetched in-line). Follow it again, and list again what it
-                # had discovered, or it would never be fetched.
-                await self.relist(target)
+                # (never queued: fetched in-line). Follow it again, or it would never be
+                # fetched (what it had discovered was re-listed with the page: relist).
             current = target  # a sitemap's redirect target is read as the sitemap
             origin = origin_of(target)
 
@@ -234,11 +237,15 @@ class _Body:
         "page",
         "sitemap",
         "sitemap_kind",
+        "tally",
         "url",
     )
 
-    def __init__(self, job: PageJob, page: PageResult, url: str, depth: int, sitemap: bool) -> None:
+    def __init__(
+        self, job: PageJob, page: PageResult, url: str, depth: int, sitemap: bool, tally: Tally
+    ) -> None:
         self.job = job
+        self.tally = tally
         self.page = page
         self.url = url
         self.depth = depth
@@ -246,7 +253,7 @@ class _Body:
         self.extractor: Any = None
         self.sitemap: SitemapParser | None = None
         self.failure: tuple[str, str] | None = None
-        self.found = 0  # links of this attempt, counted in stats.links_found
+        self.found = 0  # links of this attempt, counted in tally.links_found
         self.ids: tuple[set[str], bool] | None = None
 
     def _fail(self, kind: str, what: str, exc: Exception) -> _BodyAbort:
@@ -270,7 +277,7 @@ class _Body:
         if not res.is_html:
             return None
         if self.found:  # a retried attempt starts the page over: uncount the last one
-            job.stats.links_found -= self.found
+            self.tally.links_found -= self.found
             self.found = 0
             self.page.links = []
         try:
@@ -303,10 +310,10 @@ class _Body:
         try:
             if job.page_links:
                 self.page.links.extend(links)
-            job.stats.links_found += len(links)
+            self.tally.links_found += len(links)
             if job.config.respect_nofollow and ex.nofollow:
                 return
-            await job.admission.take_links(links, self.url, self.depth, self.page)
+            await job.admission.take_links(links, self.url, self.depth, self.page, self.tally)
         except Exception as exc:
             raise self._fail("internal", "link handling", exc) from exc
 
@@ -324,7 +331,7 @@ class _Body:
 
     async def _take_sitemap(self, urls: list[str]) -> None:
         try:
-            await self.job.admission.take_sitemap(urls, self.url, self.depth, self.page)
+            await self.job.admission.take_sitemap(urls, self.url, self.depth, self.page, self.tally)
         except Exception as exc:
             raise self._fail("internal", "sitemap handling", exc) from exc
 

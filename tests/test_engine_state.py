@@ -338,6 +338,15 @@ async def test_a_page_in_flight_at_the_stop_is_listed_again_then_fetched(
     assert sorted(p.url for p in sink2.pages) == sorted([url, *x_urls])
     (again,) = [p for p in sink2.pages if p.url == url]
     assert again.final_url == target and again.error is None and len(again.links) == 2
+    # the counters of the whole crawl are those of a crawl never stopped: the stopped
+    # page's counts were not committed, its re-fetch and re-listing count them once
+    stats = result.stats
+    assert (stats.links_found, stats.links_new, stats.redirects) == (
+        2,
+        len(first) + 2,
+        int(via_redirect),
+    )
+    assert stats.pages == 3 and stats.pages_ok == 3
 
 
 # -- hooks for the link checker --
