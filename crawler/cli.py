@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from crawler import settings
 from crawler._version import __version__
 from crawler.config import (
     GROUPS,
@@ -41,7 +40,6 @@ from crawler.config import (
 )
 from crawler.output import FORMATS, OutputSink, open_sink, silence_stream
 from crawler.progress import Progress, Snapshot
-from crawler.state.base import StateError
 
 if TYPE_CHECKING:
     from crawler.engine import Crawler
@@ -455,6 +453,8 @@ async def _crawl(
     resumed: bool = False,
 ) -> int:
     """Run the crawl with signal handling and live progress; return the exit code."""
+    from crawler.state.base import StateError  # noqa: PLC0415  (start-up time)
+
     engine = importlib.import_module("crawler.engine")
     _tune_gc()
     loop = asyncio.get_running_loop()
@@ -555,6 +555,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     stored: dict[str, Any] | None = None
     if config.state:
+        from crawler import settings  # noqa: PLC0415  (start-up time: only with a state)
+        from crawler.state.base import StateError  # noqa: PLC0415
+
         try:
             stored = _read_stored(config.state)
             if stored is not None:
@@ -591,6 +594,8 @@ def _isatty(stream: IO[str]) -> bool:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """``crawler status --state DIR``: print where the stored crawl stands; change nothing."""
+    from crawler.state.base import StateError  # noqa: PLC0415  (start-up time)
+
     status = importlib.import_module("crawler.status")
     try:
         text = status.render(args.state, args.format)
