@@ -431,8 +431,11 @@ class Checker:
             if verdict.ids is not None and verdict.final_url:
                 self._ids[verdict.final_url] = _id_hashes(verdict.ids)
             if verdict.error is not None:
-                verdict.detail = _describe(verdict, self.config)
-                verdict.detail += f" (checked twice; first: {_describe(old, self.config)})"
+                first, again = _describe(old, self.config), _describe(verdict, self.config)
+                same = first == again or (
+                    verdict.status is not None and verdict.status == old.status
+                )
+                verdict.detail = f"{again} (checked twice{'' if same else f'; first: {first}'})"
             elif verdict.external and cache is not None and url not in self._frag_bases:
                 cache.put(verdict)
             self.verdicts[url] = verdict
