@@ -373,3 +373,22 @@ def test_error_kinds_map_onto_the_issue_list() -> None:
     assert error_kind("redirect_invalid", "Location 'x' is not a URL") == "invalid_url"
     for ours in ("too_large", "extract", "internal", "sink", None):
         assert error_kind(ours, "") is None  # not the link's fault
+
+
+def test_in_scope_urls_not_crawled_are_probed(checked: tuple[CheckSite, CheckReport]) -> None:
+    full_site, full = checked
+    site, report = run_check(max_pages=1)  # only the seed page is crawled
+    assert report.stats.pages == 1
+    on_seed = {
+        p.url.replace(full_site.base, site.base)
+        .replace(full_site.ext_base, site.ext_base)
+        .replace(f":{full_site.dead_port}/", f":{site.dead_port}/"): p.error
+        for p in full.broken + full.warnings
+        if any(o.page == full_site.base + "/" for o in p.referrers)
+    }
+    got = {p.url: p.error for p in report.broken + report.warnings}
+    assert got == on_seed  # the same verdicts, fragments included
+    assert site.hits["HEAD /gone"] == 1 and site.hits["GET /gone"] == 1  # HEAD failed: GET
+    # fragments to look up: one GET (its two HEADs are /moved's and /temp's redirects)
+    assert site.hits["GET /good.html"] == 1
+    assert not [k for k in site.hits if k.endswith(" /private/page")]  # robots.txt still holds
