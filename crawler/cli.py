@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import gc
 import importlib
-import os
 import platform
 import signal
 import sys
@@ -390,13 +389,7 @@ def _read_stored(directory: str) -> dict[str, Any] | None:
         StateError: not a crawl state, another format version, or corrupt.
     """
     sqlite = importlib.import_module("crawler.state.sqlite")
-    read = getattr(sqlite.SQLiteState, "read_settings", None)
-    if read is not None:
-        stored: dict[str, Any] | None = read(directory)
-        return stored
-    if not os.path.exists(os.path.join(directory, sqlite.DB_NAME)):
-        return None  # missing or empty: a new crawl (the state's own open says if not)
-    stored = sqlite.SQLiteState.read_status(directory).settings
+    stored: dict[str, Any] | None = sqlite.SQLiteState.read_settings(directory)
     return stored
 
 
