@@ -130,6 +130,7 @@ class Run:
     exit: int
     stopped_by: str | None  # "SIGKILL", "SIGINT" or None (it ended by itself)
     stderr: str
+    stopped_at: float = 0.0  # when the signal was sent
 
 
 @dataclass
@@ -181,6 +182,7 @@ class Crawl:
                 cwd=self.workdir,
             )
             sent = None
+            sent_at = 0.0
             try:
                 if stop is not None:
                     while after_requests is not None and proc.poll() is None:
@@ -191,6 +193,7 @@ class Crawl:
                     while proc.poll() is None and time.monotonic() < deadline:
                         time.sleep(0.002)
                     if proc.poll() is None:
+                        sent_at = time.time()
                         proc.send_signal(stop)
                         sent = stop.name
                 code = proc.wait(RUN_LIMIT)
@@ -199,7 +202,7 @@ class Crawl:
                 proc.wait()
                 raise
             ended = time.time()
-        run = Run(started, ended, code, sent, err_path.read_text(errors="replace"))
+        run = Run(started, ended, code, sent, err_path.read_text(errors="replace"), sent_at)
         self.runs.append(run)
         return run
 
@@ -278,8 +281,11 @@ def check_fetches(crawl: Crawl, why: str) -> dict[str, list[int]]:
     site = crawl.server.site
     expected, _ = site.expected()
     runs_of: dict[str, list[int]] = {}
-    for path, start, _end in crawl.server.log():
-        runs_of.setdefault(path, []).append(_run_of(crawl, start))
+    answered: dict[tuple[str, int], float | None] = {}  # (path, run) -> when its GET ended
+    for path, start, end in crawl.server.log():
+        i = _run_of(crawl, start)
+        runs_of.setdefault(path, []).append(i)
+        answered[path, i] = end
     robots = runs_of.pop("/robots.txt", [])
     fetched = set(runs_of)
     assert fetched - expected == set(), f"{why}: fetched outside the site"
@@ -289,15 +295,25 @@ def check_fetches(crawl: Crawl, why: str) -> dict[str, list[int]]:
     for i, run in enumerate(crawl.runs):
         again = set()
         for path, runs in runs_of.items():
-            assert runs.count(i) <= 1, f"{why}: {path} fetched {runs.count(i)} times in run {i}"
+            assert runs.count(i) <= 1, (
+                f"{why}: {path} fetched {runs.count(i)} times in run {i}; its runs {runs}; "
+                f"redirects to it and their runs: "
+                f"{[(s, runs_of.get(s)) for s, (_, t) in site.redirects.items() if t == path]}"
+            )
             if i in runs and any(r > i for r in runs):
                 again.add(path)
         if run.stopped_by is None:
             assert not again, f"{why}: run {i} ended by itself, yet fetched again: {again}"
         leases = {p for p in again if redirect_of.get(p) not in again}
+
+        def before_stop(p: str, run: Run = run, i: int = i) -> str:
+            end = answered[p, i]
+            return "unanswered" if end is None else f"{run.stopped_at - end:+.3f}"
+
         assert len(leases) <= CONCURRENCY, (
             f"{why}: {len(leases)} requests of run {i} ({run.stopped_by}) fetched again "
-            f"(at most {CONCURRENCY} were in flight): {sorted(leases)}"
+            f"(at most {CONCURRENCY} were in flight); each with the seconds between the end "
+            f"of its answer and the stop: {[(p, before_stop(p)) for p in sorted(leases)]}"
         )
     return runs_of
 
