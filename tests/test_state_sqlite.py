@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -556,7 +555,10 @@ async def test_writers_of_one_turn_share_one_commit_and_return_committed(
     state = await opened(tmp_path)
     before = state.commits
     await asyncio.gather(
-        *(state.offer_many([cand(state, f"http://a.test/{b}/{i}") for i in range(10)]) for b in range(20))
+        *(
+            state.offer_many([cand(state, f"http://a.test/{b}/{i}") for i in range(10)])
+            for b in range(20)
+        )
     )
     assert state.commits == before + 1
     # committed on return: another connection sees every row
@@ -579,7 +581,11 @@ async def test_read_status_changes_nothing(tmp_path: Path) -> None:
     (seed,) = await state.lease(1, T0)
     await state.offer_many(
         [cand(state, f"http://a.test/{i}", referrer=seed.url) for i in range(5)]
-        + [cand(state, "http://b.test/", referrer=seed.url, origin="http://b.test:80", host="b.test")]
+        + [
+            cand(
+                state, "http://b.test/", referrer=seed.url, origin="http://b.test:80", host="b.test"
+            )
+        ]
     )
     await state.complete(seed, Outcome("http_500", 500), T0)
     await state.add_counters({"links": 6})
@@ -634,7 +640,7 @@ MILLION = textwrap.dedent(
         await state.offer_many([Candidate(page, fp(page), "http://a.test:80", "a.test", 0)])
         (seed,) = await state.lease(1, 1.8e9)
         for start in range(0, n, 1000):
-            urls = [f"http://a.test/section-{i % 97}/page-{i}.html" for i in range(start, start + 1000)]
+            urls = [f"http://a.test/s{i % 97}/page-{i}.html" for i in range(start, start + 1000)]
             await state.offer_many(
                 [Candidate(u, fp(u), "http://a.test:80", "a.test", 1, page) for u in urls]
             )
