@@ -392,3 +392,74 @@ def test_in_scope_urls_not_crawled_are_probed(checked: tuple[CheckSite, CheckRep
     # fragments to look up: one GET (its two HEADs are /moved's and /temp's redirects)
     assert site.hits["GET /good.html"] == 1
     assert not [k for k in site.hits if k.endswith(" /private/page")]  # robots.txt still holds
+
+
+async def test_a_broken_seed_is_reported(serve: Any) -> None:
+    app = web.Application()
+    server = await serve(app)  # every path 404
+    seed = f"http://127.0.0.1:{server.port}/nothere.html"
+    report = await check(seed, ignore_robots=True)
+    assert [(p.url, p.error, p.referrers) for p in report.broken] == [(seed, "http_404", [])]
+
+
+async def test_external_probes_run_while_the_crawl_goes_on(serve: Any) -> None:
+    loop = asyncio.get_running_loop()
+    when: dict[str, float] = {}
+
+    async def ext(request: web.Request) -> web.Response:
+        when.setdefault("external", loop.time())
+        return web.Response(text="ok")
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(1.0)
+        when["slow done"] = loop.time()
+        return web.Response(text="<p>slow</p>", content_type="text/html")
+
+    ext_app = web.Application()
+    ext_app.router.add_route("*", "/x", ext)
+    ext_server = await serve(ext_app)
+
+    async def page(request: web.Request) -> web.Response:
+        body = f'<a href="http://127.0.0.1:{ext_server.port}/x">x</a><a href="/slow">s</a>'
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/slow", slow)
+    server = await serve(app)
+    report = await check(f"http://127.0.0.1:{server.port}/", ignore_robots=True)
+    assert report.broken == []
+    assert when["external"] < when["slow done"]  # not after the crawl
+
+
+async def test_a_url_that_hangs_costs_its_retries_once(serve: Any) -> None:
+    seen: list[str] = []
+
+    async def hang(request: web.Request) -> web.Response:
+        seen.append(request.method)
+        await asyncio.sleep(3)
+        return web.Response(text="late")
+
+    ext_app = web.Application()
+    ext_app.router.add_route("*", "/hang", hang)
+    ext_server = await serve(ext_app)
+
+    async def page(request: web.Request) -> web.Response:
+        body = f'<a href="http://127.0.0.1:{ext_server.port}/hang">x</a>'
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    server = await serve(app)
+    report = await check(
+        f"http://127.0.0.1:{server.port}/",
+        ignore_robots=True,
+        timeout=0.3,
+        retries=1,
+        backoff=0.01,
+        recheck_delay=0,
+    )
+    assert [p.error for p in report.broken] == ["timeout"]
+    # HEAD with its retry, GET once (HEAD timed out already), the second look: one GET
+    assert seen == ["HEAD", "HEAD", "GET", "GET"]
+    assert report.stats.rechecked == 1

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.checksite import LONG_LINES, TIMEOUT, CheckSite
+from tests.checksite import LONG_LINES, TIMEOUT, CheckSite, free_port
 
 CMD = [sys.executable, "-m", "crawler", "check"]
 FAST = ["--timeout", str(TIMEOUT), "--retries", "0", "--max-redirects", "5"]
@@ -121,3 +121,10 @@ async def test_every_format_dispatched(serve: Any, tmp_path: Path) -> None:
 async def test_cache_in_a_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = await run("http://127.0.0.1:1/", "--cache", str(tmp_path / "no" / "c.json"))
     assert code == 2 and "--cache" in err
+
+
+async def test_a_site_that_is_down_exits_1(tmp_path: Path) -> None:
+    seed = f"http://127.0.0.1:{free_port()}/"
+    code, out, _ = await run(seed, "--retries", "0", "--recheck-delay", "0")
+    assert code == 1
+    assert f"connect  {seed}" in out

@@ -149,6 +149,12 @@ class Checker:
         self.requests: dict[str, int] = {}
         self.cache_error: str | None = None
         self._replayed: set[str] = set()
+        # External URLs are probed while the crawl runs (they are on other hosts than the
+        # crawl's): the pool is set up by run().
+        self._prober: Prober | None = None
+        self._cache: ResultCache | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._early: set[asyncio.Task[None]] = set()
         self.resumed_pages = 0  # pages of earlier runs of the state, replayed from its journal
 
     # -- phase 1: the crawl --
@@ -165,6 +171,29 @@ class Checker:
         if "given" in params:
             kwargs["given"] = self._given
         return Crawler(self.config, **kwargs)
+
+    def _add_seeds(self) -> None:
+        """The seeds are targets too (linked from nowhere): a seed that is down is broken."""
+        for seed in self.config.seeds:
+            canon = self.policy.canonical(seed)
+            if canon is not None and self.targets.get(canon) is None:
+                self.targets.id(canon)
+                self._kind.append(_HTTP)
+                self._bases[canon] = None
+
+    def _needs_probe(self, url: str) -> bool:
+        """No verdict yet, or an early probe (HEAD) that did not read the ids a fragment
+        linked later needs."""
+        verdict = self._resolve(url)
+        if verdict is None:
+            return True
+        return (
+            url in self._frag_bases
+            and not verdict.crawled
+            and verdict.error is None
+            and verdict.ids is None
+            and verdict.final_url not in self._ids
+        )
 
     def _replay(self, journal: PageJournal) -> None:
         """The pages of earlier runs of this state (``--state``): as if crawled now."""
@@ -264,7 +293,9 @@ class Checker:
                 tid = targets.id(key)
                 self._kind.append(kind)
                 if kind == _HTTP:
-                    self._bases[base] = None
+                    if base not in self._bases:
+                        self._bases[base] = None
+                        self._probe_early(base)
                     if frag:
                         self._frag_bases.add(base)
             store.add(
@@ -361,18 +392,30 @@ class Checker:
             return None
         return lambda url: self.hosts.scope_origin(url) is not None
 
-    async def _probe_all(
-        self, prober: Prober, urls: list[str], robots: RobotsCache | None, cache: ResultCache | None
-    ) -> None:
-        sem = asyncio.Semaphore(max(1, self.config.concurrency))
+    def _probe_early(self, url: str) -> None:
+        """Start probing an external URL now, while the crawl goes on (not in-scope ones:
+        the crawl may still fetch them, and their hosts are the crawl's)."""
+        if self._prober is None or not self.options.external:
+            return
+        if self.hosts.scope_origin(url) is not None:
+            return
+        task = asyncio.get_running_loop().create_task(self._probe_into(url, None))
+        self._early.add(task)
+        task.add_done_callback(self._early.discard)
 
-        async def one(url: str) -> None:
-            async with sem:
-                verdict = await self._probe_one(prober, url, robots, cache)
-            if verdict is not None:
-                self.verdicts[url] = verdict
+    async def _probe_into(self, url: str, robots: RobotsCache | None) -> None:
+        assert self._prober is not None and self._sem is not None
+        async with self._sem:
+            try:
+                verdict = await self._probe_one(self._prober, url, robots, self._cache)
+            except Exception:  # a bug of ours: never a broken link; logged, left unchecked
+                log.exception("checking %s failed", url)
+                return
+        if verdict is not None:
+            self.verdicts[url] = verdict
 
-        await asyncio.gather(*(one(u) for u in urls))
+    async def _probe_all(self, urls: list[str], robots: RobotsCache | None) -> None:
+        await asyncio.gather(*(self._probe_into(u, robots) for u in urls))
 
     async def _probe_one(
         self, prober: Prober, url: str, robots: RobotsCache | None, cache: ResultCache | None
@@ -424,7 +467,7 @@ class Checker:
         async def again(url: str, old: Verdict) -> None:
             async with sem:
                 verdict = await prober.probe(
-                    url, need_ids=url in self._frag_bases, follow=self._follow
+                    url, need_ids=url in self._frag_bases, follow=self._follow, once=True
                 )
             self.stats.rechecked += 1
             verdict.external = self.hosts.scope_origin(url) is None
@@ -450,28 +493,35 @@ class Checker:
         t0 = time.monotonic()
         state_dir = self.config.state
         journal = PageJournal(state_dir) if state_dir else None
-        if journal is not None:
-            self._replay(journal)
-        crawler = self._crawler(journal)
-        async with crawler:
-            await crawler.run()
-        self.crawl_stats = crawler.stats
         cache = (
             ResultCache(self.options.cache, self.options.cache_max_age)
             if self.options.cache
             else None
         )
-        prober = Prober(self.config, self.policy)
+        self._cache = cache
+        prober = self._prober = Prober(self.config, self.policy)
+        self._sem = asyncio.Semaphore(max(1, self.config.concurrency))
         try:
+            self._add_seeds()
+            if journal is not None:
+                self._replay(journal)
+            crawler = self._crawler(journal)
+            async with crawler:
+                await crawler.run()
+            self.crawl_stats = crawler.stats
+            while self._early:
+                await asyncio.gather(*list(self._early))
             robots = (
                 None
                 if self.config.ignore_robots
                 else RobotsCache(prober.fetcher, self.config.user_agent, self.policy.in_scope)
             )
-            pending = [u for u in self._bases if self._resolve(u) is None]
-            await self._probe_all(prober, pending, robots, cache)
+            pending = [u for u in self._bases if self._needs_probe(u)]
+            await self._probe_all(pending, robots)
             await self._recheck(prober, cache)
         finally:
+            for task in list(self._early):
+                task.cancel()
             await prober.close()
         self.requests = dict(prober.requests)
         if cache is not None:

@@ -131,12 +131,20 @@ class Prober:
             yield
 
     async def probe(
-        self, url: str, *, need_ids: bool = False, follow: Callable[[str], bool] | None = None
+        self,
+        url: str,
+        *,
+        need_ids: bool = False,
+        follow: Callable[[str], bool] | None = None,
+        once: bool = False,
     ) -> Verdict:
         """Check ``url``: follow its redirects; HEAD, or GET when ``need_ids`` (or HEAD failed).
 
         ``follow(target)`` False: a redirect to ``target`` is not followed (``--no-external``
         and a redirect off the site): the verdict ends there, not broken.
+        ``once``: the second look at a failure: one GET a hop, no retries (it is the retry),
+        except that a 429/503 with a Retry-After is waited out (up to ``max_retry_after``)
+        and asked once more.
         Never raises for a fault of the wire or the server: it is the verdict's ``error``.
         """
         cfg = self.config
@@ -144,7 +152,7 @@ class Prober:
         current = url
         chain = {url}
         while True:
-            status, location, kind, detail, read = await self._one(current, need_ids)
+            status, location, kind, detail, read = await self._one(current, need_ids, once)
             verdict.status = status
             verdict.final_url = current
             if read is not None:
@@ -179,21 +187,27 @@ class Prober:
             current = target
 
     async def _one(
-        self, url: str, need_ids: bool
+        self, url: str, need_ids: bool, once: bool
     ) -> tuple[
         int | None, str | None, str | None, str, tuple[bool, frozenset[str] | None, bool] | None
     ]:
         """One hop: HEAD (then GET if it failed) or GET; (status, location, kind, detail, ids)."""
+        if once:
+            return await self._retrying(url, "GET", need_ids, 0, wait_told=True)
+        retries = self.config.retries
         if not need_ids:
-            status, location, kind, detail, _ = await self._retrying(url, "HEAD", False)
+            status, location, kind, detail, _ = await self._retrying(url, "HEAD", False, retries)
             head_failed = kind is not None or (status is not None and status >= 400)
             if not head_failed:
                 return status, location, None, "", None
-            # 405/501 (no HEAD here) or any other failure: GET decides.
-        return await self._retrying(url, "GET", need_ids)
+            # 405/501 (no HEAD here) or any other failure: GET decides; after a timeout
+            # (retried already) once, so that a URL that hangs does not cost twice the waits.
+            if kind == "timeout":
+                retries = 0
+        return await self._retrying(url, "GET", need_ids, retries)
 
     async def _retrying(
-        self, url: str, method: str, need_ids: bool
+        self, url: str, method: str, need_ids: bool, retries: int, *, wait_told: bool = False
     ) -> tuple[
         int | None, str | None, str | None, str, tuple[bool, frozenset[str] | None, bool] | None
     ]:
@@ -211,13 +225,14 @@ class Prober:
                 raise
             except Exception as exc:
                 kind, detail = _classify(exc)
-                if kind not in RETRY_KINDS or attempt >= cfg.retries:
+                if kind not in RETRY_KINDS or attempt >= retries:
                     return None, None, error_kind(kind, detail), detail, None
             else:
-                if (status == 429 or status >= 500) and attempt < cfg.retries:
-                    wait = parse_retry_after(retry_after)
-                    if wait is not None:
-                        wait = min(wait, cfg.max_retry_after)
+                told = parse_retry_after(retry_after) if status in (429, 503) else None
+                if (status == 429 or status >= 500) and (
+                    attempt < retries or (wait_told and attempt == 0 and told is not None)
+                ):
+                    wait = None if told is None else min(told, cfg.max_retry_after)
                 else:
                     if status < 400:
                         return status, location, None, "", read
