@@ -179,6 +179,12 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         "keep the crawl's state in DIR (SQLite): the same command again, or with no URL,"
         " continues the crawl where it stopped, even after kill -9",
     ),
+    "state_sync": (
+        ("--state-sync",),
+        {"choices": ("normal", "full")},
+        "how the state commits: normal survives kill -9, full also a power loss (an fsync a"
+        " commit)",
+    ),
 }
 _FLAG_OF = {key: flags[0] for key, (flags, _, _) in _OPTIONS.items()} | {"seeds": "URL"}
 
@@ -426,6 +432,15 @@ class _RunState:
     crawler: Crawler | None = None
 
 
+def _state_for(config: CrawlConfig) -> Any:
+    """The SQLite state with the ``state_sync`` asked for, or None: the engine's default
+    (``open_state(config.state)``: memory, or SQLite with synchronous=NORMAL)."""
+    if not config.state or config.state_sync == "normal":
+        return None
+    sqlite = importlib.import_module("crawler.state.sqlite")
+    return sqlite.SQLiteState(config.state, synchronous=config.state_sync)
+
+
 def _tune_gc() -> None:
     """Spare the collector the start-up objects and most young-generation passes.
 
@@ -483,6 +498,9 @@ async def _crawl(
         options: dict[str, Any] = {"page_links": page_links}
         if given is not None:
             options["given"] = given
+        backend = _state_for(config)
+        if backend is not None:
+            options["state"] = backend
         async with engine.Crawler(config, sink=sink, **options) as crawler:
             state.crawler = crawler
 

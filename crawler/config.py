@@ -28,6 +28,7 @@ from crawler._version import __version__
 Scope = Literal["host", "origin", "domain", "subdomains"]
 OutputFormat = Literal["urls", "jsonl", "csv"]
 LinkSet = Literal["links", "resources"]
+StateSync = Literal["normal", "full"]
 
 DEFAULT_USER_AGENT = f"crawler/{__version__} (link discovery bot; python-aiohttp)"
 
@@ -101,6 +102,9 @@ class CrawlConfig:
     #: Where the crawl's state lives: None = in memory (lost at exit); a directory = SQLite
     #: there, and running again with it continues the crawl (``crawler.state.open_state``).
     state: str | None = None
+    #: How a SQLite state commits: "normal" survives kill -9 (a power loss may lose the last
+    #: transactions, redone on resume); "full" also survives a power loss (an fsync a commit).
+    state_sync: StateSync = "normal"
 
     extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
@@ -153,7 +157,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "extraction": ("link_set",),
     "output": ("format", "output", "all_links", "quiet"),
-    "backend": ("state",),
+    "backend": ("state", "state_sync"),
 }
 
 # Keys that existed once: a file that still has one gets this message, not "unknown key".

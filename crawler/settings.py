@@ -70,6 +70,7 @@ PER_RUN: dict[str, str] = {
     "output": "where results are written (stored as an absolute path)",
     "all_links": "what the urls format lists",
     "quiet": "what this run prints on stderr",
+    "state_sync": "how durable this run's commits are",
 }
 
 # Keys kept out of both: seeds are merged, the state's location is not part of the crawl.

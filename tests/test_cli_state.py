@@ -297,6 +297,27 @@ async def test_the_library_can_give_a_full_synchronous_state(site: str, tmp_path
     assert (status["done"], status["queued"]) == (PAGES, 0)
 
 
+async def test_state_sync_full_from_the_command_line(site: str, tmp_path: Path) -> None:
+    config = cli.config_from_args(
+        cli.build_parser().parse_args(["crawl", site + "/", "--state", str(tmp_path / "s"),
+                                       "--state-sync", "full"])
+    )  # fmt: skip
+    backend = cli._state_for(config)
+    assert isinstance(backend, SQLiteState)
+    await backend.open(per_host=1, delay=0.0, max_pages_per_host=0)
+    try:
+        assert backend._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        await backend.close()
+    assert cli._state_for(config.replace(state_sync="normal")) is None  # the engine's default
+    assert cli._state_for(config.replace(state=None)) is None
+    done = await run("crawl", site + "/", "--state", str(tmp_path / "s"), "--state-sync", "full",
+                     "-q")  # fmt: skip
+    assert done.rc == 0, done.err
+    status = json.loads((await run("status", "--state", str(tmp_path / "s"), "-f", "json")).out)
+    assert status["done"] == PAGES and status["settings"]["run"]["state_sync"] == "full"
+
+
 # -- in-process: what `crawler check` reuses, and that it is imported only for check --
 
 

@@ -31,6 +31,7 @@ def other_value(key: str) -> Any:
         "format": "jsonl",
         "output": "out.txt",
         "user_agent": "other/1.0",
+        "state_sync": "full",
     }
     return special[key]
 
