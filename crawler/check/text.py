@@ -37,6 +37,8 @@ def _problem(p: Problem, out: TextIO, limit: int | None) -> None:
         out.write(f"  link instead: {p.final_url}\n")
     if p.detail:
         out.write(f"  {_short(p.detail, 200)}\n")
+    if not p.referrers:
+        out.write("    (a seed URL: linked from no page)\n")
     shown = p.referrers if limit is None else p.referrers[:limit]
     for o in shown:
         pos = f"{o.line}:{o.column}" if o.line else "?"
