@@ -58,6 +58,169 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
 
+# Counting for `LinkExtractor._advance`: a byte's occurrences, CR LF pairs, the last
+# occurrence, the leading ASCII run, with SSE2 (AVX2 when the CPU has it) on x86-64 and plain
+# loops elsewhere. Every byte of a page is counted once, so these must cost well under one
+# instruction a byte.
+cdef extern from *:
+    """
+    #include <string.h>
+    #if defined(__x86_64__) || defined(_M_X64)
+    #include <emmintrin.h>
+    #define LC_SSE2 1
+    #if defined(__GNUC__) || defined(__clang__)
+    #include <immintrin.h>
+    #define LC_AVX2 1
+    #endif
+    #endif
+
+    #ifdef LC_SSE2
+    #define LC_L(o) _mm_loadu_si128((const __m128i*)(p + (o)))
+    /* LFs of p[i:n] counted 16 bytes at a time (and CRs noted), from i; returns where it
+       stopped (fewer than 16 bytes left). */
+    static Py_ssize_t lc_lf_sse2(const unsigned char* p, Py_ssize_t i, Py_ssize_t n,
+                                 Py_ssize_t* k, int* cr) {
+        const __m128i lf = _mm_set1_epi8(10), crv = _mm_set1_epi8(13), z = _mm_setzero_si128();
+        __m128i acc, crs = z, v, s;
+        Py_ssize_t blocks, j;
+        while (n - i >= 16) {
+            blocks = (n - i) / 16;
+            if (blocks > 255) blocks = 255;  /* a lane counts up to 255 */
+            acc = z;
+            for (j = 0; j < blocks; j++, i += 16) {
+                v = LC_L(i);
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, lf));
+                crs = _mm_or_si128(crs, _mm_cmpeq_epi8(v, crv));
+            }
+            s = _mm_sad_epu8(acc, z);
+            *k += _mm_cvtsi128_si32(s) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
+        }
+        if (_mm_movemask_epi8(crs)) *cr = 1;
+        return i;
+    }
+    #endif
+
+    #ifdef LC_AVX2
+    #define LC_L2(o) _mm256_loadu_si256((const __m256i*)(p + (o)))
+    __attribute__((target("avx2")))
+    static Py_ssize_t lc_lf_avx2(const unsigned char* p, Py_ssize_t i, Py_ssize_t n,
+                                 Py_ssize_t* k, int* cr) {
+        const __m256i lf = _mm256_set1_epi8(10), crv = _mm256_set1_epi8(13);
+        const __m256i z = _mm256_setzero_si256();
+        __m256i acc, crs = z, v0, v1, s;
+        Py_ssize_t blocks, j;
+        while (n - i >= 64) {
+            blocks = (n - i) / 64;
+            if (blocks > 127) blocks = 127;  /* a lane counts up to 2 * 127 */
+            acc = z;
+            for (j = 0; j < blocks; j++, i += 64) {
+                v0 = LC_L2(i);
+                v1 = LC_L2(i + 32);
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v0, lf));
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v1, lf));
+                crs = _mm256_or_si256(crs, _mm256_or_si256(_mm256_cmpeq_epi8(v0, crv),
+                                                           _mm256_cmpeq_epi8(v1, crv)));
+            }
+            s = _mm256_sad_epu8(acc, z);
+            *k += _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1)
+                  + _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
+        }
+        if (_mm256_movemask_epi8(crs)) *cr = 1;
+        return i;
+    }
+    static int lc_have_avx2 = -1;
+    #endif
+
+    /* How many LFs p[:n] has; *cr set to 1 if it has a CR (else left as it is). */
+    static Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n, int* cr) {
+        Py_ssize_t i = 0, k = 0;
+        unsigned char c;
+    #ifdef LC_AVX2
+        if (n >= 64) {
+            if (lc_have_avx2 < 0) lc_have_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+            if (lc_have_avx2) i = lc_lf_avx2(p, i, n, &k, cr);
+        }
+    #endif
+    #ifdef LC_SSE2
+        i = lc_lf_sse2(p, i, n, &k, cr);
+    #endif
+        for (; i < n; i++) {
+            c = p[i];
+            if (c <= 13) {
+                k += (c == 10);
+                if (c == 13) *cr = 1;
+            }
+        }
+        return k;
+    }
+
+    /* How many CRs p[:n] has. */
+    static Py_ssize_t lc_count_cr(const unsigned char* p, Py_ssize_t n) {
+        Py_ssize_t i = 0, k = 0;
+        for (; i < n; i++) k += (p[i] == 13);
+        return k;
+    }
+
+    /* How many i in [0, n - 1) have p[i] == CR and p[i + 1] == LF. */
+    static Py_ssize_t lc_count_crlf(const unsigned char* p, Py_ssize_t n) {
+        Py_ssize_t i = 0, k = 0, blocks, j;
+    #ifdef LC_SSE2
+        const __m128i cr = _mm_set1_epi8(13), lf = _mm_set1_epi8(10), z = _mm_setzero_si128();
+        __m128i acc, s;
+        while (n - i >= 17) {
+            blocks = (n - i - 1) / 16;
+            if (blocks > 255) blocks = 255;
+            acc = z;
+            for (j = 0; j < blocks; j++, i += 16)
+                acc = _mm_sub_epi8(acc, _mm_and_si128(_mm_cmpeq_epi8(LC_L(i), cr),
+                                                      _mm_cmpeq_epi8(LC_L(i + 1), lf)));
+            s = _mm_sad_epu8(acc, z);
+            k += _mm_cvtsi128_si32(s) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
+        }
+    #endif
+        for (; i + 1 < n; i++) k += (p[i] == 13 && p[i + 1] == 10);
+        return k;
+    }
+
+    /* The index of the last b in p[:n], or -1. */
+    static Py_ssize_t lc_last(const unsigned char* p, Py_ssize_t n, unsigned char b) {
+    #ifdef __GLIBC__
+        const unsigned char* q = (const unsigned char*)memrchr(p, b, (size_t)n);
+        return q ? q - p : -1;
+    #else
+        while (n > 0) {
+            n--;
+            if (p[n] == b) return n;
+        }
+        return -1;
+    #endif
+    }
+
+    /* The length of the ASCII run p[:n] starts with. */
+    static Py_ssize_t lc_ascii_run(const unsigned char* p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+    #ifdef LC_SSE2
+        while (n - i >= 64) {
+            if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(LC_L(i), LC_L(i + 16)),
+                                               _mm_or_si128(LC_L(i + 32), LC_L(i + 48)))))
+                break;
+            i += 64;
+        }
+        while (n - i >= 16) {
+            if (_mm_movemask_epi8(LC_L(i))) break;
+            i += 16;
+        }
+    #endif
+        while (i < n && p[i] < 0x80) i++;
+        return i;
+    }
+    """
+    Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n, int* cr) nogil
+    Py_ssize_t lc_count_cr(const unsigned char* p, Py_ssize_t n) nogil
+    Py_ssize_t lc_count_crlf(const unsigned char* p, Py_ssize_t n) nogil
+    Py_ssize_t lc_last(const unsigned char* p, Py_ssize_t n, unsigned char b) nogil
+    Py_ssize_t lc_ascii_run(const unsigned char* p, Py_ssize_t n) nogil
+
 # How code points are counted for columns: one a byte, UTF-8 (in C), or by a Python decoder.
 DEF K_SINGLE = 0
 DEF K_UTF8 = 1
@@ -682,7 +845,9 @@ cdef class _Tables:
         self.nentries = len(names)
         # (one more entry, after the named ones: the default while collecting ids)
         self.entries = <Entry*>malloc((self.nentries + 1) * sizeof(Entry))
-        nw = sum(len(self.want.get(t, ())) for t in names)
+        # (while collecting ids a tag not in `want` keeps its id, as `_machine` does)
+        nodef = frozenset((b"id",)) if ids else frozenset()
+        nw = sum(len(self.want.get(t, nodef)) for t in names)
         self.wattrs = <WAttr*>malloc((nw + 1) * sizeof(WAttr))
         self.idslot = <int*>malloc((self.nentries + 1) * sizeof(int))
         self.nameslot = <int*>malloc((self.nentries + 1) * sizeof(int))
@@ -696,7 +861,7 @@ cdef class _Tables:
             e.noff = len(pool)
             e.nlen = len(t)
             pool += t
-            wn = sorted(self.want.get(t, ()))
+            wn = sorted(self.want.get(t, nodef))
             self.entry_wnames.append(wn)
             e.wfirst = j
             e.nwant = len(wn)
@@ -1309,21 +1474,18 @@ cdef class LinkExtractor:
         maximal invalid subpart, as Python's "replace") gives them, resumable."""
         cdef Py_ssize_t i = 0, k = 0
         cdef int need = self._u_need, seen = self._u_seen, lo = self._u_lo, hi = self._u_hi
+        cdef Py_ssize_t run
         cdef unsigned char b
-        cdef unsigned long long w
         while i < n:
             b = p[i]
             if need == 0:
-                i += 1
                 if b < 0x80:
-                    k += 1
-                    while i + 8 <= n:
-                        memcpy(&w, p + i, 8)
-                        if w & 0x8080808080808080ULL:
-                            break
-                        k += 8
-                        i += 8
-                elif 0xC2 <= b <= 0xDF:
+                    run = lc_ascii_run(p + i, n - i)
+                    k += run
+                    i += run
+                    continue
+                i += 1
+                if 0xC2 <= b <= 0xDF:
                     need = 1
                     lo = 0x80
                     hi = 0xBF
@@ -1359,29 +1521,20 @@ cdef class LinkExtractor:
     cdef int _advance(self, const unsigned char* p, Py_ssize_t x) except -1:
         """`_machine.LinkExtractor._advance`: line breaks by memchr, code points from the
         last one."""
-        cdef Py_ssize_t c = self._cnt - self._off, i, nl = 0, last = -1, j
-        cdef const unsigned char* q
+        cdef Py_ssize_t c = self._cnt - self._off, nl, last = -1, j
+        cdef int cr = 0
         if x <= c:
             return 0
-        i = c
-        while i < x:
-            q = <const unsigned char*>memchr(p + i, 0x0A, x - i)
-            if q == NULL:
-                break
-            nl += 1
-            last = q - p
-            i = last + 1
-        i = c
-        while i < x:
-            q = <const unsigned char*>memchr(p + i, 0x0D, x - i)
-            if q == NULL:
-                break
-            j = q - p
-            if j + 1 >= x or p[j + 1] != 0x0A:
-                nl += 1  # a CR not followed by LF (here) is a break of its own
-                if j > last:
-                    last = j
-            i = j + 1
+        nl = lc_count_lf(p + c, x - c, &cr)
+        if nl:
+            last = c + lc_last(p + c, x - c, 0x0A)
+        if cr:
+            # A CR not followed by LF (here) is a break of its own. (Pages with CRs are the
+            # rarer kind: a plain loop.)
+            nl += lc_count_cr(p + c, x - c) - lc_count_crlf(p + c, x - c)
+            j = c + lc_last(p + c, x - c, 0x0D)
+            if (j + 1 >= x or p[j + 1] != 0x0A) and j > last:
+                last = j
         if self._cr and p[c] == 0x0A:
             nl -= 1  # the LF of a CR LF split between two buffers
         self._cr = p[x - 1] == 0x0D
