@@ -8,16 +8,17 @@ Theory of operation
    raw) of a *target*: the canonical URL, with the fragment when one is to be checked. An
    in-scope URL is checked by being crawled: its PageResult (status, redirects, error, and
    the fragment ids the extractor collected in the same pass) is its verdict.
-2. **Probe.** When the crawl is over, every linked URL without a verdict is probed
-   (`Prober`: HEAD, GET on any HEAD failure or when a fragment must be looked up; redirects
-   hop by hop; never crawled): out-of-scope ("external") URLs unless ``external`` is off,
-   and in-scope URLs the crawl did not fetch (past ``max_depth``/``max_pages``), these after
-   their robots.txt allows it. ``include``/``exclude`` apply to every URL: a URL they rule
-   out is a warning ``excluded``, not checked. External results come from ``--cache`` when
-   fresh there.
+2. **Probe.** Every linked URL without a verdict is probed (`Prober`: HEAD, GET on any HEAD
+   failure or when a fragment must be looked up; redirects hop by hop; never crawled):
+   out-of-scope ("external") URLs as soon as they are found, while the crawl goes on (their
+   hosts are not the crawl's), unless ``external`` is off; in-scope URLs the crawl did not
+   fetch (past ``max_depth``/``max_pages``) once it is over, after their robots.txt allows
+   them. ``include``/``exclude`` apply to every URL: a URL they rule out is a warning
+   ``excluded``, not checked. External results come from ``--cache`` when fresh there. The
+   seeds are targets too (linked from nowhere), so a site that is down is reported.
 3. **Second look.** A URL that failed in a way that may pass (timeout, 403, 429, 5xx) is
-   probed once more at the end, at least ``recheck_delay`` seconds after its failure; only
-   a second failure is reported.
+   probed once more at the end with one GET, at least ``recheck_delay`` seconds after its
+   failure; only a second failure is reported.
 4. **Report.** Broken URLs (model.BROKEN_KINDS) and warnings, each with every occurrence.
    A redirect that ends broken is reported under the URL as linked, with its chain; a
    missing fragment under ``url#fragment``; a broken page's fragment links under the page.
