@@ -348,6 +348,7 @@ async def test_fragments_as_a_browser_finds_them(serve: Any) -> None:
         '<p id="café">x</p><div id="Mixed">y</div>\n'
         '<a href="#café">1</a> <a href="#caf%C3%A9">2</a> <a href="#top">3</a>\n'
         '<a href="#Mixed">4</a> <a href="#mixed">5</a> <a href="#">6</a>\n'
+        '<a href="#%FF">not UTF-8</a>\n'
     )
 
     async def page(request: web.Request) -> web.Response:
@@ -360,7 +361,10 @@ async def test_fragments_as_a_browser_finds_them(serve: Any) -> None:
     report = await check(base, ignore_robots=True)
     # ids match exactly (case-sensitive), percent-decoded as a browser decodes the fragment;
     # "#top" and "#" scroll to the top
-    assert [(p.url, p.error) for p in report.broken] == [(base + "#mixed", "fragment_missing")]
+    assert [(p.url, p.error) for p in report.broken] == [
+        (base + "#mixed", "fragment_missing"),
+        (base + "#%FF", "fragment_missing"),
+    ]
     (where,) = report.broken[0].referrers
     assert (where.line, where.column, where.raw) == (3, 24, "#mixed")
 

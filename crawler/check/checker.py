@@ -546,7 +546,7 @@ class Checker:
             return True
         if _has_id(hashes, frag):
             return True
-        decoded = unquote(frag, errors="strict") if "%" in frag else frag
+        decoded = unquote(frag, errors="replace") if "%" in frag else frag
         if decoded != frag and _has_id(hashes, decoded):
             return True
         # HTML: an empty fragment or "top" (any case) scrolls to the top; text fragments
