@@ -349,6 +349,7 @@ async def test_fragments_as_a_browser_finds_them(serve: Any) -> None:
         '<a href="#café">1</a> <a href="#caf%C3%A9">2</a> <a href="#top">3</a>\n'
         '<a href="#Mixed">4</a> <a href="#mixed">5</a> <a href="#">6</a>\n'
         '<a href="#%FF">not UTF-8</a>\n'
+        '<img src="data:image/png;base64,iVBORw0KGgo=">\n'
     )
 
     async def page(request: web.Request) -> web.Response:
@@ -367,6 +368,7 @@ async def test_fragments_as_a_browser_finds_them(serve: Any) -> None:
     ]
     (where,) = report.broken[0].referrers
     assert (where.line, where.column, where.raw) == (3, 24, "#mixed")
+    assert report.warnings == []  # a data: URI is inline content, not a link to check
 
 
 def test_error_kinds_map_onto_the_issue_list() -> None:

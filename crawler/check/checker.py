@@ -282,6 +282,8 @@ class Checker:
             else:
                 canon = canonical(url)
                 if canon is None:
+                    if url.startswith("data:"):
+                        continue  # inline content, not a link to anything: nothing to check
                     key = "\0s" + url
                     kind, base = _SCHEME, url
                 else:
