@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 import time
 from array import array
 from bisect import bisect_left
@@ -134,8 +135,11 @@ class Checker:
             drop_params=cfg.drop_params,
             max_url_length=cfg.max_url_length,
         )
-        # The same host rule without the regexes: tells "excluded" from "external".
+        # The same host rule without the regexes: tells "excluded" from "external"; the
+        # regexes apply to external URLs too (the crawl's UrlPolicy sees only its own scope).
         self.hosts = UrlPolicy(cfg.seeds, scope=cfg.scope)
+        self._include = [re.compile(p) for p in cfg.include]
+        self._exclude = [re.compile(p) for p in cfg.exclude]
         self.store = OccurrenceStore()
         self.targets = Interner()
         # per target id: its kind; the URL and fragment are read back from the key
@@ -377,8 +381,7 @@ class Checker:
         """(a warning verdict if rules exclude ``url``, whether it is external)."""
         external = self.hosts.scope_origin(url) is None
         if external:
-            policy = self.policy
-            inc, exc = policy._include, policy._exclude  # the crawl's own regexes
+            inc, exc = self._include, self._exclude
             if (inc and not any(r.search(url) for r in inc)) or any(r.search(url) for r in exc):
                 return Verdict(url, error="excluded", detail="--include/--exclude"), True
             return None, True
