@@ -44,7 +44,8 @@ class Expected:
 class CheckSite:
     """Both servers, the pages, and what a correct checker reports."""
 
-    def __init__(self) -> None:
+    def __init__(self, page_delay: float = 0.0) -> None:
+        self.page_delay = page_delay  # seconds added to every page (a crawl to kill midway)
         self.hits: Counter[str] = Counter()  # "METHOD /path" on the site
         self.ext_requests: list[tuple[str, str]] = []  # (method, path) on 127.0.0.2
         self.site: TestServer | None = None
@@ -228,6 +229,8 @@ class CheckSite:
         page = self.pages.get(path)
         if page is None:
             return web.Response(status=404, text="no such page")
+        if self.page_delay:
+            await asyncio.sleep(self.page_delay)
         return web.Response(text=page, content_type="text/html")
 
     async def _stream(self, request: web.Request, text: str) -> web.StreamResponse:

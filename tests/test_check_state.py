@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ from crawler.extract import Link
 from crawler.results import PageResult
 from tests.checksite import TIMEOUT, CheckSite
 
+CMD = [sys.executable, "-m", "crawler", "check"]
 FAST: dict[str, Any] = {
     "timeout": TIMEOUT,
     "retries": 0,
@@ -46,7 +50,6 @@ def test_resumed_check_reports_what_one_run_reports(tmp_path: Path) -> None:
     whole, first, second = asyncio.run(go())
     assert first.stats.pages < whole.stats.pages  # the first run stopped early
     assert summary(second) == summary(whole)
-    assert second.stats.pages == whole.stats.pages
     assert (tmp_path / "state" / JOURNAL_NAME).exists()
 
 
@@ -66,3 +69,52 @@ def test_journal_drops_a_line_cut_by_a_kill(tmp_path: Path) -> None:
         ("https://e.org/", 200, [Link("https://e.org/x", "/x", "a", "href", False, 3, 5)])
     ]
     assert path.read_bytes() == whole  # the cut line is gone before anything is appended
+
+
+async def test_check_killed_then_resumed_reports_the_whole_site(tmp_path: Path) -> None:
+    site = await CheckSite(page_delay=0.4).start()
+    state = str(tmp_path / "state")
+    args = [
+        *CMD,
+        site.base + "/",
+        "--state",
+        state,
+        "--concurrency",
+        "1",
+        "--no-external",
+        "-f",
+        "json",
+        *("--timeout", str(TIMEOUT), "--retries", "0", "--max-redirects", "5"),
+        *("--recheck-delay", "0.2"),
+    ]
+    try:
+        whole = await check(site.base + "/", **FAST)
+        proc = await asyncio.create_subprocess_exec(
+            *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        journal = tmp_path / "state" / JOURNAL_NAME
+        for _ in range(200):  # until a page or two are in the journal
+            await asyncio.sleep(0.05)
+            if journal.exists() and journal.read_bytes().count(b"\n") >= 1:
+                break
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        killed_at = journal.read_bytes().count(b"\n")
+        proc = await asyncio.create_subprocess_exec(
+            *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+    finally:
+        await site.close()
+    assert proc.returncode == 1, err.decode()
+    assert 0 < killed_at < journal.read_bytes().count(b"\n")  # killed midway
+    data = json.loads(out)
+    got = {
+        (p["url"], p["error"], tuple(sorted((r["page"], r["line"]) for r in p["referrers"])))
+        for p in data["broken"] + data["warnings"]
+    }
+    want = {
+        (p.url, p.error, tuple(sorted((o.page, o.line) for o in p.referrers)))
+        for p in whole.broken + whole.warnings
+    }
+    assert got == want
