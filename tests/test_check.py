@@ -469,3 +469,25 @@ async def test_a_url_that_hangs_costs_its_retries_once(serve: Any) -> None:
     # HEAD with its retry, GET once (HEAD timed out already), the second look: one GET
     assert seen == ["HEAD", "HEAD", "GET", "GET"]
     assert report.stats.rechecked == 1
+
+
+async def test_live_snapshot_while_checking(serve: Any) -> None:
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.6)
+        return web.Response(text="<p>slow</p>", content_type="text/html")
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text='<a href="/slow">s</a>', content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/slow", slow)
+    server = await serve(app)
+    cfg = CrawlConfig(seeds=(f"http://127.0.0.1:{server.port}/",), ignore_robots=True)
+    checker = Checker(cfg)
+    task = asyncio.ensure_future(checker.run())
+    await asyncio.sleep(0.3)
+    snap = checker.snapshot()  # the seed is done, /slow in flight
+    report = await task
+    assert (snap.pages, snap.in_flight, snap.queued) == (1, 1, 2)
+    assert checker.snapshot().pages == 2 and report.broken == []

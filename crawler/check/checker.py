@@ -46,6 +46,7 @@ from crawler.check.store import Interner, OccurrenceStore
 from crawler.config import CrawlConfig
 from crawler.engine import Crawler
 from crawler.fetch import HTML_TYPES
+from crawler.progress import Snapshot
 from crawler.results import PageResult
 from crawler.robots import RobotsCache
 from crawler.urls import UrlPolicy, origin_of
@@ -161,6 +162,18 @@ class Checker:
         self._sem: asyncio.Semaphore | None = None
         self._early: set[asyncio.Task[None]] = set()
         self.resumed_pages = 0  # pages of earlier runs of the state, replayed from its journal
+        self._crawl: Crawler | None = None
+
+    def snapshot(self) -> Snapshot:
+        """Where the run stands, for the command line's live line: pages crawled, requests
+        in flight (the crawl's and the probes'), URLs found, broken so far (crawled ones)."""
+        crawl = self._crawl
+        return Snapshot(
+            pages=crawl.stats.pages if crawl is not None else 0,
+            in_flight=(crawl.in_flight if crawl is not None else 0) + len(self._early),
+            queued=len(self._bases),
+            errors=sum(1 for v in self.verdicts.values() if v.error is not None),
+        )
 
     # -- phase 1: the crawl --
 
@@ -511,7 +524,7 @@ class Checker:
             self._add_seeds()
             if journal is not None:
                 self._replay(journal)
-            crawler = self._crawler(journal)
+            crawler = self._crawl = self._crawler(journal)
             async with crawler:
                 await crawler.run()
             self.crawl_stats = crawler.stats

@@ -180,6 +180,19 @@ def write(report: Any, fmt: str, out: TextIO) -> None:
     module.write(report, out)
 
 
+async def _run(checker: Any, quiet: bool) -> Any:
+    """The check, with the crawl's live line on stderr when it is a terminal."""
+    from crawler.progress import Progress  # noqa: PLC0415
+
+    progress = Progress(sys.stderr, quiet=quiet)
+    ticker = asyncio.ensure_future(progress.run(checker.snapshot))
+    try:
+        return await checker.run()
+    finally:
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Run ``crawler check``; the exit code."""
     from crawler.check.api import split_options  # noqa: PLC0415  (start-up time)
@@ -227,7 +240,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     checker = Checker(config, options, given=given_keys(args) if given_keys else None)
     try:
         try:
-            report = asyncio.run(checker.run())
+            report = asyncio.run(_run(checker, config.quiet))
         except KeyboardInterrupt:
             _err("interrupted")
             return 130
