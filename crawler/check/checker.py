@@ -166,12 +166,13 @@ class Checker:
 
     def snapshot(self) -> Snapshot:
         """Where the run stands, for the command line's live line: pages crawled, requests
-        in flight (the crawl's and the probes'), URLs found, broken so far (crawled ones)."""
+        in flight (the crawl's and the probes'), URLs found and not checked yet, failures
+        so far (before their second look)."""
         crawl = self._crawl
         return Snapshot(
             pages=crawl.stats.pages if crawl is not None else 0,
             in_flight=(crawl.in_flight if crawl is not None else 0) + len(self._early),
-            queued=len(self._bases),
+            queued=max(0, len(self._bases) - len(self.verdicts)),  # URLs without a verdict yet
             errors=sum(1 for v in self.verdicts.values() if v.error is not None),
         )
 
