@@ -18,6 +18,7 @@ from crawler.check.model import BROKEN_KINDS, WARNING_KINDS, Problem
 from crawler.check.probe import Prober, error_kind
 from crawler.check.store import OccurrenceStore
 from crawler.config import CrawlConfig
+from crawler.extract._machine import MAX_IDS
 from crawler.urls import UrlPolicy
 from tests.checksite import LONG_LINES, TIMEOUT, CheckSite
 
@@ -491,3 +492,27 @@ async def test_live_snapshot_while_checking(serve: Any) -> None:
     report = await task
     assert (snap.pages, snap.in_flight, snap.queued) == (1, 1, 1)
     assert checker.snapshot().pages == 2 and report.broken == []
+
+
+async def test_a_page_with_more_ids_than_kept_never_has_a_missing_fragment(serve: Any) -> None:
+    many = "".join(f'<i id="i{n}"></i>' for n in range(MAX_IDS + 10)).encode()
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=many, content_type="text/html")
+
+    async def page(request: web.Request) -> web.Response:
+        body = '<a href="/big#nowhere">x</a> <a href="/small#nowhere">y</a>'
+        return web.Response(text=body, content_type="text/html")
+
+    async def small(request: web.Request) -> web.Response:
+        return web.Response(text='<p id="a">x</p>', content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/big", big)
+    app.router.add_get("/small", small)
+    server = await serve(app)
+    base = f"http://127.0.0.1:{server.port}"
+    report = await check(base + "/", ignore_robots=True)
+    # /big's ids are incomplete: its fragment cannot be told missing; /small's can
+    assert [p.url for p in report.broken] == [base + "/small#nowhere"]
