@@ -13,9 +13,10 @@ import pytest
 from aiohttp import web
 
 from crawler.check import CheckReport, check
+from crawler.check.cache import ResultCache
 from crawler.check.checker import Checker, CheckOptions
 from crawler.check.model import BROKEN_KINDS, WARNING_KINDS, Problem
-from crawler.check.probe import Prober, error_kind
+from crawler.check.probe import Prober, Verdict, error_kind
 from crawler.check.store import OccurrenceStore
 from crawler.config import CrawlConfig
 from crawler.extract._machine import MAX_IDS
@@ -516,3 +517,14 @@ async def test_a_page_with_more_ids_than_kept_never_has_a_missing_fragment(serve
     report = await check(base + "/", ignore_robots=True)
     # /big's ids are incomplete: its fragment cannot be told missing; /small's can
     assert [p.url for p in report.broken] == [base + "/small#nowhere"]
+
+
+def test_a_cache_file_that_cannot_be_read_counts_as_empty(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    for junk in (b"not json", b'{"version": 99, "results": {}}', b"\xff\xfe", b"[1, 2]"):
+        path.write_bytes(junk)
+        cache = ResultCache(path)
+        assert len(cache) == 0
+    cache.put(Verdict("https://e.org/", status=200))
+    cache.save()
+    assert ResultCache(path).get("https://e.org/") is not None

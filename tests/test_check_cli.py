@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,27 @@ async def test_a_site_that_is_down_exits_1(tmp_path: Path) -> None:
     code, out, _ = await run(seed, "--retries", "0", "--recheck-delay", "0")
     assert code == 1
     assert f"connect  {seed}" in out
+
+
+async def test_state_dir_that_is_not_a_state_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    code, _, err = await run("http://127.0.0.1:1/", "--state", str(tmp_path))
+    assert code == 2 and "not a crawl state" in err
+
+
+async def test_sigint_stops_with_130() -> None:
+    site = await CheckSite(page_delay=2.0).start()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *CMD, site.base + "/", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if site.hits:
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        await site.close()
+    assert proc.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode()
