@@ -672,3 +672,24 @@ def test_a_million_queued_urls_fit_in_100_mb(tmp_path: Path) -> None:
     )
     assert queued == n
     assert peak < 100 * 2**20
+
+
+async def test_per_origin_memory_follows_the_origins_with_work(tmp_path: Path) -> None:
+    """A wide crawl: origins with work are held, origins done or with seen-only rows are not."""
+    state = await opened(tmp_path)
+
+    def at(i: int, kind: str, **kw: Any) -> Candidate:
+        return cand(
+            state,
+            f"http://{kind}{i}.test/",
+            origin=f"http://{kind}{i}.test:80",
+            host=f"{kind}{i}.test",
+            **kw,
+        )
+
+    await state.offer_many([at(i, "h") for i in range(300)])
+    await state.offer_many([at(i, "r", queue=False) for i in range(300)])  # redirect targets
+    assert len(state._origins) == 300
+    assert len(await drain(state)) == 300
+    assert len(state._origins) == 0
+    await state.close()

@@ -157,12 +157,15 @@ def check_header(db: str) -> None:
         )
 
 
-def open_ro(db: str) -> sqlite3.Connection:
-    # Without a -wal file the database file is the whole state: immutable=1 reads it without
-    # creating -wal and -shm files (a plain mode=ro connection would create them).
-    immutable = "&immutable=1" if not os.path.exists(db + "-wal") else ""
+def open_ro(db: str, *, immutable: bool = True) -> sqlite3.Connection:
+    """A read-only connection that creates no file.
+
+    Without a -wal file the database file is the whole state: ``immutable=1`` reads it
+    without creating -wal and -shm files (a plain ``mode=ro`` connection would create them).
+    """
+    flags = "&immutable=1" if immutable and not os.path.exists(db + "-wal") else ""
     try:
-        return sqlite3.connect(f"file:{_quote(db)}?mode=ro{immutable}", uri=True)
+        return sqlite3.connect(f"file:{_quote(db)}?mode=ro{flags}", uri=True)
     except sqlite3.Error as e:
         raise StateError(f"{db}: cannot open: {e}") from e
 

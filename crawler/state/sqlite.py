@@ -540,6 +540,13 @@ class SQLiteState:
         self._queued += len(queued)
         for o, item in queued:
             self._enqueue(o, item)
+        if len(queued) < len(new):
+            # Origins that got seen-only rows and no work (redirect targets, over budget,
+            # never leased here): not kept, or a wide crawl would keep one per origin.
+            for c in new:
+                o = origins.get(c.origin)
+                if o is not None and o.last is None and not (o.active or o.held or o.has_work()):
+                    del origins[c.origin]
         self._event.set()
 
     def _origin(self, conn: Any, origin: str, host: str) -> _Origin:
@@ -995,64 +1002,75 @@ class SQLiteState:
         db = os.path.join(directory, DB_NAME)
         if not os.path.exists(db):
             raise StateError(f"{directory}: no crawl state here (no {DB_NAME})")
-        check_header(db)
-        conn = open_ro(db)
         try:
-            version = check_meta(conn, directory)
-            q, leased, done, seen = conn.execute(
-                "SELECT queued, leased, done, seen FROM totals"
-            ).fetchone()
-            origins = conn.execute(
-                "SELECT count(*) FROM (SELECT origin_id FROM requests WHERE state = 0"
-                " UNION SELECT origin_id FROM requests WHERE state = 1 OR state = 5)"
-            ).fetchone()[0]
-            busiest = [
-                (origin, n)
-                for origin, n in conn.execute(
-                    "SELECT o.origin, q.n FROM (SELECT origin_id, count(*) AS n FROM requests"
-                    " WHERE state = 0 GROUP BY origin_id ORDER BY n DESC LIMIT 10) q"
-                    " JOIN origins o ON o.id = q.origin_id ORDER BY q.n DESC, o.origin"
-                )
-            ]
-            counts = Counts(
-                queued=q,
-                leased=leased,
-                done=done,
-                failed=dict(conn.execute("SELECT kind, n FROM failures ORDER BY kind")),
-                seen=seen,
-                origins=origins,
+            return _read_status(directory, db, immutable=True)
+        except StateError:
+            # Without a -wal file the file is read as immutable; a crawl that started
+            # meanwhile may be changing it: read again the ordinary (WAL-aware) way.
+            if os.path.exists(db + "-wal"):
+                return _read_status(directory, db, immutable=False)
+            raise
+
+
+def _read_status(directory: str, db: str, *, immutable: bool) -> StateStatus:
+    """``read_status`` with the immutable (no -wal file) read or the WAL-aware one."""
+    check_header(db)
+    conn = open_ro(db, immutable=immutable)
+    try:
+        version = check_meta(conn, directory)
+        q, leased, done, seen = conn.execute(
+            "SELECT queued, leased, done, seen FROM totals"
+        ).fetchone()
+        origins = conn.execute(
+            "SELECT count(*) FROM (SELECT origin_id FROM requests WHERE state = 0"
+            " UNION SELECT origin_id FROM requests WHERE state = 1 OR state = 5)"
+        ).fetchone()[0]
+        busiest = [
+            (origin, n)
+            for origin, n in conn.execute(
+                "SELECT o.origin, q.n FROM (SELECT origin_id, count(*) AS n FROM requests"
+                " WHERE state = 0 GROUP BY origin_id ORDER BY n DESC LIMIT 10) q"
+                " JOIN origins o ON o.id = q.origin_id ORDER BY q.n DESC, o.origin"
             )
-            meta = dict(conn.execute("SELECT key, value FROM meta"))
-            settings = json.loads(meta["settings"]) if "settings" in meta else None
-            seeds = [
-                u
-                for (u,) in conn.execute(
-                    "SELECT r.url FROM seeds s JOIN requests r ON r.id = s.id ORDER BY s.id"
-                    " LIMIT 1000"
-                )
-            ]
-            status = StateStatus(
-                location=directory,
-                version=version,
-                counts=counts,
-                hosts=conn.execute("SELECT count(*) FROM hosts").fetchone()[0],
-                counters=dict(conn.execute("SELECT name, value FROM counters")),
-                settings=settings,
-                seeds=seeds,
-                created=float(meta.get("created", 0.0)),
-                in_use_by=lock_holder(directory),
-                files={
-                    name: os.path.getsize(os.path.join(directory, name))
-                    for name in sorted(os.listdir(directory))
-                    if name in OWN_FILES
-                },
-                busiest=busiest,
+        ]
+        counts = Counts(
+            queued=q,
+            leased=leased,
+            done=done,
+            failed=dict(conn.execute("SELECT kind, n FROM failures ORDER BY kind")),
+            seen=seen,
+            origins=origins,
+        )
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        settings = json.loads(meta["settings"]) if "settings" in meta else None
+        seeds = [
+            u
+            for (u,) in conn.execute(
+                "SELECT r.url FROM seeds s JOIN requests r ON r.id = s.id ORDER BY s.id LIMIT 1000"
             )
-        except sqlite3.DatabaseError as e:
-            raise StateError(f"{directory}: cannot read the state database: {e}") from e
-        finally:
-            conn.close()
-        return status
+        ]
+        status = StateStatus(
+            location=directory,
+            version=version,
+            counts=counts,
+            hosts=conn.execute("SELECT count(*) FROM hosts").fetchone()[0],
+            counters=dict(conn.execute("SELECT name, value FROM counters")),
+            settings=settings,
+            seeds=seeds,
+            created=float(meta.get("created", 0.0)),
+            in_use_by=lock_holder(directory),
+            files={
+                name: os.path.getsize(os.path.join(directory, name))
+                for name in sorted(os.listdir(directory))
+                if name in OWN_FILES
+            },
+            busiest=busiest,
+        )
+    except sqlite3.DatabaseError as e:
+        raise StateError(f"{directory}: cannot read the state database: {e}") from e
+    finally:
+        conn.close()
+    return status
 
 
 def _consume(fut: asyncio.Future[None]) -> None:
