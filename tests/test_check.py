@@ -528,3 +528,24 @@ def test_a_cache_file_that_cannot_be_read_counts_as_empty(tmp_path: Path) -> Non
     cache.put(Verdict("https://e.org/", status=200))
     cache.save()
     assert ResultCache(path).get("https://e.org/") is not None
+
+
+async def test_a_fragment_past_the_body_cap_is_not_called_missing(serve: Any) -> None:
+    long_page = ("<p>" + "x" * 5000 + "</p>") * 20 + '<p id="late">end</p>'
+
+    async def page(request: web.Request) -> web.Response:
+        body = (
+            '<a href="/long#late">x</a> <a href="/long#never">y</a>'
+            if request.path == "/"
+            else long_page
+        )
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/long", page)
+    server = await serve(app)
+    report = await check(
+        f"http://127.0.0.1:{server.port}/", ignore_robots=True, max_body_bytes=20_000
+    )
+    assert report.broken == []  # /long was cut at 20 kB: its fragments cannot be told

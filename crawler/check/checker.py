@@ -250,7 +250,13 @@ class Checker:
                 self.stats.pages += 1
             ids = getattr(page, "ids", None)
             if ids is not None and page.final_url:
-                verdict.ids_complete = bool(getattr(page, "ids_complete", True))
+                # a body cut at --max-body-bytes (or whose reading failed) has ids past the
+                # cut that were never seen: none of its fragments can be called missing
+                verdict.ids_complete = (
+                    bool(getattr(page, "ids_complete", True))
+                    and not page.truncated
+                    and page.error is None
+                )
                 self._ids[page.final_url] = _id_hashes(ids)
             if _recheckable(verdict.error):
                 verdict.failed_at = now
