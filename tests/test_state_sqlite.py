@@ -125,6 +125,14 @@ async def test_an_empty_directory_and_a_half_created_state_are_new(tmp_path: Pat
     assert sorted(os.listdir(half)) == [LOCK_NAME, DB_NAME]
 
 
+async def test_the_link_checkers_journal_may_sit_in_the_state(tmp_path: Path) -> None:
+    await make_state(tmp_path)
+    (tmp_path / "check-pages.jsonl").write_text("{}\n")
+    state = await opened(tmp_path)
+    assert (await state.counts()).seen == 50
+    await state.close()
+
+
 def test_open_state_gives_sqlite_for_a_path(tmp_path: Path) -> None:
     assert isinstance(open_state(str(tmp_path / "s")), SQLiteState)
 

@@ -25,8 +25,10 @@ VERSION = 1
 DB_NAME = "state.db"
 LOCK_NAME = "lock"
 _NEW = DB_NAME + ".new"  # a state being created, renamed to DB_NAME when complete
+#: What a state directory may hold: the database, the lock, a state being created, and the
+#: page journal ``crawler check --state DIR`` keeps beside the state (crawler/check/journal.py).
 OWN_FILES = frozenset(
-    {DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm", LOCK_NAME}
+    {DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm", LOCK_NAME, "check-pages.jsonl"}
     | {_NEW + s for s in ("", "-wal", "-shm", "-journal")}
 )
 
