@@ -16,6 +16,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -419,6 +420,68 @@ async def test_breadth_first_in_one_lease_call(backend: Backend) -> None:
     assert [x.depth for x in leases] == [0, 1, 2, 3]
 
 
+async def test_random_workload_keeps_the_invariants(backend: Backend) -> None:
+    # offers with repeats, leases, completions and retries in a random order; at every step
+    # per-origin concurrency holds and the counts add up; at the end every URL that was
+    # accepted was completed exactly once
+    rng = random.Random(10)
+    per_host = 3
+    state = await backend.open(per_host=per_host, delay=0.0)
+    universe = [f"http://h{i % 7}.test/p{i}" for i in range(400)]
+    accepted: set[str] = set()
+    done: list[str] = []
+    out: dict[int, Lease] = {}
+    now = T0
+
+    async def check() -> None:
+        per_origin: dict[str, int] = {}
+        for x in out.values():
+            per_origin[x.origin] = per_origin.get(x.origin, 0) + 1
+        assert max(per_origin.values(), default=0) <= per_host
+        counts = await state.counts()
+        assert counts.leased == len(out)
+        assert counts.done == len(done)
+        assert counts.seen == len(accepted) == counts.queued + counts.leased + counts.done
+
+    async def take(n: int) -> None:
+        for x in await state.lease(n, now):
+            assert x.url in accepted and x.url not in done
+            assert all(y.url != x.url for y in out.values())  # never out twice at once
+            out[id(x)] = x
+
+    for _ in range(1500):
+        now += rng.random() * 0.01
+        step = rng.random()
+        if step < 0.2:
+            batch = rng.sample(universe, 20) + rng.sample(universe, 5)
+            new = await offer(state, *batch, depth=rng.randrange(3))
+            assert not accepted & set(new) and len(new) == len(set(new))
+            accepted.update(new)
+        elif step < 0.6:
+            await take(rng.randrange(1, 8))
+        elif out:
+            x = out.pop(rng.choice(list(out)))
+            if rng.random() < 0.2:
+                await state.retry(x, now + rng.random() * 0.02, now)
+            else:
+                await state.complete(x, Outcome(status=200), now)
+                done.append(x.url)
+        await check()
+    accepted.update(await offer(state, *universe))
+    while len(done) < len(universe):
+        now += 1.0  # past every not_before
+        await take(50)
+        assert out, "work is queued but nothing is leasable"
+        for key in list(out):
+            x = out.pop(key)
+            await state.complete(x, Outcome(status=200), now)
+            done.append(x.url)
+        await check()
+    assert sorted(done) == sorted(universe)
+    counts = await state.counts()
+    assert (counts.queued, counts.leased, counts.done, counts.seen) == (0, 0, 400, 400)
+
+
 # -- retry and next_due --
 
 
@@ -430,7 +493,7 @@ async def test_retry_with_not_before(backend: Backend) -> None:
     assert lease.url == "http://a.test/x"
     await state.retry(lease, T0 + 10, T0)
     counts = await state.counts()
-    assert (counts.queued, counts.leased, counts.done) == (2, 0, 0)
+    assert (counts.queued, counts.leased, counts.done, counts.origins) == (2, 0, 0, 1)
     (other,) = await state.lease(10, T0)  # the slot is free: the other request goes out
     assert other.url == "http://a.test/y"
     await state.complete(other, Outcome(), T0 + 1)
