@@ -299,6 +299,18 @@ class SQLiteState:
         conn.execute("PRAGMA cache_size=-8192")  # 8 MiB of pages
         key = conn.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()[0]
         self._fp = Fingerprinter(bytes.fromhex(key))
+        q, leased, done, seen = conn.execute(
+            "SELECT queued, leased, done, seen FROM totals"
+        ).fetchone()
+        self._next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM requests").fetchone()[0]
+        # Read every row's fingerprint before writing anything: the scan reads the whole
+        # requests table, so a bad page there is an error before the recovery below.
+        self._seen = MemorySeenSet(max(seen, 1 << 14))
+        add = self._seen.add_fp
+        for (fp,) in conn.execute("SELECT fp FROM requests"):
+            add(fp & _MASK64)
+        if len(self._seen) != seen:
+            raise StateError(f"{self.location}: {len(self._seen)} requests, the totals say {seen}")
         conn.execute("BEGIN IMMEDIATE")
         recovered = conn.execute("UPDATE requests SET state = 0 WHERE state = 1").rowcount
         conn.execute(
@@ -306,17 +318,7 @@ class SQLiteState:
         )
         conn.execute("COMMIT")
         self._recovered = recovered
-        q, leased, done, seen = conn.execute(
-            "SELECT queued, leased, done, seen FROM totals"
-        ).fetchone()
-        self._queued, self._leased, self._done = q, leased, done
-        self._next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM requests").fetchone()[0]
-        self._seen = MemorySeenSet(max(seen, 1 << 14))
-        add = self._seen.add_fp
-        for (fp,) in conn.execute("SELECT fp FROM requests"):
-            add(fp & _MASK64)
-        if len(self._seen) != seen:
-            raise StateError(f"{self.location}: {len(self._seen)} requests, the totals say {seen}")
+        self._queued, self._leased, self._done = q + recovered, leased - recovered, done
         rows = conn.execute(
             "SELECT o.id, o.origin, o.host, q.n FROM (SELECT origin_id, count(*) AS n"
             " FROM requests WHERE state = 0 GROUP BY origin_id) q"
