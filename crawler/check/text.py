@@ -22,19 +22,28 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+# C0 controls, DEL and the C1 controls, shown escaped: a hostile page's raw value must not
+# move the cursor or recolour the terminal (ESC sequences) of whoever reads the report.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def _clean(text: str) -> str:
+    return text.translate(_CONTROLS)
+
+
 def _short(text: str, limit: int = 120) -> str:
-    text = text.replace("\n", " ").replace("\r", " ")
+    text = _clean(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _problem(p: Problem, out: TextIO, limit: int | None) -> None:
     status = f" (HTTP {p.status})" if p.status is not None and p.error != f"http_{p.status}" else ""
     where = " [external]" if p.external else ""
-    out.write(f"{p.error}{status}  {p.url}{where}\n")
+    out.write(f"{p.error}{status}  {_clean(p.url)}{where}\n")
     if p.redirects:
-        out.write(f"  redirects: {' -> '.join([p.url, *p.redirects])}\n")
+        out.write(f"  redirects: {_clean(' -> '.join([p.url, *p.redirects]))}\n")
     if p.error == "redirect_permanent" and p.final_url:
-        out.write(f"  link instead: {p.final_url}\n")
+        out.write(f"  link instead: {_clean(p.final_url)}\n")
     if p.detail:
         out.write(f"  {_short(p.detail, 200)}\n")
     if not p.referrers:
@@ -42,7 +51,7 @@ def _problem(p: Problem, out: TextIO, limit: int | None) -> None:
     shown = p.referrers if limit is None else p.referrers[:limit]
     for o in shown:
         pos = f"{o.line}:{o.column}" if o.line else "?"
-        out.write(f"    {o.page}:{pos}  <{o.tag} {o.attr}={_short(o.raw, 80)!r}>\n")
+        out.write(f"    {_clean(o.page)}:{pos}  <{o.tag} {o.attr}={_short(o.raw, 80)!r}>\n")
     if len(shown) < len(p.referrers):
         out.write(f"    ... and {len(p.referrers) - len(shown):,} more\n")
 
