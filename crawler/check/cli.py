@@ -115,6 +115,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         add(p, exclude=_NOT_FOR_CHECK)
     else:  # pragma: no cover - before crawler.cli has it
         _add_crawl_options(cli, p)
+    for action in p._actions:  # the check's own default for the link set
+        if "--link-set" in action.option_strings:
+            action.help = "which tags and attributes count as links (default here: resources)"
     return p
 
 
