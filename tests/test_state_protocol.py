@@ -816,5 +816,11 @@ def test_open_state_picks_the_backend(tmp_path: Path) -> None:
         from crawler.state.sqlite import SQLiteState  # noqa: PLC0415
 
         assert isinstance(open_state(str(tmp_path / "s")), SQLiteState)
+        # the sync setting reaches the SQLite state (a bad one is its error)
+        assert open_state(str(tmp_path / "f"), synchronous="full")._synchronous == "FULL"  # type: ignore[attr-defined]
+        assert open_state(str(tmp_path / "n"))._synchronous == "NORMAL"  # type: ignore[attr-defined]
+        with pytest.raises(ValueError, match="synchronous"):
+            open_state(str(tmp_path / "b"), synchronous="sometimes")
+    assert isinstance(open_state(None, synchronous="full"), MemoryState)  # nothing to sync
     with pytest.raises(StateError, match="Redis"):
         open_state("redis://127.0.0.1:6379/0")

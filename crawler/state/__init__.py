@@ -33,8 +33,13 @@ __all__ = [
 ]
 
 
-def open_state(url: str | None) -> CrawlState:
+def open_state(url: str | None, *, synchronous: str = "normal") -> CrawlState:
     """The backend for state URL ``url`` (not opened yet: call ``await state.open(...)``).
+
+    Args:
+        url: None or "" for memory, a directory for SQLite.
+        synchronous: SQLite's ``synchronous`` ("normal" or "full", config key
+            ``state_sync``); a memory state has nothing to sync and ignores it.
 
     Raises:
         StateError: a scheme no backend serves.
@@ -47,4 +52,4 @@ def open_state(url: str | None) -> CrawlState:
         raise StateError(f"{url}: Redis state is not available in this version")
     from crawler.state.sqlite import SQLiteState  # noqa: PLC0415
 
-    return SQLiteState(url)
+    return SQLiteState(url, synchronous=synchronous)
