@@ -14,8 +14,8 @@ the same in every process and every run of the crawl, which Python's ``hash(str)
 Cost, on typical 60-character URLs (``python benchmarks/fingerprint.py``, CPython 3.11, this
 project's shared 2-core machine, best of 7, figures moving with the machine's load):
 ``Fingerprinter`` 0.8-1.5 µs a call, ``fingerprint`` 1.3-1.9 µs (it sets the key up on every
-call), ``hash(str)`` ~65 ns. This module is the single seam for a faster (C) implementation later: callers go through
-``fingerprint`` or a ``Fingerprinter``, never through hashlib themselves.
+call), ``hash(str)`` ~65 ns. This module is the single seam for a faster (C) implementation
+later: callers go through ``fingerprint`` or a ``Fingerprinter``, never through hashlib.
 """
 
 from __future__ import annotations
