@@ -7,7 +7,8 @@ does not. Compare two trees (e.g. a checkout of an older commit built in place) 
     valgrind --tool=callgrind python benchmarks/extract_instructions.py TREE c 0
 
 and take the difference (start-up excluded). Arguments: the project tree to import, ``c`` or
-``py``, the number of passes over the corpus (``../shared/corpus/pages`` beside TREE).
+``py``, the number of passes over the corpus (``../shared/corpus/pages`` beside TREE), and
+optionally ``ids`` to collect fragment targets too (``collect_ids=True``, issue 12).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 def main() -> None:
     tree, impl, passes = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    kw = {"collect_ids": True} if sys.argv[4:5] == ["ids"] else {}
     sys.path.insert(0, tree)
     from crawler.extract import LinkExtractorC, LinkExtractorPy  # noqa: PLC0415 (from TREE)
 
@@ -28,7 +30,7 @@ def main() -> None:
     pages = [b"<body>x" + p.read_bytes() for p in sorted(corpus.glob("*.html"))]
     for _ in range(passes):
         for data in pages:
-            ex = cls("https://example.org/dir/page.html", "utf-8")
+            ex = cls("https://example.org/dir/page.html", "utf-8", **kw)
             ex.feed(data)
             ex.close()
 

@@ -298,6 +298,22 @@ def test_any_chunking_same_positions_in_both_twins(doc: bytes, enc: str | None, 
         assert run_strict(IMPLS[name], doc, sizes, enc, link_set="resources") == want, name
 
 
+def test_breaks_at_every_offset_same_in_both_twins() -> None:
+    """The compiled twin counts 16, 64 and 128 bytes at a time: breaks, CR LFs split between
+    blocks and multi-byte characters at every offset of long lines, any chunking."""
+    rng = random.Random(12)
+    units = [b"x", b"\n", b"\r", b"\r\n", b"\xc3\xa9", b"\xe6\x97\xa5", b"\x80", b"<a href=l>"]
+    weights = [60, 3, 1, 2, 2, 1, 1, 3]
+    for length in list(range(0, 300, 7)) + [1000, 5000]:
+        for _ in range(3):
+            doc = b"<body>" + b"".join(rng.choices(units, weights, k=length))
+            want = run_strict(IMPLS["py"], doc, None, "utf-8")
+            assert [x.line for x in want] == sorted(x.line for x in want)
+            for name in IMPL_NAMES:
+                sizes = [rng.randint(1, 300) for _ in range(len(doc) // 100)]
+                assert run_strict(IMPLS[name], doc, sizes, "utf-8") == want, (name, doc)
+
+
 def test_columns_are_code_points_of_the_decoded_text() -> None:
     """The reference's column is the length of the decoded line before the '<' (checked with
     the codec directly, on documents where no character is invalid)."""

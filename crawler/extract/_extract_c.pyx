@@ -32,7 +32,7 @@ each copied only up to ``max_token`` bytes and dropped whole beyond it.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
-from cpython.list cimport PyList_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy
@@ -65,37 +65,37 @@ cdef extern from "Python.h":
 cdef extern from *:
     """
     #include <string.h>
-    #if defined(__x86_64__) || defined(_M_X64)
+    /* (-DLC_NO_AVX2, -DLC_NO_SIMD: build the other paths, to test them) */
+    #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LC_NO_SIMD)
     #include <emmintrin.h>
-    #define LC_SSE2 1
-    #if defined(__GNUC__) || defined(__clang__)
     #include <immintrin.h>
+    #define LC_SSE2 1
+    #ifndef LC_NO_AVX2
     #define LC_AVX2 1
     #endif
     #endif
 
     #ifdef LC_SSE2
     #define LC_L(o) _mm_loadu_si128((const __m128i*)(p + (o)))
-    /* LFs of p[i:n] counted 16 bytes at a time (and CRs noted), from i; returns where it
-       stopped (fewer than 16 bytes left). */
+    /* LFs of p[i:n] counted 64 bytes at a time from i, into *k; returns where it stopped. */
     static Py_ssize_t lc_lf_sse2(const unsigned char* p, Py_ssize_t i, Py_ssize_t n,
-                                 Py_ssize_t* k, int* cr) {
-        const __m128i lf = _mm_set1_epi8(10), crv = _mm_set1_epi8(13), z = _mm_setzero_si128();
-        __m128i acc, crs = z, v, s;
+                                 Py_ssize_t* k) {
+        const __m128i lf = _mm_set1_epi8(10), z = _mm_setzero_si128();
+        __m128i acc, s;
         Py_ssize_t blocks, j;
-        while (n - i >= 16) {
-            blocks = (n - i) / 16;
-            if (blocks > 255) blocks = 255;  /* a lane counts up to 255 */
+        while (n - i >= 64) {
+            blocks = (n - i) / 64;
+            if (blocks > 63) blocks = 63;  /* a lane counts up to 4 * 63 < 256 */
             acc = z;
-            for (j = 0; j < blocks; j++, i += 16) {
-                v = LC_L(i);
-                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, lf));
-                crs = _mm_or_si128(crs, _mm_cmpeq_epi8(v, crv));
+            for (j = 0; j < blocks; j++, i += 64) {
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i), lf));
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i + 16), lf));
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i + 32), lf));
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i + 48), lf));
             }
             s = _mm_sad_epu8(acc, z);
             *k += _mm_cvtsi128_si32(s) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
         }
-        if (_mm_movemask_epi8(crs)) *cr = 1;
         return i;
     }
     #endif
@@ -104,65 +104,63 @@ cdef extern from *:
     #define LC_L2(o) _mm256_loadu_si256((const __m256i*)(p + (o)))
     __attribute__((target("avx2")))
     static Py_ssize_t lc_lf_avx2(const unsigned char* p, Py_ssize_t i, Py_ssize_t n,
-                                 Py_ssize_t* k, int* cr) {
-        const __m256i lf = _mm256_set1_epi8(10), crv = _mm256_set1_epi8(13);
-        const __m256i z = _mm256_setzero_si256();
-        __m256i acc, crs = z, v0, v1, s;
+                                 Py_ssize_t* k) {
+        const __m256i lf = _mm256_set1_epi8(10), z = _mm256_setzero_si256();
+        __m256i acc, s;
         Py_ssize_t blocks, j;
-        while (n - i >= 64) {
-            blocks = (n - i) / 64;
-            if (blocks > 127) blocks = 127;  /* a lane counts up to 2 * 127 */
+        while (n - i >= 128) {
+            blocks = (n - i) / 128;
+            if (blocks > 63) blocks = 63;
             acc = z;
-            for (j = 0; j < blocks; j++, i += 64) {
-                v0 = LC_L2(i);
-                v1 = LC_L2(i + 32);
-                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v0, lf));
-                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v1, lf));
-                crs = _mm256_or_si256(crs, _mm256_or_si256(_mm256_cmpeq_epi8(v0, crv),
-                                                           _mm256_cmpeq_epi8(v1, crv)));
+            for (j = 0; j < blocks; j++, i += 128) {
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i), lf));
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i + 32), lf));
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i + 64), lf));
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i + 96), lf));
             }
             s = _mm256_sad_epu8(acc, z);
             *k += _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1)
                   + _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
         }
-        if (_mm256_movemask_epi8(crs)) *cr = 1;
         return i;
     }
     static int lc_have_avx2 = -1;
     #endif
 
-    /* How many LFs p[:n] has; *cr set to 1 if it has a CR (else left as it is). */
-    static Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n, int* cr) {
+    /* How many LFs p[:n] has. */
+    static Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n) {
         Py_ssize_t i = 0, k = 0;
-        unsigned char c;
     #ifdef LC_AVX2
-        if (n >= 64) {
+        if (n >= 128) {
             if (lc_have_avx2 < 0) lc_have_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-            if (lc_have_avx2) i = lc_lf_avx2(p, i, n, &k, cr);
+            if (lc_have_avx2) i = lc_lf_avx2(p, i, n, &k);
         }
     #endif
     #ifdef LC_SSE2
-        i = lc_lf_sse2(p, i, n, &k, cr);
-    #endif
-        for (; i < n; i++) {
-            c = p[i];
-            if (c <= 13) {
-                k += (c == 10);
-                if (c == 13) *cr = 1;
-            }
+        const __m128i lf = _mm_set1_epi8(10), z = _mm_setzero_si128();
+        __m128i acc = z, s;
+        unsigned int m;
+        i = lc_lf_sse2(p, i, n, &k);
+        /* Then 16 bytes at a time (3 blocks at most), and the last few bytes as the end of
+           an overlapping block, so that no range costs a byte-by-byte loop over 15 bytes. */
+        while (n - i >= 16) {
+            acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i), lf));
+            i += 16;
         }
+        s = _mm_sad_epu8(acc, z);
+        k += _mm_cvtsi128_si32(s) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
+        if (i < n && n >= 16) {
+            m = (unsigned int)_mm_movemask_epi8(_mm_cmpeq_epi8(LC_L(n - 16), lf));
+            k += __builtin_popcount(m >> (16 - (n - i)));
+            i = n;
+        }
+    #endif
+        for (; i < n; i++) k += (p[i] == 10);
         return k;
     }
 
-    /* How many CRs p[:n] has. */
-    static Py_ssize_t lc_count_cr(const unsigned char* p, Py_ssize_t n) {
-        Py_ssize_t i = 0, k = 0;
-        for (; i < n; i++) k += (p[i] == 13);
-        return k;
-    }
-
-    /* How many i in [0, n - 1) have p[i] == CR and p[i + 1] == LF. */
-    static Py_ssize_t lc_count_crlf(const unsigned char* p, Py_ssize_t n) {
+    /* How many CRs of p[:n] are not followed by an LF in p[:n] (the last byte's is not). */
+    static Py_ssize_t lc_count_lone_cr(const unsigned char* p, Py_ssize_t n) {
         Py_ssize_t i = 0, k = 0, blocks, j;
     #ifdef LC_SSE2
         const __m128i cr = _mm_set1_epi8(13), lf = _mm_set1_epi8(10), z = _mm_setzero_si128();
@@ -172,13 +170,13 @@ cdef extern from *:
             if (blocks > 255) blocks = 255;
             acc = z;
             for (j = 0; j < blocks; j++, i += 16)
-                acc = _mm_sub_epi8(acc, _mm_and_si128(_mm_cmpeq_epi8(LC_L(i), cr),
-                                                      _mm_cmpeq_epi8(LC_L(i + 1), lf)));
+                acc = _mm_sub_epi8(acc, _mm_andnot_si128(_mm_cmpeq_epi8(LC_L(i + 1), lf),
+                                                         _mm_cmpeq_epi8(LC_L(i), cr)));
             s = _mm_sad_epu8(acc, z);
             k += _mm_cvtsi128_si32(s) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
         }
     #endif
-        for (; i + 1 < n; i++) k += (p[i] == 13 && p[i + 1] == 10);
+        for (; i < n; i++) k += (p[i] == 13 && (i + 1 >= n || p[i + 1] != 10));
         return k;
     }
 
@@ -206,18 +204,23 @@ cdef extern from *:
                 break;
             i += 64;
         }
+        unsigned int m;
         while (n - i >= 16) {
-            if (_mm_movemask_epi8(LC_L(i))) break;
+            m = (unsigned int)_mm_movemask_epi8(LC_L(i));
+            if (m) return i + __builtin_ctz(m);
             i += 16;
+        }
+        if (i < n && n >= 16) {  /* the end of an overlapping block */
+            m = (unsigned int)_mm_movemask_epi8(LC_L(n - 16)) >> (16 - (n - i));
+            return m ? i + __builtin_ctz(m) : n;
         }
     #endif
         while (i < n && p[i] < 0x80) i++;
         return i;
     }
     """
-    Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n, int* cr) nogil
-    Py_ssize_t lc_count_cr(const unsigned char* p, Py_ssize_t n) nogil
-    Py_ssize_t lc_count_crlf(const unsigned char* p, Py_ssize_t n) nogil
+    Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n) nogil
+    Py_ssize_t lc_count_lone_cr(const unsigned char* p, Py_ssize_t n) nogil
     Py_ssize_t lc_last(const unsigned char* p, Py_ssize_t n, unsigned char b) nogil
     Py_ssize_t lc_ascii_run(const unsigned char* p, Py_ssize_t n) nogil
 
@@ -1086,6 +1089,16 @@ cdef extern from "Python.h":
     void Py_INCREF(PyObject*)
 
 cdef object _LinkType = Link
+# Line and column numbers up to this are shared int objects (a link costs no allocation for
+# them; Python itself shares only those up to 256).
+DEF N_INTS = 8192
+cdef list _INTS = list(range(N_INTS))
+
+
+cdef inline object _int(Py_ssize_t v):
+    if 0 <= v < N_INTS:
+        return <object>PyList_GET_ITEM(_INTS, v)
+    return v
 
 
 cdef inline object _mklink(object url, object raw, object tag, object attr, bint nofollow,
@@ -1522,16 +1535,14 @@ cdef class LinkExtractor:
         """`_machine.LinkExtractor._advance`: line breaks by memchr, code points from the
         last one."""
         cdef Py_ssize_t c = self._cnt - self._off, nl, last = -1, j
-        cdef int cr = 0
         if x <= c:
             return 0
-        nl = lc_count_lf(p + c, x - c, &cr)
+        nl = lc_count_lf(p + c, x - c)
         if nl:
             last = c + lc_last(p + c, x - c, 0x0A)
-        if cr:
-            # A CR not followed by LF (here) is a break of its own. (Pages with CRs are the
-            # rarer kind: a plain loop.)
-            nl += lc_count_cr(p + c, x - c) - lc_count_crlf(p + c, x - c)
+        if memchr(p + c, 0x0D, x - c) != NULL:
+            # A CR not followed by LF (here) is a break of its own.
+            nl += lc_count_lone_cr(p + c, x - c)
             j = c + lc_last(p + c, x - c, 0x0D)
             if (j + 1 >= x or p[j + 1] != 0x0A) and j > last:
                 last = j
@@ -1678,8 +1689,8 @@ cdef class LinkExtractor:
                 nofollow = "nofollow" in _WS_SPLIT.split(self._text(rel).lower())
             tagstr = self._tagstr[tag]
             fr = self._fr
-            ln = self._w_line
-            co = self._w_col
+            ln = _int(self._w_line)
+            co = _int(self._w_col)
             for a, astr in spec:
                 v = attrs.get(a)
                 if v is None:
@@ -1713,7 +1724,7 @@ cdef class LinkExtractor:
             raw = refresh_url(self._text(content))
             if raw is not None:
                 out.append(_new(Link, (self._fr.resolve(raw), raw, "meta", "content", False,
-                                       self._w_line, self._w_col)))
+                                       _int(self._w_line), _int(self._w_col))))
         name = attrs.get(b"name")
         if name is not None and self._text(name).lower() == "robots":
             for tok in self._text(content).lower().replace(",", " ").split():
@@ -1998,8 +2009,8 @@ cdef class LinkExtractor:
             else:
                 nofollow = i == 1
         tagstr = self._tb.entry_tagstr[k]
-        cdef object ln = self._w_line
-        cdef object co = self._w_col
+        cdef object ln = _int(self._w_line)
+        cdef object co = _int(self._w_col)
         for slot, astr, srcset in self._tb.entry_spec[k]:
             if self._sl_state[slot] != 1:
                 continue
