@@ -42,10 +42,23 @@ Guarantees:
   ``synchronous=FULL`` also makes every transaction durable against power loss (one fsync
   per commit).
 
-Open checks the state before anything is written: the lock (a second process gets "in use by
-process PID"), a directory that holds anything else than a state, the SQLite header and file
-size (a truncated file), the format name and version in ``meta``, and ``PRAGMA quick_check``
-(every page of the database, O(size)). Any of them: StateError, nothing changed.
+  A power loss keeps a prefix of the transactions (WAL frames carry chained checksums), so
+  a page whose discoveries were lost has lost its later completion too and is fetched again:
+  no URL is lost either way.
+
+Open checks the state before anything is written: the directory (anything but a state's own
+files is refused), the lock (a second process gets "in use by process PID"), the SQLite
+header and file size (a truncated file), the format name and version in ``meta``, and
+``PRAGMA quick_check`` (every page: O(size), ~1 s per 100 MB here), then reads every
+fingerprint (the table scan also meets any bad table page) before the one write of the open,
+the recovery of open leases. Any failure: StateError, nothing changed.
+
+Measured (tests/test_state_sqlite.py, benchmarks/sqlite_state.py; 2 shared cores, loaded):
+1,000,000 queued URLs of one origin: peak RSS 59 MiB (34 B/URL over the process once open),
+87-94 B/URL on disk; 10,000,000: peak RSS 419 MiB (the probe's table doubling from 128 to
+256 MiB), 89 B/URL on disk, 10.7 CPU us per URL offered. ``open()`` at 1M URLs: 1.4-1.9 CPU s
+whether 0% or 90% of them are done (O(seen), not pages fetched); at 10M: 20 CPU s, of which
+quick_check 4.3.
 """
 
 from __future__ import annotations
