@@ -24,7 +24,7 @@ import pytest
 
 from crawler.check import report_html, report_junit, report_markdown, report_sarif
 from crawler.check.model import CheckReport, CheckStats, Occurrence, Problem
-from crawler.check.report_common import NOT_CHECKED, clean, visible
+from crawler.check.report_common import NOT_CHECKED, clean, describe, visible
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 SITE = "http://127.0.0.1:8080"
@@ -51,7 +51,13 @@ def full_report() -> CheckReport:
             404,
             referrers=[occ(p, 12, 7, raw="missing"), occ(SITE + "/b", 6003, 1, raw="/missing")],
         ),
-        Problem(SITE + "/error", "http_500", 500, referrers=[occ(p, 14)]),
+        Problem(
+            SITE + "/error",
+            "http_500",
+            500,
+            detail="HTTP 500 Internal Server Error; failed twice (first: HTTP 503)",
+            referrers=[occ(p, 14)],
+        ),
         Problem(
             SITE + "/old",
             "http_410",
@@ -445,10 +451,16 @@ def test_html_shows_every_broken_url_and_occurrence() -> None:
     report = full_report()
     page = parse_html(render(report_html, report))
     text = "".join(page.text)
+    hrefs = {a.get("href") for t, a in page.tags if t == "a"}
+    titles = {a.get("title") for t, a in page.tags if t == "code"}
     for p in all_problems(report):
         assert visible(p.url) in text
         for o in p.referrers:
-            assert visible(o.page) in text and visible(o.raw) in text
+            assert visible(o.raw) in text and o.page in hrefs
+            # A page of the seed's origin is shown by its path, the whole URL in its title.
+            path = o.page.removeprefix(SITE)
+            assert path != o.page and path.startswith("/")
+            assert visible(path) in text and o.page in titles
     rows = [a for t, a in page.tags if t == "tr" and "data-kind" in a]
     assert len(rows) == sum(max(1, len(p.referrers)) for p in all_problems(report))
     assert [r["data-kind"] for r in rows] == [
@@ -475,3 +487,14 @@ def test_html_empty_report() -> None:
     text = " ".join(page.text)
     assert "No broken links" in text and "every link checked works" in text
     assert not [t for t, _ in page.tags if t == "table"]
+
+
+def test_describe_says_the_status_once() -> None:
+    p = Problem("http://x/", "http_500", 500, detail="HTTP 500 Internal Server Error; failed twice")
+    assert describe(p) == "HTTP 500 Internal Server Error: failed twice"
+    assert (
+        describe(Problem("http://x/", "http_404", 404, detail="HTTP 404")) == "HTTP 404 Not Found"
+    )
+    p = Problem("http://x/", "timeout", detail="no answer in 5 s")
+    assert describe(p) == "Timeout: no answer in 5 s"
+    assert describe(Problem("mailto:a@b", "scheme_unchecked")) == "Not checked: scheme mailto:"

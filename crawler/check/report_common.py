@@ -107,8 +107,13 @@ def describe(problem: Problem) -> str:
         text += f", after {n} redirect{'s' if n != 1 else ''}"
     if problem.final_url and problem.error == "redirect_permanent":
         text += f": link {problem.final_url}"
-    if problem.detail:
-        text += f": {problem.detail}"
+    detail = problem.detail
+    m = _HTTP.match(problem.error)
+    if m:  # the checker's detail may repeat the status the title already gives
+        phrase = re.escape(status_phrase(int(m.group(1))).split(" ", 1)[-1])
+        detail = re.sub(rf"\AHTTP {m.group(1)}( {phrase})?[;:,.]?\s*", "", detail)
+    if detail:
+        text += f": {detail}"
     return clean(text)
 
 

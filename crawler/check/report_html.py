@@ -60,7 +60,10 @@ margin:0 0 18px;box-shadow:0 1px 2px rgba(0,0,0,.04)}
 font-size:15px;vertical-align:middle;color:#fff}
 .verdict.bad{background:var(--bad)}.verdict.good{background:var(--ok)}
 .seeds{color:var(--muted);margin:0 0 14px}
-.stats{display:grid;grid-template-columns:repeat(auto-fill,minmax(140px,1fr));gap:10px;margin:0}
+.stats{display:grid;grid-template-columns:repeat(auto-fill,minmax(112px,1fr));gap:10px;margin:0}
+.kinds{display:flex;flex-wrap:wrap;gap:6px;margin:0 0 14px;padding:0;list-style:none}
+.kinds li{border:1px solid var(--line);border-radius:999px;padding:1px 10px;font-size:13px}
+.kinds b{color:var(--bad)}
 .stats div{border:1px solid var(--line);border-radius:8px;padding:8px 12px}
 .stats dt{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
 .stats dd{margin:0;font-size:22px;font-weight:650}
@@ -127,9 +130,22 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
-def _url(url: str) -> str:
-    """The URL shown in code, and a link only when it is http(s)."""
-    shown = f"<code>{_h(url)}</code>"
+def _origin(report: CheckReport) -> str:
+    """The first seed's ``scheme://host:port``: pages under it are shown by their path."""
+    try:
+        parts = urlsplit(report.seeds[0]) if report.seeds else None
+    except ValueError:
+        return ""
+    return f"{parts.scheme}://{parts.netloc}" if parts and parts.netloc else ""
+
+
+def _url(url: str, origin: str = "") -> str:
+    """The URL shown in code (its path alone when under ``origin``, the whole URL in its
+    title), and a link only when it is http(s)."""
+    if origin and url.startswith(origin + "/"):
+        shown = f'<code title="{_h(url)}">{_h(url[len(origin) :])}</code>'
+    else:
+        shown = f"<code>{_h(url)}</code>"
     try:
         scheme = urlsplit(url).scheme.lower()
     except ValueError:
@@ -183,15 +199,15 @@ def _chart(report: CheckReport) -> str:
     return "".join(parts)
 
 
-def _ref_item(occ: Occurrence) -> str:
+def _ref_item(occ: Occurrence, origin: str) -> str:
     return (
-        f'<li>{_url(occ.page)}<span class="pos">line {occ.line}, column {occ.column} · '
+        f'<li>{_url(occ.page, origin)}<span class="pos">line {occ.line}, column {occ.column} · '
         f'&lt;{_h(occ.tag)} {_h(occ.attr)}=&quot;<span class="mono">{_h(occ.raw)}</span>'
         f"&quot;&gt;</span></li>"
     )
 
 
-def _problem(p: Problem) -> str:
+def _problem(p: Problem, origin: str) -> str:
     broken = is_broken(p)
     badge = str(p.status) if p.status is not None and p.error.startswith("http_") else p.error
     parts = [
@@ -206,7 +222,7 @@ def _problem(p: Problem) -> str:
             chain += f"<li>{_url(p.final_url)} (final)</li>"
         parts.append(f'<ol class="chain">{chain}</ol>')
     if p.referrers:
-        items = "".join(_ref_item(o) for o in p.referrers[:MAX_GROUP_REFS])
+        items = "".join(_ref_item(o, origin) for o in p.referrers[:MAX_GROUP_REFS])
         more = len(p.referrers) - MAX_GROUP_REFS
         if more > 0:
             items += f'<li class="empty">and {more:,} more (in the table below)</li>'
@@ -219,7 +235,7 @@ def _problem(p: Problem) -> str:
     return "".join(parts)
 
 
-def _table(report: CheckReport) -> str:
+def _table(report: CheckReport, origin: str) -> str:
     rows = []
     kinds: Counter[str] = Counter()
     for p, occ in occurrences(report):
@@ -230,7 +246,7 @@ def _table(report: CheckReport) -> str:
             where = '<td class="empty">(a seed)</td><td></td><td></td><td></td><td></td>'
         else:
             where = (
-                f"<td>{_url(occ.page)}</td>"
+                f"<td>{_url(occ.page, origin)}</td>"
                 f'<td class="num" data-v="{occ.line}">{occ.line}</td>'
                 f'<td class="num" data-v="{occ.column}">{occ.column}</td>'
                 f'<td class="tag"><code>{_h(occ.tag)} {_h(occ.attr)}</code></td>'
@@ -287,9 +303,9 @@ def write(report: CheckReport, out: TextIO) -> None:
     occ = sum(max(1, len(p.referrers)) for p in report.broken)
     stats = "".join(
         [
-            _stat("Pages crawled", f"{s.pages:,}"),
-            _stat("Links found", f"{s.links:,}"),
-            _stat("URLs checked", f"{s.urls:,}"),
+            _stat("Pages", f"{s.pages:,}"),
+            _stat("Links", f"{s.links:,}"),
+            _stat("URLs", f"{s.urls:,}"),
             _stat("External", f"{s.external:,}"),
             _stat("Broken", f"{nb:,}", "bad" if nb else ""),
             _stat("Occurrences", f"{occ:,}", "bad" if nb else ""),
@@ -299,8 +315,13 @@ def write(report: CheckReport, out: TextIO) -> None:
         ]
     )
     seeds = " ".join(_url(u) for u in report.seeds)
+    origin = _origin(report)
+    by_kind = Counter(kind_title(p.error) for p in report.broken)
+    kinds = "".join(
+        f"<li><b>{n:,}</b> {_h(k)}</li>" for k, n in sorted(by_kind.items(), key=lambda x: -x[1])
+    )
     broken = (
-        "".join(_problem(p) for p in report.broken)
+        f'<ul class="kinds">{kinds}</ul>' + "".join(_problem(p, origin) for p in report.broken)
         if report.broken
         else '<p class="empty">None: every link checked works.</p>'
     )
@@ -316,12 +337,13 @@ def write(report: CheckReport, out: TextIO) -> None:
         sections.append(
             f'<section class="card" id="warnings"><details><summary>Warnings ({nw:,}; '
             f"{unchecked:,} not checked)</summary>"
-            + "".join(_problem(p) for p in report.warnings)
+            + "".join(_problem(p, origin) for p in report.warnings)
             + "</details></section>"
         )
     if report.broken or report.warnings:
         sections.append(
-            f'<section class="card" id="all"><h2>Every occurrence</h2>{_table(report)}</section>'
+            f'<section class="card" id="all"><h2>Every occurrence</h2>{_table(report, origin)}'
+            "</section>"
         )
     csp = (
         f"default-src 'none'; style-src {_csp_hash(_STYLE)}; script-src {_csp_hash(_SCRIPT)}; "
