@@ -18,6 +18,15 @@ Wall time on the shared machine moves a lot; for a steady figure count instructi
         python benchmarks/state_memory.py --urls 100000 --only $v; done
 
 and subtract ``none`` (start-up and the workload) from each.
+
+Measured 2026-12-01 (100,000 URLs, 100 origins, chunks of 100; instructions per URL):
+before 19,250; MemoryState with complete_many 23,600 (+23%), with complete per lease
+25,030 (+30%). What the protocol adds per URL, measured alone the same way: building the
+Lease (~3,300), the ``state.fingerprint`` call (~1,500), the open-lease table that makes a
+stale or repeated complete harmless (~1,400); batching (``pop_many``) wins part of it back.
+Wall time at 1,000,000 URLs on the loaded machine (load ~8): before 11.8 µs, after
+12.3-13.2 µs (+5% to +12%). Memory: 111 B a queued request before, 119 after (the tuple has
+kind and attempts), URL strings not counted.
 """
 
 from __future__ import annotations
