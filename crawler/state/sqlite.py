@@ -498,10 +498,14 @@ class SQLiteState:
         ids: dict[str, int | None] = {}  # URLs of this batch and referrers -> row id
         budget = self._budget
         origins = self._origins
+        last_origin: str | None = None
+        o = None
         for c in new:
-            o = origins.get(c.origin)
-            if o is None or o.id is None:
-                o = self._origin(conn, c.origin, c.host)
+            if c.origin != last_origin or o is None:  # a chunk of links is mostly one origin
+                o = origins.get(c.origin)
+                if o is None or o.id is None:
+                    o = self._origin(conn, c.origin, c.host)
+                last_origin = c.origin
             ref_url = c.referrer
             rid = None
             if ref_url is not None:
@@ -529,7 +533,10 @@ class SQLiteState:
             elif not c.queue:
                 self._remember(c.url, next_id)
             ids[c.url] = next_id
-            rows.append((next_id, _signed(c.fp), o.id, c.depth, state, c.kind, rid, c.url, ref_url))
+            fp = c.fp
+            if fp >= _SIGN:  # SQLite integers are signed 64-bit
+                fp -= 1 << 64
+            rows.append((next_id, fp, o.id, c.depth, state, c.kind, rid, c.url, ref_url))
             next_id += 1
         conn.executemany(
             "INSERT INTO requests(id, fp, origin_id, depth, state, kind, attempts,"
