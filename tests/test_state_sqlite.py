@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from crawler.fingerprint import Fingerprinter
 from crawler.state import KIND_PAGE, Candidate, Lease, Outcome, StateError, open_state
 from crawler.state.sqlite import DB_NAME, LOCK_NAME, SQLiteState
 
@@ -84,10 +85,21 @@ def audit(path: Path) -> dict[str, int]:
             "SELECT queued, leased, done, seen FROM totals"
         ).fetchone()
         (rows,) = conn.execute("SELECT count(*) FROM requests").fetchone()
-        (fps,) = conn.execute("SELECT count(DISTINCT fp) FROM requests").fetchone()
+        (urls,) = conn.execute("SELECT count(DISTINCT url) FROM requests").fetchone()
+        rows_by_id = conn.execute("SELECT id, url FROM requests ORDER BY id").fetchall()
+        batches = conn.execute("SELECT first_id, data FROM fps ORDER BY first_id").fetchall()
+        (key,) = conn.execute("SELECT value FROM meta WHERE key = 'key'").fetchone()
     finally:
         conn.close()
-    assert seen == rows == fps  # a URL is seen iff it has a row, one row per URL
+    assert seen == rows == urls  # a URL is seen iff it has a row, one row per URL
+    # one fingerprint per row: each batch's words are its consecutive rows' fingerprints
+    fp = Fingerprinter(bytes.fromhex(key))
+    stored = [
+        (first + k, int.from_bytes(data[8 * k : 8 * k + 8], "little"))
+        for first, data in batches
+        for k in range(len(data) // 8)
+    ]
+    assert stored == [(i, fp(url)) for i, url in rows_by_id]
     assert queued == by_state.get(0, 0) + by_state.get(5, 0)
     assert leased == by_state.get(1, 0)
     assert done == by_state.get(2, 0) + by_state.get(3, 0)

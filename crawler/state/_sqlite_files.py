@@ -32,9 +32,9 @@ OWN_FILES = frozenset(
     | {_NEW + s for s in ("", "-wal", "-shm", "-journal")}
 )
 
-# Request rows are never deleted: a row is its URL's "seen" mark. No index on the
-# fingerprint: the seen probe is in memory, and a hash index costs a random page write per
-# URL (it took offering from 2.3 to 5.2 CPU s per 200,000 URLs).
+# Request rows are never deleted: a row is its URL's "seen" mark. No index (nor column) for
+# the fingerprint: the seen probe is in memory, loaded from ``fps``; a hash index costs a
+# random page write per URL (it took offering from 2.3 to 5.2 CPU s per 200,000 URLs).
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value NOT NULL);
 CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0), queued INTEGER NOT NULL,
@@ -43,7 +43,6 @@ CREATE TABLE origins(id INTEGER PRIMARY KEY, origin TEXT NOT NULL UNIQUE, host T
 CREATE TABLE hosts(host TEXT PRIMARY KEY, admitted INTEGER NOT NULL);
 CREATE TABLE requests(
     id INTEGER PRIMARY KEY,  -- discovery order
-    fp INTEGER NOT NULL,  -- fingerprint, as a signed 64-bit integer
     origin_id INTEGER NOT NULL,
     depth INTEGER NOT NULL,
     state INTEGER NOT NULL,
@@ -57,6 +56,9 @@ CREATE TABLE requests(
 CREATE INDEX requests_queued ON requests(origin_id, depth, id) WHERE state = 0;
 CREATE INDEX requests_open ON requests(state) WHERE state = 1 OR state = 5;
 CREATE INDEX requests_referrer ON requests(referrer_id) WHERE referrer_id IS NOT NULL;
+-- The fingerprints of the requests, one row per offer_many (64-bit little-endian words,
+-- the rows' order): open() reads 8 bytes a URL here, not every row of requests.
+CREATE TABLE fps(first_id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE seeds(id INTEGER PRIMARY KEY);
 CREATE TABLE failures(kind TEXT PRIMARY KEY, n INTEGER NOT NULL);
 CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);

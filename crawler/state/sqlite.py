@@ -50,8 +50,8 @@ Open checks the state before anything is written: the directory (anything but a 
 files is refused), the lock (a second process gets "in use by process PID"), the SQLite
 header and file size (a truncated file), the format name and version in ``meta``, and
 ``PRAGMA quick_check`` (every page: O(size), ~1 s per 100 MB here), then reads every
-fingerprint (the table scan also meets any bad table page) before the one write of the open,
-the recovery of open leases. Any failure: StateError, nothing changed.
+fingerprint (8 bytes a URL, from the ``fps`` table) before the one write of the open, the
+recovery of open leases. Any failure: StateError, nothing changed.
 
 Measured (tests/test_state_sqlite.py, benchmarks/sqlite_state.py; 2 shared cores, loaded):
 1,000,000 queued URLs of one origin: peak RSS 59 MiB (34 B/URL over the process once open),
@@ -71,6 +71,8 @@ import heapq
 import json
 import os
 import sqlite3
+import sys
+from array import array
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,8 +110,6 @@ __all__ = ["DB_NAME", "FORMAT", "LOCK_NAME", "VERSION", "SQLiteState", "StateSta
 # Request states (the ``state`` column).
 _QUEUED, _LEASED, _OK, _FAILED, _SEEN, _HELD = 0, 1, 2, 3, 4, 5
 
-_MASK64 = (1 << 64) - 1
-_SIGN = 1 << 63
 
 # A queued request in memory: (depth, id, url, referrer, kind, attempts); sorted by (depth, id).
 _Item = tuple[int, int, str, str | None, int, int]
@@ -120,8 +120,19 @@ _ITEM_SQL = (
 _T = TypeVar("_T")
 
 
-def _signed(fp: int) -> int:
-    return fp - (1 << 64) if fp & _SIGN else fp
+def _pack(fps: list[int]) -> bytes:
+    words = array("Q", fps)
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words.tobytes()
+
+
+def _unpack(data: bytes) -> array[int]:
+    words = array("Q")
+    words.frombytes(data)
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words
 
 
 _IDLE, _READY, _SLEEPING = 0, 1, 2
@@ -320,8 +331,9 @@ class SQLiteState:
         # requests table, so a bad page there is an error before the recovery below.
         self._seen = MemorySeenSet(max(seen, 1 << 14))
         add = self._seen.add_fp
-        for (fp,) in conn.execute("SELECT fp FROM requests"):
-            add(fp & _MASK64)
+        for (data,) in conn.execute("SELECT data FROM fps"):
+            for fp in _unpack(data):
+                add(fp)
         if len(self._seen) != seen:
             raise StateError(f"{self.location}: {len(self._seen)} requests, the totals say {seen}")
         conn.execute("BEGIN IMMEDIATE")
@@ -533,15 +545,16 @@ class SQLiteState:
             elif not c.queue:
                 self._remember(c.url, next_id)
             ids[c.url] = next_id
-            fp = c.fp
-            if fp >= _SIGN:  # SQLite integers are signed 64-bit
-                fp -= 1 << 64
-            rows.append((next_id, fp, o.id, c.depth, state, c.kind, rid, c.url, ref_url))
+            rows.append((next_id, o.id, c.depth, state, c.kind, rid, c.url, ref_url))
             next_id += 1
         conn.executemany(
-            "INSERT INTO requests(id, fp, origin_id, depth, state, kind, attempts,"
-            " referrer_id, url, ref_url) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            "INSERT INTO requests(id, origin_id, depth, state, kind, attempts,"
+            " referrer_id, url, ref_url) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
             rows,
+        )
+        conn.execute(
+            "INSERT INTO fps(first_id, data) VALUES (?, ?)",
+            (self._next_id, _pack([c.fp for c in new])),
         )
         if hosts:
             conn.executemany(
@@ -892,9 +905,7 @@ class SQLiteState:
         conn = self._db()
         rid = self._leased_urls.get(url) or self._recent.get(url)
         if rid is None:
-            row = conn.execute(
-                "SELECT id FROM requests WHERE fp = ?", (_signed(self.fingerprint(url)),)
-            ).fetchone()
+            row = conn.execute("SELECT id FROM requests WHERE url = ?", (url,)).fetchone()
             if row is None:
                 return []
             rid = row[0]
