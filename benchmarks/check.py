@@ -7,7 +7,7 @@
 
 One run, the same site for every tool:
 
-1. A generated site of N pages on 127.0.0.1 (each page ~15 links: a tree of pages, cross
+1. A generated site of N pages on 127.0.0.1 (each page ~10 links: a tree of pages, cross
    links, fragments, an image, a stylesheet) with known broken links of every kind (404, 410,
    500, a broken image and stylesheet, a redirect to a 404, a missing #fragment, a refused
    connection, a request that times out) and good links that naive checkers get wrong (429
