@@ -437,8 +437,8 @@ def _state_for(config: CrawlConfig) -> Any:
     (``open_state(config.state)``: memory, or SQLite with synchronous=NORMAL)."""
     if not config.state or config.state_sync == "normal":
         return None
-    sqlite = importlib.import_module("crawler.state.sqlite")
-    return sqlite.SQLiteState(config.state, synchronous=config.state_sync)
+    state = importlib.import_module("crawler.state")
+    return state.open_state(config.state, synchronous=config.state_sync)
 
 
 def _tune_gc() -> None:
