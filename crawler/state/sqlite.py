@@ -327,8 +327,8 @@ class SQLiteState:
             "SELECT queued, leased, done, seen FROM totals"
         ).fetchone()
         self._next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM requests").fetchone()[0]
-        # Read every row's fingerprint before writing anything: the scan reads the whole
-        # requests table, so a bad page there is an error before the recovery below.
+        # Every fingerprint is read (and counted against the totals) before the one write
+        # of open, the recovery below: a state that does not add up is refused unchanged.
         self._seen = MemorySeenSet(max(seen, 1 << 14))
         add = self._seen.add_fp
         for (data,) in conn.execute("SELECT data FROM fps"):
