@@ -145,7 +145,9 @@ class Crawler:
         self._given = given
         self._collect_ids = collect_ids
         self._report_skipped = report_skipped
-        self._state: CrawlState = state if state is not None else open_state(cfg.state)
+        self._state: CrawlState = (
+            state if state is not None else open_state(cfg.state, synchronous=cfg.state_sync)
+        )
         self._state_open = False
         self._policy = _policy(cfg)
         self._admission: Admission | None = None
@@ -163,6 +165,7 @@ class Crawler:
         self._sink_errors_pushed = 0
         self._resumed = False
         self._recovered = 0
+        self._committing = 0  # completions being committed now
         self._queue: asyncio.Queue[PageResult] | None = None
         self._opened = False
         self._closed = False
@@ -436,7 +439,9 @@ class Crawler:
             while not self._stopped:
                 if self._done:
                     await self._commit()
-                room = limit - len(tasks)
+                # A finished page holds its slot until its completion is committed: a kill
+                # gives back at most `concurrency` leases (the pages "in flight").
+                room = limit - len(tasks) - len(self._done) - self._committing
                 if max_pages:
                     room = min(room, max_pages - self._admitted)
                 if room > 0:
@@ -494,6 +499,13 @@ class Crawler:
     async def _commit(self) -> None:
         """Commit the finished pages: output flushed first, then counters and completions."""
         done, self._done = self._done, []
+        self._committing += len(done)
+        try:
+            await self._commit_batch(done)
+        finally:
+            self._committing -= len(done)
+
+    async def _commit_batch(self, done: list[tuple[Lease, Outcome]]) -> None:
         sink = self._sink
         flush = getattr(sink, "flush", None) if sink is not None else None
         if flush is not None:

@@ -81,16 +81,20 @@ class PageJob:
             found if callable(found) else None
         )
 
-    async def relist(self, url: str, tally: Tally) -> None:
+    async def relist(self, url: str, tally: Tally) -> set[str]:
         """List again the URLs ``url`` discovered in a run that stopped while it was in flight.
 
+        Returns them (a redirect target among them was fetched in-line by this page).
         The output of that run may have been cut there. Only a backend that keeps who
         discovered what (``discovered_by``: SQLite, which includes what the redirect
         targets fetched in-line by this page discovered) can say; memory has nothing to
         re-list.
         """
-        if self._discovered_by is not None:
-            self.admission.relist(await self._discovered_by(url), url, tally)
+        if self._discovered_by is None:
+            return set()
+        found = await self._discovered_by(url)
+        self.admission.relist(found, url, tally)
+        return set(found)
 
     async def rules(self, origin: str, tally: Tally) -> RobotsRules:
         """The origin's robots.txt verdict; its sitemaps offered when it is (re)loaded."""
@@ -125,9 +129,9 @@ class PageJob:
         chain = {url}
         hops = 0
         sitemap = lease.kind == KIND_SITEMAP
-        recovering = lease.attempts > 0
-        if recovering:
-            await self.relist(url, tally)
+        # In flight at the last stop: what it discovered then (its in-line redirect targets
+        # among them) is listed again.
+        own = await self.relist(url, tally) if lease.attempts > 0 else set()
         while True:
             if not cfg.ignore_robots:
                 rules = await self.rules(origin, tally)
@@ -181,13 +185,14 @@ class PageJob:
             page.redirects.append(target)
             page.redirect_statuses.append(status)
             chain.add(target)
-            if not await admission.redirect_target(target, current, depth, page, tally):
-                if not recovering:
-                    page.final_url = target  # known already: fetched (or queued) on its own
-                    return page
-                # In flight at the last stop: this page's own chain marked the target seen
-                # (never queued: fetched in-line). Follow it again, or it would never be
-                # fetched (what it had discovered was re-listed with the page: relist).
+            if (
+                not await admission.redirect_target(target, current, depth, page, tally)
+                and target not in own
+            ):
+                page.final_url = target  # known already: fetched (or queued) on its own
+                return page
+            # New, or (in flight at the last stop) a target this page's own chain marked
+            # seen then, never queued: followed again, or it would never be fetched.
             current = target  # a sitemap's redirect target is read as the sitemap
             origin = origin_of(target)
 

@@ -409,3 +409,53 @@ async def test_redirect_statuses_are_kept_per_hop(serve) -> None:  # type: ignor
     (page,) = result.pages
     assert page.redirects == [str(server.make_url("/r2")), str(server.make_url("/end"))]
     assert page.redirect_statuses == [301, 307]
+
+
+@pytest.mark.skipif(not HAVE_SQLITE, reason="no crawler.state.sqlite yet")
+async def test_a_recovered_redirect_does_not_fetch_a_target_queued_on_its_own(
+    serve, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    # / links /go and /t; /go (slow) redirects to /t, which is queued on its own (a link):
+    # the run is stopped while /go is in flight. The next run's recovered /go stops at the
+    # known target, as any redirect to a known URL does: /t is fetched once, by its own lease.
+    sent = asyncio.Event()
+    release = asyncio.Event()
+    hits: Counter[str] = Counter()
+
+    async def root(request: web.Request) -> web.Response:
+        hits["/"] += 1
+        return web.Response(text='<a href="/go">g</a><a href="/t">t</a>', content_type="text/html")
+
+    async def go(request: web.Request) -> web.Response:
+        hits["/go"] += 1
+        if hits["/go"] == 1:
+            sent.set()
+            await release.wait()  # in flight until the stop
+        raise web.HTTPFound("/t")
+
+    async def t(request: web.Request) -> web.Response:
+        hits["/t"] += 1
+        return web.Response(text="<p>t", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", root)
+    app.router.add_get("/go", go)
+    app.router.add_get("/t", t)
+    server = await serve(app)
+    seed = str(server.make_url("/"))
+    config = CrawlConfig(
+        seeds=(seed,), state=str(tmp_path / "state"), ignore_robots=True, concurrency=1
+    )
+    async with Crawler(config) as crawler:
+        task = asyncio.ensure_future(crawler.run())
+        await asyncio.wait_for(sent.wait(), 10)
+        crawler.stop()
+        await asyncio.gather(task, return_exceptions=True)
+    release.set()
+    assert hits == {"/": 1, "/go": 1}
+    async with Crawler(config) as crawler2:
+        result = await crawler2.run()
+    assert result.stats.recovered == 1
+    assert hits == {"/": 1, "/go": 2, "/t": 1}
+    (go_page,) = [p for p in result.pages if p.url.endswith("/go")]
+    assert go_page.final_url == str(server.make_url("/t")) and go_page.status == 302
