@@ -226,6 +226,7 @@ async def test_a_state_in_use_is_refused_and_its_output_left_alone(
     fd = os.open(state / "lock", os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as the crawl using it would
+        os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}".encode(), 0)
         done = await run("crawl", "--state", str(state), "--max-pages", "0")
         status = await run("status", "--state", str(state))
