@@ -498,3 +498,15 @@ def test_describe_says_the_status_once() -> None:
     p = Problem("http://x/", "timeout", detail="no answer in 5 s")
     assert describe(p) == "Timeout: no answer in 5 s"
     assert describe(Problem("mailto:a@b", "scheme_unchecked")) == "Not checked: scheme mailto:"
+
+
+def test_sarif_of_many_results_is_compact_and_valid() -> None:
+    n = report_sarif.INDENT_MAX // 2 + 1  # two occurrences each: just past the indent limit
+    text = render(report_sarif, big_report(n))
+    assert "\n" not in text.rstrip("\n")
+    log = json.loads(text)
+    results = log["runs"][0]["results"]
+    assert len(results) == 2 * n
+    del results[200:]  # the same writer made every result: validating a sample is enough
+    validate_sarif(log)
+    assert "\n  " in render(report_sarif, full_report())  # a small log stays readable

@@ -63,6 +63,7 @@ _HTTP = re.compile(r"http_(\d{3})\Z")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ANY_CONTROL = re.compile("[\x00-\x1f\x7f]")
+_ODD = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 def is_broken(problem: Problem) -> bool:
@@ -152,12 +153,16 @@ def summary(report: CheckReport) -> str:
 def clean(s: str) -> str:
     """``s`` writable in any format: lone surrogates become U+FFFD, XML-forbidden controls
     their visible escape (``\\x00``)."""
+    if not _ODD.search(s):  # the common case: one scan, no copy
+        return s
     s = _SURROGATE.sub("\ufffd", s)
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
 
 
 def visible(s: str) -> str:
     """``s`` on one line: `clean`, and tab, LF and CR shown as ``\\t``, ``\\n``, ``\\r``."""
+    if not _ODD.search(s):
+        return s
     s = clean(s)
     return _ANY_CONTROL.sub(
         lambda m: {"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(m.group(), m.group()), s

@@ -17,6 +17,7 @@ import base64
 import hashlib
 import html
 from collections import Counter
+from functools import lru_cache
 from typing import TextIO
 from urllib.parse import urlsplit
 
@@ -139,6 +140,7 @@ def _origin(report: CheckReport) -> str:
     return f"{parts.scheme}://{parts.netloc}" if parts and parts.netloc else ""
 
 
+@lru_cache(maxsize=65_536)  # a page that links many broken URLs is shown once per link
 def _url(url: str, origin: str = "") -> str:
     """The URL shown in code (its path alone when under ``origin``, the whole URL in its
     title), and a link only when it is http(s)."""
@@ -146,11 +148,7 @@ def _url(url: str, origin: str = "") -> str:
         shown = f'<code title="{_h(url)}">{_h(url[len(origin) :])}</code>'
     else:
         shown = f"<code>{_h(url)}</code>"
-    try:
-        scheme = urlsplit(url).scheme.lower()
-    except ValueError:
-        return shown
-    if scheme in ("http", "https"):
+    if url[:8].lower().startswith(("http://", "https://")):
         return f'<a href="{_h(url)}" rel="noopener noreferrer">{shown}</a>'
     return shown
 

@@ -85,11 +85,13 @@ class _Budget:
         self.used = 0
         self.dropped = 0
 
-    def take(self, rows: list[str], reserve: int = 2_000) -> list[str]:
+    def take(self, problems: list[Problem], reserve: int = 2_000) -> list[str]:
+        """The rows of ``problems`` that fit; the rest are counted, never rendered."""
         kept: list[str] = []
-        for row in rows:
+        for problem in problems:
+            row = _row(problem)
             if self.used + len(row) + 1 > MAX_CHARS - reserve:
-                self.dropped += len(rows) - len(kept)
+                self.dropped += len(problems) - len(kept)
                 break
             self.used += len(row) + 1
             kept.append(row)
@@ -104,14 +106,14 @@ def write(report: CheckReport, out: TextIO) -> None:
     budget = _Budget()
     budget.used = sum(len(line) + 1 for line in lines)
     if report.broken:
-        rows = budget.take([_row(p) for p in report.broken])
+        rows = budget.take(report.broken)
         lines += _table("Broken link", rows[:OPEN_ROWS])
         if len(rows) > OPEN_ROWS:
             lines += ["", f"<details><summary>{len(rows) - OPEN_ROWS} more broken links</summary>"]
             lines += ["", *_table("Broken link", rows[OPEN_ROWS:]), "", "</details>"]
         lines.append("")
     if report.warnings:
-        rows = budget.take([_row(p) for p in report.warnings])
+        rows = budget.take(report.warnings)
         if rows:
             w = len(report.warnings)
             lines += [f"<details><summary>{w} warning{'s' if w != 1 else ''}</summary>", ""]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from typing import Any, TextIO
 from urllib.parse import quote
 
@@ -28,7 +29,9 @@ from crawler.check.report_common import (
     occurrences,
 )
 
-__all__ = ["SCHEMA_URI", "to_sarif", "write"]
+__all__ = ["INDENT_MAX", "SCHEMA_URI", "to_sarif", "write"]
+
+INDENT_MAX = 5_000
 
 SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -37,6 +40,7 @@ SCHEMA_URI = (
 _URI_SAFE = "!#$%&'()*+,-./:;=?@[]_~"
 
 
+@lru_cache(maxsize=65_536)
 def _uri(url: str) -> str:
     return quote(clean(url), safe=_URI_SAFE)
 
@@ -58,11 +62,9 @@ def _rule(kind: str, level: str) -> dict[str, Any]:
     }
 
 
-def _result(
-    problem: Problem, occ: Occurrence | None, rule_index: int, level: str
-) -> dict[str, Any]:
+def _problem_part(problem: Problem, level: str) -> tuple[str, dict[str, Any]]:
+    """What every result of one problem shares: the message and the properties."""
     what = "Broken link" if level == "error" else "Link"
-    text = f"{what} {clean(problem.url)}: {describe(problem)}"
     props: dict[str, Any] = {
         "url": clean(problem.url),
         "error": problem.error,
@@ -73,6 +75,17 @@ def _result(
         props["redirects"] = [clean(u) for u in problem.redirects]
     if problem.final_url:
         props["finalUrl"] = clean(problem.final_url)
+    return f"{what} {clean(problem.url)}: {describe(problem)}", props
+
+
+def _result(
+    problem: Problem,
+    occ: Occurrence | None,
+    rule_index: int,
+    level: str,
+    shared: tuple[str, dict[str, Any]],
+) -> dict[str, Any]:
+    text, props = shared[0], dict(shared[1])
     location: dict[str, Any]
     if occ is None:
         text += " (linked from no page: a seed)"
@@ -105,12 +118,16 @@ def to_sarif(report: CheckReport) -> dict[str, Any]:
     rules: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     results = []
+    shared: tuple[str, dict[str, Any]] = ("", {})
+    last: Problem | None = None
     for problem, occ in occurrences(report):
         level = "error" if is_broken(problem) else "warning"
         if problem.error not in index:
             index[problem.error] = len(rules)
             rules.append(_rule(problem.error, level))
-        results.append(_result(problem, occ, index[problem.error], level))
+        if problem is not last:
+            shared, last = _problem_part(problem, level), problem
+        results.append(_result(problem, occ, index[problem.error], level, shared))
     s = report.stats
     return {
         "$schema": SCHEMA_URI,
@@ -151,5 +168,9 @@ def to_sarif(report: CheckReport) -> dict[str, Any]:
 
 def write(report: CheckReport, out: TextIO) -> None:
     """Write ``report`` as a SARIF 2.1.0 log (JSON) to ``out``."""
-    json.dump(to_sarif(report), out, indent=2, ensure_ascii=False)
+    log = to_sarif(report)
+    # Indented for a person up to INDENT_MAX results; past that compact, which the json
+    # module writes in C (with indent= it falls back to pure Python, ~10x slower).
+    indent = 2 if len(log["runs"][0]["results"]) <= INDENT_MAX else None
+    out.write(json.dumps(log, indent=indent, ensure_ascii=False))
     out.write("\n")
