@@ -369,7 +369,7 @@ def part_frontier(args: argparse.Namespace, nginx_bin: str, out: dict[str, Any])
 
 def part_crawl(args: argparse.Namespace, nginx_bin: str, out: dict[str, Any]) -> str:
     n = 2000 if args.quick else args.pages
-    site_root = Path(args.site_dir) / f"site-{n}-s1"
+    site_root = Path(args.crawl_site_dir) / f"site-{n}-s1"
     info = cb.sitegen.build_site(site_root, n, 1)
     nginx = cb.Nginx(nginx_bin, site_root, args.nginx_core)
     work = Path(tempfile.mkdtemp(prefix="statebench-crawl-"))
@@ -563,6 +563,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-max", type=int, default=10_000_000, help="bytes: memory up to N")
     ap.add_argument("--resume-pages", default="10000,100000")
     ap.add_argument("--site-dir", default="/tmp/statebench")
+    ap.add_argument(
+        "--crawl-site-dir",
+        default="/tmp/crawlbench",
+        help="crawl: where benchmarks/crawl.py builds",
+    )
     ap.add_argument("--crawler-core", type=int, default=1)
     ap.add_argument("--nginx-core", type=int, default=0)
     ap.add_argument("--json", help="write the measurements here")
