@@ -25,6 +25,11 @@ encoding sniffing is shared Python code (`charset`). The URL fast path handles A
 query-only, empty or fragment-only); whatever it does not answer goes to the Python resolver
 (`_resolve.Resolver`: its own fast path, then Ada), so a miss here can never change a result.
 
+Positions (`_advance`, `_locate`): the same lazy counting as the reference; line breaks by
+SSE2/AVX2 counting of LFs (CRs only in a buffer that has one), the last break by ``memrchr``,
+columns of ASCII ranges by subtraction and of UTF-8 by the standard's decoder written in C
+(the CJK encodings through the same Python decoder as the reference).
+
 Memory: the tail kept between chunks is the reference's (at most 10 bytes, outside a tag); a
 tag keeps its name (up to 256 bytes), the attribute name being read (64) and the wanted values,
 each copied only up to ``max_token`` bytes and dropped whole beyond it.
@@ -79,23 +84,29 @@ cdef extern from *:
     #define LC_L(o) _mm_loadu_si128((const __m128i*)(p + (o)))
     /* LFs of p[i:n] counted 64 bytes at a time from i, into *k; returns where it stopped. */
     static Py_ssize_t lc_lf_sse2(const unsigned char* p, Py_ssize_t i, Py_ssize_t n,
-                                 Py_ssize_t* k) {
+                                 Py_ssize_t* k, int* high) {
         const __m128i lf = _mm_set1_epi8(10), z = _mm_setzero_si128();
-        __m128i acc, s;
+        __m128i acc, s, hi = z, v0, v1, v2, v3;
         Py_ssize_t blocks, j;
         while (n - i >= 64) {
             blocks = (n - i) / 64;
             if (blocks > 63) blocks = 63;  /* a lane counts up to 4 * 63 < 256 */
             acc = z;
             for (j = 0; j < blocks; j++, i += 64) {
-                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i), lf));
-                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i + 16), lf));
-                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i + 32), lf));
-                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i + 48), lf));
+                v0 = LC_L(i);
+                v1 = LC_L(i + 16);
+                v2 = LC_L(i + 32);
+                v3 = LC_L(i + 48);
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v0, lf));
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v1, lf));
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v2, lf));
+                acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v3, lf));
+                hi = _mm_or_si128(hi, _mm_or_si128(_mm_or_si128(v0, v1), _mm_or_si128(v2, v3)));
             }
             s = _mm_sad_epu8(acc, z);
             *k += _mm_cvtsi128_si32(s) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
         }
+        if (_mm_movemask_epi8(hi)) *high = 1;
         return i;
     }
     #endif
@@ -104,58 +115,82 @@ cdef extern from *:
     #define LC_L2(o) _mm256_loadu_si256((const __m256i*)(p + (o)))
     __attribute__((target("avx2")))
     static Py_ssize_t lc_lf_avx2(const unsigned char* p, Py_ssize_t i, Py_ssize_t n,
-                                 Py_ssize_t* k) {
+                                 Py_ssize_t* k, int* high) {
         const __m256i lf = _mm256_set1_epi8(10), z = _mm256_setzero_si256();
-        __m256i acc, s;
+        __m256i acc, s, hi = z, v0, v1, v2, v3;
         Py_ssize_t blocks, j;
         while (n - i >= 128) {
             blocks = (n - i) / 128;
             if (blocks > 63) blocks = 63;
             acc = z;
             for (j = 0; j < blocks; j++, i += 128) {
-                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i), lf));
-                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i + 32), lf));
-                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i + 64), lf));
-                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(LC_L2(i + 96), lf));
+                v0 = LC_L2(i);
+                v1 = LC_L2(i + 32);
+                v2 = LC_L2(i + 64);
+                v3 = LC_L2(i + 96);
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v0, lf));
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v1, lf));
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v2, lf));
+                acc = _mm256_sub_epi8(acc, _mm256_cmpeq_epi8(v3, lf));
+                hi = _mm256_or_si256(hi, _mm256_or_si256(_mm256_or_si256(v0, v1),
+                                                         _mm256_or_si256(v2, v3)));
             }
             s = _mm256_sad_epu8(acc, z);
             *k += _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1)
                   + _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
         }
+        if (_mm256_movemask_epi8(hi)) *high = 1;
         return i;
     }
     static int lc_have_avx2 = -1;
     #endif
 
-    /* How many LFs p[:n] has. */
-    static Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n) {
+    static inline int lc_pop16(unsigned int m) {
+        m = m - ((m >> 1) & 0x5555);
+        m = (m & 0x3333) + ((m >> 2) & 0x3333);
+        m = (m + (m >> 4)) & 0x0F0F;
+        return (int)((m + (m >> 8)) & 0x1F);
+    }
+
+    /* How many LFs p[:n] has; *high set to 1 if it has a byte >= 0x80 (else left alone). */
+    static Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n, int* high) {
         Py_ssize_t i = 0, k = 0;
+        unsigned char h = 0;
     #ifdef LC_AVX2
         if (n >= 128) {
             if (lc_have_avx2 < 0) lc_have_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-            if (lc_have_avx2) i = lc_lf_avx2(p, i, n, &k);
+            if (lc_have_avx2) i = lc_lf_avx2(p, i, n, &k, high);
         }
     #endif
     #ifdef LC_SSE2
         const __m128i lf = _mm_set1_epi8(10), z = _mm_setzero_si128();
-        __m128i acc = z, s;
+        __m128i acc = z, s, v, hi = z;
         unsigned int m;
-        i = lc_lf_sse2(p, i, n, &k);
+        i = lc_lf_sse2(p, i, n, &k, high);
         /* Then 16 bytes at a time (3 blocks at most), and the last few bytes as the end of
            an overlapping block, so that no range costs a byte-by-byte loop over 15 bytes. */
         while (n - i >= 16) {
-            acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(LC_L(i), lf));
+            v = LC_L(i);
+            acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, lf));
+            hi = _mm_or_si128(hi, v);
             i += 16;
         }
         s = _mm_sad_epu8(acc, z);
         k += _mm_cvtsi128_si32(s) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
         if (i < n && n >= 16) {
-            m = (unsigned int)_mm_movemask_epi8(_mm_cmpeq_epi8(LC_L(n - 16), lf));
-            k += __builtin_popcount(m >> (16 - (n - i)));
+            v = LC_L(n - 16);
+            m = (unsigned int)_mm_movemask_epi8(_mm_cmpeq_epi8(v, lf));
+            k += lc_pop16(m >> (16 - (n - i)));
+            hi = _mm_or_si128(hi, v);  /* (bytes before i are in p[:n] too) */
             i = n;
         }
+        if (_mm_movemask_epi8(hi)) *high = 1;
     #endif
-        for (; i < n; i++) k += (p[i] == 10);
+        for (; i < n; i++) {
+            k += (p[i] == 10);
+            h |= p[i];
+        }
+        if (h & 0x80) *high = 1;
         return k;
     }
 
@@ -219,7 +254,7 @@ cdef extern from *:
         return i;
     }
     """
-    Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n) nogil
+    Py_ssize_t lc_count_lf(const unsigned char* p, Py_ssize_t n, int* high) nogil
     Py_ssize_t lc_count_lone_cr(const unsigned char* p, Py_ssize_t n) nogil
     Py_ssize_t lc_last(const unsigned char* p, Py_ssize_t n, unsigned char b) nogil
     Py_ssize_t lc_ascii_run(const unsigned char* p, Py_ssize_t n) nogil
@@ -1163,6 +1198,8 @@ cdef class LinkExtractor:
     cdef int _u_lo
     cdef int _u_hi
     cdef Py_ssize_t _t_at
+    cdef int _dflt  # the table's entry for a tag not in it (collecting ids), or -1
+    cdef bint _has_cr  # the buffer being scanned has a CR (most pages have none)
     cdef Py_ssize_t _w_line
     cdef Py_ssize_t _w_col
     cdef str _doc_url
@@ -1272,6 +1309,7 @@ cdef class LinkExtractor:
         self._w_line = 1
         self._w_col = 1
         self._tb = tb
+        self._dflt = tb.dflt
         self._links = tb.links
         self._want = tb.want
         self._tagstr = tb.tagstr
@@ -1456,7 +1494,7 @@ cdef class LinkExtractor:
 
     # Where links stand ----------------------------------------------------------------------
 
-    cdef inline bint _partial(self):
+    cdef inline int _partial(self) except -1:
         """A partial character is pending (it is one U+FFFD at the '<' that ends it)."""
         if self._ckind == K_UTF8:
             return self._u_need != 0
@@ -1535,17 +1573,20 @@ cdef class LinkExtractor:
         """`_machine.LinkExtractor._advance`: line breaks by memchr, code points from the
         last one."""
         cdef Py_ssize_t c = self._cnt - self._off, nl, last = -1, j
+        cdef int high = 0
         if x <= c:
             return 0
-        nl = lc_count_lf(p + c, x - c)
+        nl = lc_count_lf(p + c, x - c, &high)
         if nl:
             last = c + lc_last(p + c, x - c, 0x0A)
-        if memchr(p + c, 0x0D, x - c) != NULL:
-            # A CR not followed by LF (here) is a break of its own.
-            nl += lc_count_lone_cr(p + c, x - c)
-            j = c + lc_last(p + c, x - c, 0x0D)
-            if (j + 1 >= x or p[j + 1] != 0x0A) and j > last:
-                last = j
+        if self._has_cr:  # (the buffer has a CR somewhere)
+            j = lc_last(p + c, x - c, 0x0D)
+            if j >= 0:
+                # A CR not followed by LF (here) is a break of its own.
+                nl += lc_count_lone_cr(p + c, x - c)
+                j += c
+                if (j + 1 >= x or p[j + 1] != 0x0A) and j > last:
+                    last = j
         if self._cr and p[c] == 0x0A:
             nl -= 1  # the LF of a CR LF split between two buffers
         self._cr = p[x - 1] == 0x0D
@@ -1558,8 +1599,9 @@ cdef class LinkExtractor:
             if self._cdec is not None:
                 self._cdec.reset()
         if x > c:
-            if self._ckind == K_SINGLE:
-                self._col += x - c
+            if self._ckind == K_SINGLE or (not high and self._u_need == 0
+                                           and self._ckind == K_UTF8):
+                self._col += x - c  # (one byte, one code point; or ASCII, no partial one)
             elif self._ckind == K_UTF8:
                 self._col += self._utf8_count(p + c, x - c)
             else:
@@ -1896,7 +1938,7 @@ cdef class LinkExtractor:
                     self._t_tag = i
                     break
         if self._t_tag < 0:
-            self._t_tag = self._tb.dflt  # (-1 unless ids are collected)
+            self._t_tag = self._dflt  # (-1 unless ids are collected)
         if self._t_tag >= 0:
             e = &self._entries[self._t_tag]
             for i in range(e.nwant):
@@ -2199,6 +2241,7 @@ cdef class LinkExtractor:
         self._off = self._end - PyBytes_GET_SIZE(self._buf)
         self._end += PyBytes_GET_SIZE(data)
         self._cur = buf
+        self._has_cr = memchr(p, 0x0D, n) != NULL
         self._buf = b""
         while pos < n:
             state = self._state

@@ -38,6 +38,24 @@ expression or ``bytes.find`` that jumps to where that state ends.
   one regex each; when the end is not in the buffer, only the last few bytes (a possible
   partial end marker) are kept.
 
+Where links stand
+-----------------
+Every Link has the line and column (1-based) of its tag's ``<``. The scanned stream is counted
+lazily, when a tag emits (`_locate`) and when a buffer is let go (`_advance`): line breaks as
+the standard's newline normalisation makes them (CR LF one, a lone CR one, also when a CR LF
+is split between chunks), then the code points since the last one, so each byte is counted
+once. Columns are code points of the decoded document (SARIF's ``unicodeCodePoints``): one a
+byte in single-byte encodings; UTF-8 and the CJK encodings by their decoder, an invalid
+sequence one U+FFFD per maximal invalid part as Python's (and the standard's) decoders make
+them, a partial character just before a ``<`` one; UTF-16 and ISO-2022-JP are counted in the
+decoded text (their escape sequences and BOM are no characters, nor is a UTF-8 BOM). After a
+late ``<meta charset>`` switches the codec, what follows that tag is counted in the new one.
+A tag cut by a chunk boundary keeps the position of its ``<`` (`_w_line`, `_w_col`).
+
+Fragment targets (``collect_ids``): the ``id`` of every start tag (and ``name`` of an HTML
+``<a>``) is kept as any wanted attribute is, and the data-state skipper stops at every start
+tag; see `LinkExtractor` for what counts.
+
 Rules this module keeps
 -----------------------
 1. Chunk invariance: any split of the same bytes gives the same links. State lives in
