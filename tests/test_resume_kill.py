@@ -7,9 +7,9 @@ every GET with its start and end time. Each crawler run is a separate ``python -
 process; a run is killed (SIGKILL, or SIGINT for the Ctrl-C test) after a random number of
 requests have reached the server plus a random fraction of a second, or, at random, a random
 time after its start (during start-up or recovery). Everything random comes from
-``random.Random(seed)``: a failure names its seed, and ``pytest tests/test_resume_kill.py -k
-'seed-N'`` replays the same schedule (the kill moments are the same in requests, not to the
-microsecond, so a race may need a few replays).
+``random.Random(seed)``: a failure names its seed and the test id that replays the same
+schedule (the kill moments are the same in requests, not to the microsecond, so a race may
+need a few replays).
 
 What is checked, for every crawl:
 
@@ -140,6 +140,7 @@ class Crawl:
     server: SiteServer
     workdir: Path
     fmt: str = "jsonl"
+    label: str = "crawl"  # for messages: the seed and how to replay it
     extra: tuple[str, ...] = ()
     runs: list[Run] = field(default_factory=list)
 
@@ -235,7 +236,7 @@ def resume(crawl: Crawl, rng: random.Random, **kw: object) -> Run:
     run = crawl.run(url=with_url, **kw)  # type: ignore[arg-type]
     if not with_url and run.exit == 2 and NO_CRAWL_YET in run.stderr:
         fetched = [p for p, _, _ in crawl.server.log() if p != "/robots.txt"]
-        assert not fetched, f"{NO_CRAWL_YET}, yet {len(fetched)} pages were fetched"
+        assert not fetched, f"{crawl.label}: {NO_CRAWL_YET}, yet {len(fetched)} were fetched"
         crawl.runs.pop()
         run = crawl.run(url=True, **kw)  # type: ignore[arg-type]
     return run
@@ -250,14 +251,14 @@ def kill_and_resume(crawl: Crawl, rng: random.Random, kills: int) -> Crawl:
             kw = {"after_requests": rng.randrange(1, 80), "after_seconds": rng.uniform(0, 0.15)}
         run = resume(crawl, rng, stop=signal.SIGKILL, **kw)
         if run.stopped_by is None:  # it finished before the kill: the crawl is over
-            assert run.exit == 0, run.stderr
+            assert run.exit == 0, f"{why_of(crawl)}: exit {run.exit}:\n{run.stderr}"
             return crawl
-        assert run.exit == -signal.SIGKILL, run.stderr
+        assert run.exit == -signal.SIGKILL, f"{why_of(crawl)}: exit {run.exit}:\n{run.stderr}"
     for _ in range(3):
         run = resume(crawl, rng)
         if run.exit == 0:
             return crawl
-    raise AssertionError(f"no run exited 0; last stderr:\n{crawl.runs[-1].stderr}")
+    raise AssertionError(f"{why_of(crawl)}: no run exited 0; last:\n{crawl.runs[-1].stderr}")
 
 
 # ------------------------------------------------------------------ the checks
@@ -363,19 +364,20 @@ def check_urls(crawl: Crawl, runs_of: dict[str, list[int]], why: str) -> None:
     assert twice - relisted_ok == set(), f"{why}: listed twice, yet no page in flight links it"
 
 
-def why_of(seed: int, crawl: Crawl) -> str:
+def why_of(crawl: Crawl) -> str:
     stops = [r.stopped_by or f"exit {r.exit}" for r in crawl.runs]
-    return f"seed {seed} (replay: pytest tests/test_resume_kill.py -k 'seed-{seed}'), runs {stops}"
+    return f"{crawl.label}, runs {stops}"
 
 
 # ------------------------------------------------------------------ the tests
 
 
-def _kill_test(server_factory, tmp_path: Path, seed: int, kills: int, fmt: str) -> None:  # type: ignore[no-untyped-def]
+def _kill_test(server_factory, tmp_path: Path, request, seed: int, kills: int, fmt: str) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(seed)
     server = server_factory(seed=seed)
-    crawl = kill_and_resume(Crawl(server, tmp_path, fmt=fmt), rng, kills)
-    why = why_of(seed, crawl)
+    label = f"seed {seed} (replay: pytest -m 'slow or not slow' '{request.node.nodeid}')"
+    crawl = kill_and_resume(Crawl(server, tmp_path, fmt=fmt, label=label), rng, kills)
+    why = why_of(crawl)
     print(why)  # with -s: how many kills landed
     killed = sum(r.stopped_by == "SIGKILL" for r in crawl.runs)
     assert killed >= 1, f"{why}: the crawl ended before any kill"
@@ -396,19 +398,20 @@ def _kill_test(server_factory, tmp_path: Path, seed: int, kills: int, fmt: str) 
 
 
 @pytest.mark.parametrize("seed", [1, 2], ids=lambda s: f"seed-{s}")
-def test_sigkill_then_resume_jsonl(server_factory, tmp_path: Path, seed: int) -> None:  # type: ignore[no-untyped-def]
-    _kill_test(server_factory, tmp_path, seed, kills=3, fmt="jsonl")
+def test_sigkill_then_resume_jsonl(server_factory, tmp_path: Path, request, seed: int) -> None:  # type: ignore[no-untyped-def]
+    _kill_test(server_factory, tmp_path, request, seed, kills=3, fmt="jsonl")
 
 
 @pytest.mark.parametrize("seed", [11], ids=lambda s: f"seed-{s}")
-def test_sigkill_then_resume_urls(server_factory, tmp_path: Path, seed: int) -> None:  # type: ignore[no-untyped-def]
-    _kill_test(server_factory, tmp_path, seed, kills=3, fmt="urls")
+def test_sigkill_then_resume_urls(server_factory, tmp_path: Path, request, seed: int) -> None:  # type: ignore[no-untyped-def]
+    _kill_test(server_factory, tmp_path, request, seed, kills=3, fmt="urls")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(100, 112), ids=lambda s: f"seed-{s}")
-def test_sigkill_many_times(server_factory, tmp_path: Path, seed: int) -> None:  # type: ignore[no-untyped-def]
-    _kill_test(server_factory, tmp_path, seed, kills=8, fmt="jsonl" if seed % 3 else "urls")
+def test_sigkill_many_times(server_factory, tmp_path: Path, request, seed: int) -> None:  # type: ignore[no-untyped-def]
+    fmt = "jsonl" if seed % 3 else "urls"
+    _kill_test(server_factory, tmp_path, request, seed, kills=8, fmt=fmt)
 
 
 def test_ctrl_c_then_resume(server_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -422,7 +425,7 @@ def test_ctrl_c_then_resume(server_factory, tmp_path: Path) -> None:  # type: ig
     assert status["queued"] > 0, status
     last = crawl.run()
     assert last.exit == 0, last.stderr
-    why = why_of(5, crawl)
+    why = why_of(crawl)
     runs_of = check_fetches(crawl, why)
     check_summary_and_status(crawl, check_jsonl(crawl, runs_of, why), why)
 
@@ -441,7 +444,7 @@ def test_max_pages_then_resume_with_more(server_factory, tmp_path: Path) -> None
     assert status["done"] - status["failed"].get("robots_disallowed", 0) == 150, status
     last = crawl.run("--max-pages", "0")  # a resumed run keeps the last run's budget
     assert last.exit == 0, last.stderr
-    why = why_of(6, crawl)
+    why = why_of(crawl)
     runs_of = check_fetches(crawl, why)
     twice = {p: r for p, r in runs_of.items() if len(r) > 1}
     assert twice == {}, f"{why}: fetched twice after clean stops"
