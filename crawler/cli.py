@@ -432,15 +432,6 @@ class _RunState:
     crawler: Crawler | None = None
 
 
-def _state_for(config: CrawlConfig) -> Any:
-    """The SQLite state with the ``state_sync`` asked for, or None: the engine's default
-    (``open_state(config.state)``: memory, or SQLite with synchronous=NORMAL)."""
-    if not config.state or config.state_sync == "normal":
-        return None
-    state = importlib.import_module("crawler.state")
-    return state.open_state(config.state, synchronous=config.state_sync)
-
-
 def _tune_gc() -> None:
     """Spare the collector the start-up objects and most young-generation passes.
 
@@ -498,9 +489,6 @@ async def _crawl(
         options: dict[str, Any] = {"page_links": page_links}
         if given is not None:
             options["given"] = given
-        backend = _state_for(config)
-        if backend is not None:
-            options["state"] = backend
         async with engine.Crawler(config, sink=sink, **options) as crawler:
             state.crawler = crawler
 

@@ -298,20 +298,16 @@ async def test_the_library_can_give_a_full_synchronous_state(site: str, tmp_path
     assert (status["done"], status["queued"]) == (PAGES, 0)
 
 
-async def test_state_sync_full_from_the_command_line(site: str, tmp_path: Path) -> None:
-    config = cli.config_from_args(
-        cli.build_parser().parse_args(["crawl", site + "/", "--state", str(tmp_path / "s"),
-                                       "--state-sync", "full"])
-    )  # fmt: skip
-    backend = cli._state_for(config)
-    assert isinstance(backend, SQLiteState)
-    await backend.open(per_host=1, delay=0.0, max_pages_per_host=0)
-    try:
-        assert backend._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    finally:
-        await backend.close()
-    assert cli._state_for(config.replace(state_sync="normal")) is None  # the engine's default
-    assert cli._state_for(config.replace(state=None)) is None
+async def test_state_sync_full_on_the_command_line_and_in_the_library(
+    site: str, tmp_path: Path
+) -> None:
+    config = CrawlConfig(seeds=(site + "/",), state=str(tmp_path / "lib"), state_sync="full")
+    modes = []
+    async with Crawler(config) as crawler:
+        async for _page in crawler:
+            conn = crawler._state._conn  # type: ignore[attr-defined]
+            modes.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+    assert modes and set(modes) == {2}  # FULL, on every page
     done = await run("crawl", site + "/", "--state", str(tmp_path / "s"), "--state-sync", "full",
                      "-q")  # fmt: skip
     assert done.rc == 0, done.err
