@@ -159,6 +159,20 @@ HOSTILE: dict[str, tuple[bytes, bytes]] = {
         b"<button formaction=b><form action=f><iframe src=if><frame src=fr>",
         header(link_set=1, base=4),
     ),
+    # Positions and ids (issue 12): every kind of line break, split by the chunking; multi-byte
+    # and invalid characters before tags; ids in HTML, svg and template content.
+    "where-breaks": (
+        b"x\r\n\r<a href=/1 id=a>\n\t\xc3\xa9\xe6\x97\xa5<a name=n href=/2>\xe6\x97<a href=/3>"
+        b"\r\r\n<img srcset='/4 1x,\r\n/5 2x'><svg id=s><a href=/6></svg>"
+        b"<template id=t><p id=in></template>\r",
+        header(link_set=1, encoding=UTF8, mode=1, exp=1, seed=3),
+    ),
+    "where-sjis": (
+        "日本\r\n語<a href=/j id=日>\r語<meta http-equiv=refresh content='0;url=/r'>".encode(
+            "shift_jis"
+        ),
+        header(encoding=SJIS, mode=2, exp=0, seed=5),
+    ),
     "template-select": (
         b"<template><a href=/t></template><select><a href=/s></select><table><a href=/tb>",
         header(),
