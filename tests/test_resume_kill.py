@@ -53,22 +53,6 @@ RUN_LIMIT = 60.0  # seconds one crawler run may take before the test gives up on
 SUMMARY = re.compile(r"crawler: (?:done|stopped \(\w+\)) in [^:]*: (\d+) pages")
 
 
-def _status_command() -> bool:
-    """``crawler status`` is there (the last piece of the resume CLI to land)."""
-    res = subprocess.run(
-        [sys.executable, "-m", "crawler", "status", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return res.returncode == 0 and "--state" in res.stdout
-
-
-pytestmark = pytest.mark.skipif(
-    not _status_command(), reason="`crawler status --state DIR` is not there yet (issue 10)"
-)
-
-
 # ------------------------------------------------------------------ the server process
 
 
