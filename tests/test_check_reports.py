@@ -510,3 +510,24 @@ def test_sarif_of_many_results_is_compact_and_valid() -> None:
     del results[200:]  # the same writer made every result: validating a sample is enough
     validate_sarif(log)
     assert "\n  " in render(report_sarif, full_report())  # a small log stays readable
+
+
+def test_describe_says_each_thing_once() -> None:
+    # the checker's detail repeats the status, or says only what the title says
+    assert (
+        describe(Problem("http://a.test/x", "http_500", 500, "HTTP 500 (checked twice)"))
+        == "HTTP 500 Internal Server Error (checked twice)"
+    )
+    assert (
+        describe(
+            Problem("mailto:a@b.test", "scheme_unchecked", None, "mailto: links are not checked")
+        )
+        == "Not checked: scheme mailto:"
+    )
+    assert (
+        describe(Problem("http://a.test/p", "robots_disallowed", None, "disallowed by robots.txt"))
+        == "Not checked: robots.txt disallows it"
+    )
+    assert describe(
+        Problem("http://a.test/t", "timeout", None, "no answer within --timeout 1 s")
+    ) == ("Timeout: no answer within --timeout 1 s")

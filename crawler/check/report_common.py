@@ -57,6 +57,8 @@ _KIND_SENTENCES = {
     "excluded": "Scope or --include/--exclude rules exclude the URL, so it was not checked.",
     "scheme_unchecked": "Links of this scheme (mailto:, tel:, ...) are not checked.",
 }
+# Kinds whose title says everything the checker's detail would.
+_SAYS_IT_ALL = frozenset({"robots_disallowed", "scheme_unchecked"})
 _HTTP = re.compile(r"http_(\d{3})\Z")
 # Lone surrogates cannot be encoded as UTF-8; C0 controls (but tab, LF, CR) and DEL are not
 # allowed in XML 1.0 and break a table row in markdown.
@@ -113,7 +115,11 @@ def describe(problem: Problem) -> str:
     if m:  # the checker's detail may repeat the status the title already gives
         phrase = re.escape(status_phrase(int(m.group(1))).split(" ", 1)[-1])
         detail = re.sub(rf"\AHTTP {m.group(1)}( {phrase})?[;:,.]?\s*", "", detail)
-    if detail:
+    if problem.error in _SAYS_IT_ALL:
+        detail = ""  # the checker's detail only repeats the title ("disallowed by robots.txt")
+    if detail.startswith("("):
+        text += f" {detail}"  # "(checked twice)"
+    elif detail:
         text += f": {detail}"
     return clean(text)
 
