@@ -149,7 +149,7 @@ class Crawler:
             state if state is not None else open_state(cfg.state, synchronous=cfg.state_sync)
         )
         self._state_open = False
-        self._policy = _policy(cfg)
+        self._policy = UrlPolicy.from_config(cfg)
         self._admission: Admission | None = None
         self._job: PageJob | None = None
         self._fetcher: Fetcher | None = None
@@ -295,7 +295,7 @@ class Crawler:
                     max_pages_per_host=merged.max_pages_per_host,
                 )
             self.config = cfg = merged
-            self._policy = _policy(cfg)
+            self._policy = UrlPolicy.from_config(cfg)
         await state.save_settings(crawl_settings.to_stored(cfg))
         self._resumed = stored is not None
 
@@ -624,18 +624,6 @@ class Crawler:
         if was_ok and counted:
             self.stats.pages_ok -= 1
             self.stats.errors["sink"] += 1
-
-
-def _policy(cfg: CrawlConfig) -> UrlPolicy:
-    return UrlPolicy(
-        cfg.seeds,
-        scope=cfg.scope,
-        include=cfg.include,
-        exclude=cfg.exclude,
-        sort_query=cfg.sort_query,
-        drop_params=cfg.drop_params,
-        max_url_length=cfg.max_url_length,
-    )
 
 
 async def crawl(

@@ -103,22 +103,8 @@ class MemorySeenSet:
         self._count = 0
 
     def add(self, url: str) -> bool:
-        fp = (hash(url) & _MASK64) or 1  # 0 marks an empty slot (inlined: the hot path)
-        table = self._table
-        mask = self._mask
-        i = fp & mask
-        while True:
-            slot = table[i]
-            if slot == fp:
-                return False
-            if slot == 0:
-                break
-            i = (i + 1) & mask
-        table[i] = fp
-        self._count += 1
-        if self._count > self._limit:
-            self._grow()
-        return True
+        """Add ``url`` by Python's ``hash``; True if it was new."""
+        return self.add_fp((hash(url) & _MASK64) or 1)  # 0 marks an empty slot
 
     def add_fp(self, fp: int) -> bool:
         """Add a fingerprint (an int in [1, 2**64), e.g. ``crawler.fingerprint``'s); True if new.
@@ -164,19 +150,7 @@ class MemorySeenSet:
             i = (i + 1) & mask
 
     def __contains__(self, url: object) -> bool:
-        if not isinstance(url, str):
-            return False
-        fp = (hash(url) & _MASK64) or 1
-        table = self._table
-        mask = self._mask
-        i = fp & mask
-        while True:
-            slot = table[i]
-            if slot == fp:
-                return True
-            if slot == 0:
-                return False
-            i = (i + 1) & mask
+        return isinstance(url, str) and self.contains_fp((hash(url) & _MASK64) or 1)
 
     def __len__(self) -> int:
         return self._count

@@ -22,9 +22,13 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ada_url import URL, join_url
 from publicsuffixlist import PublicSuffixList
+
+if TYPE_CHECKING:
+    from crawler.config import CrawlConfig
 
 __all__ = [
     "UrlPolicy",
@@ -200,6 +204,19 @@ class UrlPolicy:
         self._by_origin_chars = 0  # the keys' length: a hostile page's long host names count
         for seed in seeds:
             self.add_seed_host(seed)
+
+    @classmethod
+    def from_config(cls, cfg: CrawlConfig) -> UrlPolicy:
+        """The policy of a crawl's settings (its seeds, scope, patterns and URL rules)."""
+        return cls(
+            cfg.seeds,
+            scope=cfg.scope,
+            include=cfg.include,
+            exclude=cfg.exclude,
+            sort_query=cfg.sort_query,
+            drop_params=cfg.drop_params,
+            max_url_length=cfg.max_url_length,
+        )
 
     def add_seed_host(self, url: str) -> None:
         """Widen the scope by the host of ``url`` (used for the seeds)."""

@@ -20,33 +20,7 @@ from crawler.engine import Crawler, crawl, crawl_sync
 from crawler.extract import extract_links
 from crawler.output import UrlSink
 from crawler.results import PageResult
-from tests.sitegen import RecordingSink, Site
-
-
-async def start_site(serve, **kw):  # type: ignore[no-untyped-def]
-    site = Site(**kw)
-    server = await serve(site.app())
-    site.origin = str(server.make_url("")).rstrip("/")
-    return site, server
-
-
-def app_of(routes: dict[str, str | tuple[int, str, str]]) -> tuple[web.Application, Counter[str]]:
-    """A small app: path -> html text, or (status, content_type, body)."""
-    hits: Counter[str] = Counter()
-
-    async def handle(request: web.Request) -> web.Response:
-        hits[request.path_qs] += 1
-        spec = routes.get(request.path_qs, routes.get(request.path))
-        if spec is None:
-            return web.Response(status=404, text="no")
-        if isinstance(spec, str):
-            return web.Response(text=spec, content_type="text/html")
-        status, ctype, body = spec
-        return web.Response(status=status, text=body, content_type=ctype)
-
-    app = web.Application()
-    app.router.add_route("GET", "/{tail:.*}", handle)
-    return app, hits
+from tests.sitegen import RecordingSink, Site, app_of, start_site
 
 
 async def test_crawl_matches_the_site_link_graph(serve) -> None:  # type: ignore[no-untyped-def]

@@ -127,15 +127,7 @@ class Checker:
         self._given = given
         self.config = cfg
         self.options = options or CheckOptions()
-        self.policy = UrlPolicy(
-            cfg.seeds,
-            scope=cfg.scope,
-            include=cfg.include,
-            exclude=cfg.exclude,
-            sort_query=cfg.sort_query,
-            drop_params=cfg.drop_params,
-            max_url_length=cfg.max_url_length,
-        )
+        self.policy = UrlPolicy.from_config(cfg)
         # The same host rule without the regexes: tells "excluded" from "external"; the
         # regexes apply to external URLs too (the crawl's UrlPolicy sees only its own scope).
         self.hosts = UrlPolicy(cfg.seeds, scope=cfg.scope)
