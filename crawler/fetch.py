@@ -44,6 +44,7 @@ __all__ = [
     "Response",
     "classify_error",
     "idle_cap",
+    "location_header",
     "make_session",
     "parse_retry_after",
 ]
@@ -112,7 +113,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         return None
 
 
-def _location(value: str | None) -> str | None:
+def location_header(value: str | None) -> str | None:
     """A Location header as a URL string, whatever its bytes.
 
     aiohttp decodes header bytes as UTF-8 with ``surrogateescape``: a byte that is not UTF-8
@@ -385,7 +386,7 @@ class Fetcher:
             if ctype is not None:
                 res.content_type = r.content_type
                 res.charset = r.charset
-            res.location = _location(headers.get("Location"))
+            res.location = location_header(headers.get("Location"))
             if status == 429 or status >= 500:
                 res.retry_after = headers.get("Retry-After")
                 if may_retry:

@@ -233,21 +233,19 @@ class Checker:
                 error=error_kind(kind, page.error_detail),
                 detail=page.error_detail or "",
                 redirects=list(page.redirects),
-                hop_statuses=list(getattr(page, "redirect_statuses", ()) or ()),
+                hop_statuses=list(page.redirect_statuses),
                 final_url=page.final_url,
                 html=page.content_type in HTML_TYPES,
                 crawled=True,
             )
             if page.content_type in HTML_TYPES and page.error is None:
                 self.stats.pages += 1
-            ids = getattr(page, "ids", None)
+            ids = page.ids
             if ids is not None and page.final_url:
                 # a body cut at --max-body-bytes (or whose reading failed) has ids past the
                 # cut that were never seen: none of its fragments can be called missing
                 verdict.ids_complete = (
-                    bool(getattr(page, "ids_complete", True))
-                    and not page.truncated
-                    and page.error is None
+                    page.ids_complete and not page.truncated and page.error is None
                 )
                 self._ids[page.final_url] = _id_hashes(ids)
             if _recheckable(verdict.error):
@@ -320,8 +318,8 @@ class Checker:
             store.add(
                 tid,
                 page_id,
-                getattr(link, "line", 0),
-                getattr(link, "column", 0),
+                link.line,
+                link.column,
                 link.tag,
                 link.attr,
                 raw,

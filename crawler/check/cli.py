@@ -33,7 +33,7 @@ _NOT_FOR_CHECK = frozenset({"format", "output", "all_links"})
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``check`` command to the ``crawler`` parser's subparsers."""
     cli = importlib.import_module("crawler.cli")
-    formatter = getattr(cli, "_Formatter", argparse.HelpFormatter)
+    formatter = cli._Formatter
     p: argparse.ArgumentParser = subparsers.add_parser(
         "check",
         help="check every link of a site: broken links, where they are",
@@ -110,33 +110,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="broken",
         help="exit 1 on broken links, or on warnings too (default: broken)",
     )
-    add = getattr(cli, "add_crawl_options", None)
-    if add is not None:
-        add(p, exclude=_NOT_FOR_CHECK)
-    else:  # pragma: no cover - before crawler.cli has it
-        _add_crawl_options(cli, p)
+    cli.add_crawl_options(p, exclude=_NOT_FOR_CHECK)
     for action in p._actions:  # the check's own default for the link set
         if "--link-set" in action.option_strings:
             action.help = "which tags and attributes count as links (default here: resources)"
     return p
-
-
-def _add_crawl_options(cli: Any, p: argparse.ArgumentParser) -> None:
-    defs = cli.defaults()
-    for group, keys in cli.GROUPS.items():
-        options = [k for k in keys if k in cli._OPTIONS and k not in _NOT_FOR_CHECK]
-        if not options:
-            continue
-        arg_group = p.add_argument_group(group)
-        for key in options:
-            flags, kwargs, text = cli._OPTIONS[key]
-            arg_group.add_argument(
-                *flags,
-                dest=key,
-                default=argparse.SUPPRESS,
-                help=f"{text} (default: {cli._show_default(key, defs[key])})",
-                **kwargs,
-            )
 
 
 def _err(message: str) -> None:
@@ -239,8 +217,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as exc:
             _err(f"cannot open output file {args.check_output!r}: {exc.strerror or exc}")
             return EXIT_USAGE
-    given_keys = getattr(importlib.import_module("crawler.cli"), "given_keys", None)
-    checker = Checker(config, options, given=given_keys(args) if given_keys else None)
+    from crawler.cli import given_keys  # noqa: PLC0415  (crawler.cli imports this lazily)
+
+    checker = Checker(config, options, given=given_keys(args))
     try:
         try:
             report = asyncio.run(_run(checker, config.quiet))

@@ -27,7 +27,7 @@ JOURNAL_NAME = "check-pages.jsonl"
 
 
 def _record(page: PageResult) -> dict[str, Any]:
-    ids = getattr(page, "ids", None)
+    ids = page.ids
     return {
         "u": page.url,
         "d": page.depth,
@@ -37,13 +37,10 @@ def _record(page: PageResult) -> dict[str, Any]:
         "e": page.error,
         "x": page.error_detail,
         "r": list(page.redirects),
-        "h": list(getattr(page, "redirect_statuses", ()) or ()),
+        "h": list(page.redirect_statuses),
         "i": None if ids is None else list(ids),
-        "ic": bool(getattr(page, "ids_complete", True)),
-        "l": [
-            [k.url, k.raw, k.tag, k.attr, getattr(k, "line", 0), getattr(k, "column", 0)]
-            for k in page.links
-        ],
+        "ic": page.ids_complete,
+        "l": [[k.url, k.raw, k.tag, k.attr, k.line, k.column] for k in page.links],
     }
 
 
@@ -59,16 +56,10 @@ def _page(rec: dict[str, Any]) -> PageResult:
         Link(url, raw, tag, attr, False, int(line), int(col))
         for url, raw, tag, attr, line, col in rec.get("l", [])
     ]
-    extra = {
-        "redirect_statuses": rec.get("h", []),
-        "ids": rec.get("i"),
-        "ids_complete": rec.get("ic", True),
-    }
-    for name, value in extra.items():
-        try:
-            setattr(page, name, value)
-        except AttributeError:  # a PageResult without the field: the checker reads getattr
-            pass
+    page.redirect_statuses = [int(s) for s in rec.get("h", [])]
+    ids = rec.get("i")
+    page.ids = None if ids is None else {str(i) for i in ids}
+    page.ids_complete = bool(rec.get("ic", True))
     return page
 
 

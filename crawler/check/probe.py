@@ -18,7 +18,6 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 from yarl import URL
@@ -29,8 +28,8 @@ from crawler.fetch import (
     HTML_TYPES,
     RETRY_KINDS,
     Fetcher,
-    _location,
     classify_error,
+    location_header,
     parse_retry_after,
 )
 from crawler.urls import UrlPolicy, join, origin_of
@@ -252,7 +251,7 @@ class Prober:
         session = self.fetcher.session
         async with session.request(method, URL(url, encoded=True), allow_redirects=False) as r:
             status = r.status
-            location = _location(r.headers.get("Location"))
+            location = location_header(r.headers.get("Location"))
             retry_after = r.headers.get("Retry-After")
             read = None
             if method == "GET" and need_ids and 200 <= status < 300:
@@ -267,10 +266,7 @@ class Prober:
         self, url: str, r: aiohttp.ClientResponse
     ) -> tuple[bool, frozenset[str] | None, bool]:
         """Stream the body through an extractor that only collects ids."""
-        try:
-            ex: Any = LinkExtractor(url, r.charset, link_set="links", collect_ids=True)
-        except TypeError:  # an extractor without collect_ids: the fragment stays unknown
-            return True, None, False
+        ex = LinkExtractor(url, r.charset, link_set="links", collect_ids=True)
         cap = self.config.max_body_bytes
         read = 0
         complete = True
@@ -281,9 +277,7 @@ class Prober:
                 complete = False
                 break
         ex.close()
-        ids = getattr(ex, "ids", None)
-        complete = complete and bool(getattr(ex, "ids_complete", True))
-        return True, (frozenset(ids) if ids is not None else None), complete
+        return True, frozenset(ex.ids), complete and ex.ids_complete
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:
