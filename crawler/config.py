@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from crawler._version import __version__
 
 Scope = Literal["host", "origin", "domain", "subdomains"]
-OutputFormat = Literal["urls", "jsonl", "csv"]
+OutputFormat = Literal["urls", "jsonl", "csv", "sitemap"]
 LinkSet = Literal["links", "resources"]
 StateSync = Literal["normal", "full"]
 
@@ -88,6 +88,22 @@ class CrawlConfig:
     retries: int = 2
     backoff: float = 0.5
     max_retry_after: float = 60.0
+    #: Extra request headers, each "Name: value" (``--header``, repeatable).
+    headers: tuple[str, ...] = ()
+    #: A Netscape/Mozilla cookies.txt loaded into the crawl's cookie jar at start.
+    cookies: str | None = None
+    #: Where the cookie jar is written (cookies.txt format) when the crawl ends.
+    save_cookies: str | None = None
+    #: HTTP Basic credentials "user:password", sent only to the seeds' origins (a secret:
+    #: never stored with the crawl's settings, never printed).
+    auth: str | None = None
+    #: The name of an environment variable holding "user:password" (instead of ``auth``).
+    auth_env: str | None = None
+    #: Basic credentials per origin: {"https://host:port": "user:password"} (config file only).
+    origin_auth: dict[str, str] = field(default_factory=dict)
+    #: Proxy URL for every request; overrides HTTP_PROXY/HTTPS_PROXY/NO_PROXY (which are
+    #: honoured when this is not given).
+    proxy: str | None = None
 
     # -- extraction --
     link_set: LinkSet = "links"
@@ -97,6 +113,8 @@ class CrawlConfig:
     output: str | None = None
     all_links: bool = False
     quiet: bool = False
+    #: A WARC 1.1 file (.warc.gz) every response is archived to, as it arrives.
+    warc: str | None = None
 
     # -- backend --
     #: Where the crawl's state lives: None = in memory (lost at exit); a directory = SQLite
@@ -105,6 +123,17 @@ class CrawlConfig:
     #: How a SQLite state commits: "normal" survives kill -9 (a power loss may lose the last
     #: transactions, redone on resume); "full" also survives a power loss (an fsync a commit).
     state_sync: StateSync = "normal"
+    #: With a Redis state: the crawl's name in the database (a key prefix), so that several
+    #: crawls share one database.
+    name: str | None = None
+    #: Seconds a leased request stays with its worker before another may take it (a worker
+    #: that died); 0 = automatic (a small multiple of ``timeout``).
+    lease_timeout: float = 0.0
+
+    # -- metrics --
+    #: Serve Prometheus metrics on http://metrics_host:metrics_port/metrics (0 = off).
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
 
     extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
@@ -154,10 +183,18 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "retries",
         "backoff",
         "max_retry_after",
+        "headers",
+        "cookies",
+        "save_cookies",
+        "auth",
+        "auth_env",
+        "origin_auth",
+        "proxy",
     ),
     "extraction": ("link_set",),
-    "output": ("format", "output", "all_links", "quiet"),
-    "backend": ("state", "state_sync"),
+    "output": ("format", "output", "all_links", "quiet", "warc"),
+    "backend": ("state", "state_sync", "name", "lease_timeout"),
+    "metrics": ("metrics_port", "metrics_host"),
 }
 
 # Keys that existed once: a file that still has one gets this message, not "unknown key".
@@ -171,7 +208,15 @@ REMOVED: dict[str, str] = {
 KEYS: tuple[str, ...] = tuple(k for keys in GROUPS.values() for k in keys)
 _GROUP_OF = {k: g for g, keys in GROUPS.items() for k in keys}
 
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# What a str | None key names, for its error message.
+_WHAT = {
+    "state": "a directory or a redis:// URL",
+    "auth": "'user:password'",
+    "auth_env": "an environment variable name",
+    "proxy": "a proxy URL",
+    "name": "a crawl name",
+}
+_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 # Keys whose value must be >= 1 (the rest of the numbers must be >= 0: 0 means "no limit"/none).
 _POSITIVE = frozenset({"concurrency", "per_host"})
@@ -220,6 +265,8 @@ def _check(name: str, value: Any, source: str | None) -> Any:
         low = 1 if name in _POSITIVE else 0
         if value < low:
             raise fail(f"must be >= {low}; got {value}")
+        if name == "metrics_port" and value > 65535:
+            raise fail(f"must be a TCP port (0-65535); got {value}")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -230,20 +277,28 @@ def _check(name: str, value: Any, source: str | None) -> Any:
     if hint is str:
         if not isinstance(value, str):
             raise fail(f"must be a string; {got}")
+        if name == "metrics_host" and not value:
+            raise fail("must be a host name or address to bind")
         if name == "user_agent" and (not value.strip() or "\r" in value or "\n" in value):
             raise fail("must be a non-empty single line")
         return value
-    if origin in (typing.Union, types.UnionType):  # str | None: output, state
+    if origin in (typing.Union, types.UnionType):  # str | None: output, state, cookies ...
         if value is None:
             return None
-        what = "a directory" if name == "state" else "a file name"
+        what = _WHAT.get(name, "a file name")
         if not isinstance(value, str) or not value:
             raise fail(f"must be {what} (a non-empty string); {got}")
-        if name == "state" and value.lower().startswith(_REDIS_SCHEMES):
+        if name == "name" and not _NAME_RE.fullmatch(value):
             raise fail(
-                "Redis state is not available in this version; give a directory"
-                " (the crawl's state is kept in SQLite there)"
+                f"must be 1-64 letters, digits, '.', '_' or '-' (a Redis key prefix); got {value!r}"
             )
+        return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise fail(f"must be a table of strings; {got}")
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise fail(f"{k!r} must be a string; got {_type_name(v)}")
         return value
     if origin is tuple:
         if isinstance(value, str) or not isinstance(value, list | tuple):
@@ -269,6 +324,26 @@ def _check_item(name: str, i: int, item: str, fail: Any) -> None:
             raise fail(reason)
     elif name == "drop_params" and not item:
         raise fail(f"item {i} must be a non-empty parameter name")
+    elif name == "headers":
+        reason = header_problem(item)
+        if reason:
+            raise fail(f"item {i}: {reason}")
+
+
+# RFC 9110 token characters: what a header field name may be made of.
+_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def header_problem(header: str) -> str | None:
+    """Why ``header`` is not a valid "Name: value" request header, or None."""
+    name, colon, value = header.partition(":")
+    if not colon:
+        return f"{header!r} is not 'Name: value' (no colon)"
+    if not _TOKEN_RE.fullmatch(name):
+        return f"{name!r} is not a valid header name"
+    if any(c in value for c in "\r\n\0"):
+        return f"the value of {name} holds a line break or NUL"
+    return None
 
 
 def seed_problem(url: str) -> str | None:
@@ -405,6 +480,7 @@ __all__ = [
     "CrawlConfig",
     "defaults",
     "from_mapping",
+    "header_problem",
     "load_config",
     "load_toml",
     "seed_problem",
