@@ -160,6 +160,12 @@ class CrawlState(Protocol):
     #: The state URL it was opened from ("" for memory), for messages.
     location: str
 
+    #: True when other processes may work on the same crawl at once (Redis): the engine then
+    #: joins without seeds, waits for other workers' leases, and stops only after nothing was
+    #: queued or leased for a grace period. False (memory, SQLite): one process owns the state,
+    #: so "nothing queued, nothing leased" means done at once.
+    shared: bool
+
     async def open(self, *, per_host: int, delay: float, max_pages_per_host: int) -> None:
         """Open (create or continue): take the lock, check the version, recover open leases.
 

@@ -59,6 +59,7 @@ class MemoryState:
     """
 
     location = ""
+    shared = False
 
     def __init__(self, *, lease_ttl: float = DEFAULT_LEASE_TTL) -> None:
         self.lease_ttl = lease_ttl

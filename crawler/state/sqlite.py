@@ -229,6 +229,8 @@ class SQLiteState:
         window: the most queued requests of one origin held in memory.
     """
 
+    shared = False
+
     def __init__(
         self,
         directory: str | os.PathLike[str],
