@@ -1,0 +1,491 @@
+"""Proof of the Redis cluster (issue 11): real ``crawler crawl --state redis://`` worker
+processes on one real redis-server crawl one multi-origin site served by its own process.
+
+The site (tests/countsite.py) logs every GET with its start and end time and how many requests
+were in progress to its origin at that moment, so the test checks politeness ACROSS the workers
+from the server's side. Each worker is a separate ``python -m crawler`` process with its own
+``-f jsonl`` output; the first is given the seed URLs, the others none (they join). One worker is
+killed with SIGKILL mid-crawl, and redis-server is restarted once mid-crawl (a clean stop and a
+start on the same port and AOF directory: tests/redisserver.py).
+
+What is checked (:func:`check_cluster_crawl`):
+
+* the union of the pages fetched is exactly the site (:meth:`CountSite.expected`): nothing
+  lost, nothing outside it (never a ``/private/`` URL robots.txt disallows);
+* a page is fetched more than once only if the killed worker may have had it in flight (its
+  first GET started before the kill), and there are at most ``--concurrency`` of the killed
+  worker such pages: leases, not lost requests, and not duplicates by the dozen;
+* the survivors exit 0 by themselves (nothing queued, nothing leased, for the grace period);
+* the site never saw more than ``--per-host`` requests in progress to one origin at once, over
+  all workers together;
+* every worker's output parses (the killed one's may end in a cut line), and together they hold
+  a record of every page;
+* ``crawler status --state redis://... -f json`` agrees at the end: nothing queued or leased,
+  every page done.
+
+Also: a worker started before any crawl exists waits and joins, and ``--name`` keeps two crawls
+apart in one database. The default run keeps to one schedule (well under 40 s); more schedules
+and a SIGKILL of redis-server itself (AOF everysec loses up to a second) are ``@pytest.mark.slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.countsite import CountSite, Key
+from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+CONCURRENCY = 4  # each worker's --concurrency
+PER_HOST = 2  # --per-host: across the whole cluster
+LEASE_TIMEOUT = 3.0  # --lease-timeout: how soon a dead worker's leases return
+RUN_LIMIT = 60.0  # seconds a worker may take before the test gives up on it
+
+
+# ------------------------------------------------------------------ the site process
+
+
+class SiteServer:
+    """``python -m tests.countsite`` in its own process; its log over the control port."""
+
+    def __init__(self, site: CountSite) -> None:
+        self.site = site
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.countsite", "--pages", str(site.pages)]
+            + ["--origins", str(site.origins), "--seed", str(site.seed)]
+            + ["--latency", str(site.latency), "--slow-seconds", str(site.slow_seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        assert self.proc.stdout is not None
+        info = json.loads(self.proc.stdout.readline())
+        self.control: str = info["control"]
+        self.origins: list[str] = info["origins"]
+
+    def _get(self, path: str) -> bytes:
+        with urllib.request.urlopen(self.control + path, timeout=10) as r:
+            return bytes(r.read())
+
+    def count(self) -> int:
+        return int(self._get("/count"))
+
+    def log(self) -> list[list[object]]:
+        data: list[list[object]] = json.loads(self._get("/log"))
+        return data
+
+    def stats(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads(self._get("/stats"))
+        return data
+
+    def url(self, key: Key) -> str:
+        return self.origins[key[0]] + key[1]
+
+    def key(self, url: str) -> Key | None:
+        for i, origin in enumerate(self.origins):
+            if url.startswith(origin + "/"):
+                return (i, url[len(origin) :])
+        return None
+
+    def seeds(self) -> list[str]:
+        return [o + "/" for o in self.origins]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def site_factory() -> Iterator[Callable[..., SiteServer]]:
+    started: list[SiteServer] = []
+
+    def start(**kw: object) -> SiteServer:
+        s = SiteServer(CountSite(**kw))  # type: ignore[arg-type]
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+# ------------------------------------------------------------------ worker processes
+
+
+@dataclass
+class Worker:
+    """One ``crawler crawl --state redis://...`` process with its own output and stderr."""
+
+    label: str
+    workdir: Path
+    cmd: list[str]
+    proc: subprocess.Popen[bytes] = field(init=False)
+    started: float = 0.0
+    killed_at: float | None = None
+    exit: int | None = None
+
+    def __post_init__(self) -> None:
+        self.started = time.time()
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=self.workdir
+            )
+
+    @property
+    def out(self) -> Path:
+        return self.workdir / f"{self.label}.jsonl"
+
+    @property
+    def err_path(self) -> Path:
+        return self.workdir / f"{self.label}.err"
+
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        self.killed_at = time.time()
+        self.proc.send_signal(signal.SIGKILL)
+        self.exit = self.proc.wait(10)
+
+    def wait(self, timeout: float = RUN_LIMIT) -> int:
+        try:
+            self.exit = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"{self.label} did not exit by itself in {timeout} s; stderr:\n{self.stderr()}"
+            ) from None
+        return self.exit
+
+    def records(self) -> list[dict[str, object]]:
+        """The output's records. Every line must parse; only a killed worker's last line may
+        be cut (SIGKILL between two writes), and it is dropped."""
+        data = self.out.read_bytes() if self.out.exists() else b""
+        lines = data.split(b"\n")
+        tail = lines.pop()  # b"" when the file ends with a newline
+        if tail:
+            assert self.killed_at is not None, f"{self.label}: the output's last line is cut"
+        return [json.loads(line) for line in lines]
+
+
+@dataclass
+class Cluster:
+    """Workers of one crawl on one Redis database (one ``--name``)."""
+
+    redis: RedisServer
+    site: SiteServer
+    workdir: Path
+    name: str | None = None
+    workers: list[Worker] = field(default_factory=list)
+
+    def start(
+        self, *, seed: bool, concurrency: int = CONCURRENCY, extra: tuple[str, ...] = ()
+    ) -> Worker:
+        label = f"{self.name or 'default'}-w{len(self.workers)}"
+        cmd = [sys.executable, "-m", "crawler", "crawl"]
+        if seed:
+            cmd += self.site.seeds()
+        cmd += ["--state", self.redis.url, "-c", str(concurrency), "--per-host", str(PER_HOST)]
+        cmd += ["--lease-timeout", str(LEASE_TIMEOUT), "-f", "jsonl"]
+        cmd += ["-o", str(self.workdir / f"{label}.jsonl"), *extra]
+        if self.name:
+            cmd += ["--name", self.name]
+        w = Worker(label, self.workdir, cmd)
+        self.workers.append(w)
+        return w
+
+    def status(self) -> dict[str, object]:
+        cmd = [sys.executable, "-m", "crawler", "status", "--state", self.redis.url]
+        cmd += ["--format", "json"] + (["--name", self.name] if self.name else [])
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=self.workdir)
+        assert res.returncode == 0, f"crawler status exited {res.returncode}:\n{res.stderr}"
+        data: dict[str, object] = json.loads(res.stdout)
+        return data
+
+    def stop_all(self) -> None:
+        for w in self.workers:
+            if w.running():
+                w.proc.kill()
+                w.proc.wait()
+
+
+@pytest.fixture
+def clusters(redis_server: RedisServer) -> Iterator[list[Cluster]]:  # noqa: F811
+    made: list[Cluster] = []
+    yield made
+    for c in made:
+        c.stop_all()
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {why}")
+        time.sleep(0.01)
+
+
+def wait_requests(site: SiteServer, n: int, workers: list[Worker], timeout: float = 30) -> None:
+    """Until the site has logged ``n`` requests (fails early if every worker has exited)."""
+
+    def ok() -> bool:
+        if not any(w.running() for w in workers):
+            raise AssertionError(
+                f"every worker exited before {n} requests; stderr:\n"
+                + "\n".join(f"--- {w.label}: exit {w.exit}\n{w.stderr()}" for w in workers)
+            )
+        return site.count() >= n
+
+    wait_until(ok, timeout, f"{n} requests at the site")
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def gets_of(site: SiteServer) -> tuple[dict[Key, list[float]], dict[int, int]]:
+    """(start times of each page's GETs, robots.txt GETs per origin)."""
+    starts: dict[Key, list[float]] = {}
+    robots: Counter[int] = Counter()
+    for origin, path, start, *_ in site.log():
+        assert isinstance(origin, int) and isinstance(path, str) and isinstance(start, float)
+        if path == "/robots.txt":
+            robots[origin] += 1
+        else:
+            starts.setdefault((origin, path), []).append(start)
+    return starts, dict(robots)
+
+
+def describe(workers: list[Worker]) -> str:
+    return "; ".join(
+        f"{w.label} exit {w.exit}{' (SIGKILL)' if w.killed_at else ''}" for w in workers
+    )
+
+
+def check_cluster_crawl(
+    cluster: Cluster, *, extra_dups: int = 0, why: str = ""
+) -> dict[Key, list[float]]:
+    """The checks of the module docstring; ``extra_dups``: duplicates allowed beyond the
+    killed workers' in-flight requests (a Redis crash loses the last second of writes)."""
+    site, workers = cluster.site, cluster.workers
+    why = why or describe(workers)
+    expected = site.site.expected(tuple(range(site.site.origins)))
+    starts, robots = gets_of(site)
+    fetched = set(starts)
+    assert fetched - expected == set(), f"{why}: fetched outside the site"
+    assert expected - fetched == set(), f"{why}: never fetched (lost)"
+    # robots.txt: at most once an origin per worker (the state keeps it for the others)
+    assert all(n <= len(workers) for n in robots.values()), f"{why}: robots.txt GETs {robots}"
+
+    # duplicates: only what a killed worker may have had in flight, at most its concurrency
+    killed = [w for w in workers if w.killed_at is not None]
+    twice = {k: s for k, s in starts.items() if len(s) > 1}
+    allowed = CONCURRENCY * len(killed) + extra_dups
+    extra = sum(len(s) - 1 for s in twice.values())
+    assert extra <= allowed, (
+        f"{why}: {extra} duplicate GETs of {len(twice)} pages (allowed {allowed}): "
+        f"{sorted(site.url(k) for k in twice)}"
+    )
+    if not extra_dups:
+        first_kill = min((w.killed_at for w in killed if w.killed_at), default=float("inf"))
+        late = [site.url(k) for k, s in twice.items() if min(s) >= first_kill]
+        assert not late, f"{why}: fetched twice, yet first fetched after the kill: {late}"
+
+    # politeness across the cluster, as the server saw it
+    stats = site.stats()
+    peak = stats["max_in_flight"]
+    assert isinstance(peak, list)
+    assert max(peak) <= PER_HOST, f"{why}: {peak} requests in progress at once per origin"
+
+    # outputs: every line parses; together a record of every page
+    covered: set[Key] = set()
+    per_url: Counter[str] = Counter()
+    for w in workers:
+        for rec in w.records():
+            for u in (rec.get("url"), rec.get("final_url")):
+                if isinstance(u, str) and (k := site.key(u)) is not None:
+                    covered.add(k)
+            per_url[str(rec.get("url"))] += 1
+    missing = sorted(site.url(k) for k in expected - covered)
+    assert not missing, f"{why}: pages with no record in any worker's output: {missing}"
+    for url, n in per_url.items():
+        k = site.key(url)
+        gets = len(starts.get(k, [])) if k else 0
+        assert n <= max(gets, 1), f"{why}: {n} records of {url}, fetched {gets} times"
+
+    # crawler status agrees
+    status = cluster.status()
+    assert status.get("queued") == 0, f"{why}: status at the end: {status}"
+    assert status.get("leased", status.get("in_flight")) == 0, f"{why}: status: {status}"
+    failed = status.get("failed") or {}
+    assert isinstance(failed, dict)
+    done = status.get("done")
+    assert isinstance(done, int)
+    assert done - failed.get("robots_disallowed", 0) == len(expected), (
+        f"{why}: status says {done} done ({failed}), the site has {len(expected)} pages: {status}"
+    )
+    return starts
+
+
+# ------------------------------------------------------------------ the tests
+
+
+def _kill_and_restart(
+    clusters: list[Cluster],
+    redis: RedisServer,
+    site: SiteServer,
+    tmp_path: Path,
+    *,
+    kill_after: int,
+    restart_after: int,
+    crash_redis: bool = False,
+) -> Cluster:
+    """Three workers (the first seeds, two join); SIGKILL the second after ``kill_after``
+    requests; restart redis-server after ``restart_after``; the other two must finish."""
+    cluster = Cluster(redis, site, tmp_path)
+    clusters.append(cluster)
+    first = cluster.start(seed=True)
+    wait_requests(site, 3, cluster.workers)  # the crawl exists: the others join it
+    victim = cluster.start(seed=False)
+    cluster.start(seed=False)
+    wait_requests(site, kill_after, cluster.workers)
+    assert victim.running(), f"{victim.label} ended before the kill:\n{victim.stderr()}"
+    victim.kill()
+    wait_requests(site, restart_after, cluster.workers)
+    if crash_redis:
+        redis.kill()
+        time.sleep(0.3)
+        redis.start()
+    else:
+        redis.restart(down=0.3)
+    assert any(w.running() for w in cluster.workers), "the crawl ended before the restart"
+    for w in cluster.workers:
+        if w is not victim:
+            code = w.wait()
+            assert code == 0, f"{w.label} exited {code}:\n{w.stderr()}"
+    assert first.exit == 0
+    return cluster
+
+
+def test_three_workers_one_killed_redis_restarted(
+    clusters: list[Cluster],
+    redis_server: RedisServer,  # noqa: F811
+    site_factory: Callable[..., SiteServer],
+    tmp_path: Path,
+) -> None:
+    site = site_factory(pages=360, origins=3, seed=1, latency=0.06)
+    cluster = _kill_and_restart(
+        clusters, redis_server, site, tmp_path, kill_after=80, restart_after=180
+    )
+    starts = check_cluster_crawl(cluster)
+    print(describe(cluster.workers), f"{sum(len(s) for s in starts.values())} GETs")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2, 8), ids=lambda s: f"seed-{s}")
+def test_three_workers_random_schedules(
+    clusters: list[Cluster],
+    redis_server: RedisServer,  # noqa: F811
+    site_factory: Callable[..., SiteServer],
+    tmp_path: Path,
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    site = site_factory(pages=rng.randrange(300, 700), origins=rng.randrange(2, 5), seed=seed)
+    n = len(site.site.expected(tuple(range(site.site.origins))))
+    kill_after = rng.randrange(5, n // 2)
+    restart_after = rng.randrange(kill_after + 1, n * 3 // 4)
+    cluster = _kill_and_restart(
+        clusters, redis_server, site, tmp_path, kill_after=kill_after, restart_after=restart_after
+    )
+    check_cluster_crawl(cluster, why=f"seed {seed}: {describe(cluster.workers)}")
+
+
+@pytest.mark.slow
+def test_redis_crash_loses_at_most_a_second(
+    clusters: list[Cluster],
+    redis_server: RedisServer,  # noqa: F811
+    site_factory: Callable[..., SiteServer],
+    tmp_path: Path,
+) -> None:
+    """SIGKILL of redis-server (AOF everysec): the crawl still ends complete; pages whose
+    completion was in the lost second are fetched again (bounded by about a second's work)."""
+    site = site_factory(pages=400, origins=3, seed=9, latency=0.06)
+    cluster = _kill_and_restart(
+        clusters, redis_server, site, tmp_path, kill_after=60, restart_after=200, crash_redis=True
+    )
+    # a second of the cluster's work: PER_HOST per origin, each request >= latency
+    per_second = int(site.site.origins * PER_HOST / site.site.latency) + 1
+    check_cluster_crawl(cluster, extra_dups=2 * per_second)
+
+
+def test_worker_started_first_waits_and_joins(
+    clusters: list[Cluster],
+    redis_server: RedisServer,  # noqa: F811
+    site_factory: Callable[..., SiteServer],
+    tmp_path: Path,
+) -> None:
+    """A worker started on an empty database waits for the crawl, then works on it."""
+    site = site_factory(pages=120, origins=2, seed=3, latency=0.05)
+    cluster = Cluster(redis_server, site, tmp_path)
+    clusters.append(cluster)
+    joiner = cluster.start(seed=False)
+    time.sleep(2.0)
+    assert joiner.running(), f"the joiner did not wait: exit {joiner.exit}:\n{joiner.stderr()}"
+    assert site.count() == 0
+    seeder = cluster.start(seed=True)
+    for w in (joiner, seeder):
+        assert w.wait() == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
+    check_cluster_crawl(cluster)
+    assert joiner.records(), f"the joiner fetched nothing:\n{joiner.stderr()}"
+
+
+def test_names_keep_two_crawls_apart(
+    clusters: list[Cluster],
+    redis_server: RedisServer,  # noqa: F811
+    site_factory: Callable[..., SiteServer],
+    tmp_path: Path,
+) -> None:
+    """Two crawls of two sites in ONE database at once, told apart by --name."""
+    a = Cluster(
+        redis_server, site_factory(pages=80, origins=1, seed=4, latency=0.03), tmp_path, "a"
+    )
+    b = Cluster(
+        redis_server, site_factory(pages=50, origins=2, seed=5, latency=0.03), tmp_path, "b"
+    )
+    clusters += [a, b]
+    a.start(seed=True)
+    b.start(seed=True)
+    wait_requests(a.site, 2, a.workers)
+    wait_requests(b.site, 2, b.workers)
+    a.start(seed=False)
+    b.start(seed=False)
+    for w in a.workers + b.workers:
+        assert w.wait() == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
+    check_cluster_crawl(a)
+    check_cluster_crawl(b)
+    # and the default name holds no crawl
+    res = subprocess.run(
+        [sys.executable, "-m", "crawler", "status", "--state", redis_server.url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
