@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""What ``--metrics-port`` costs: the crawl benchmark's site crawled with and without it.
+
+    python benchmarks/metrics.py                  # 2,000-page site, 3 runs of each, alternating
+    python benchmarks/metrics.py --runs 5 --pages 20000
+    python benchmarks/metrics.py --micro-only     # only the per-call cost of the hot path
+
+Uses benchmarks/crawl.py's pieces: the same generated site (30-60 KB pages, ~100 links
+each, under /tmp/crawlbench), nginx pinned to core 0, ``crawler crawl`` pinned to core 1
+(``--ignore-robots --concurrency 16 --per-host 16 --output /dev/null --quiet``), CPU seconds
+(user+sys) from os.wait4, pages from nginx's log. Runs alternate off/on so that drift in the
+machine's load hits both alike. With metrics on, this script scrapes /metrics every
+``--scrape-interval`` seconds during the run (a pessimistic Prometheus: its default is 15 s)
+and checks the last scrape's page count against nginx's.
+
+Also measures the hot path alone: ``Metrics.on_response`` and ``Metrics.on_tally`` per call
+(timeit, best of 5), the two calls the crawl makes per fetch and per page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import tempfile
+import threading
+import timeit
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from crawler.admission import Tally  # noqa: E402
+from crawler.fetch import Response  # noqa: E402
+from crawler.metrics import Metrics  # noqa: E402
+
+
+def _load_crawlbench():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("crawlbench", HERE / "crawl.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look the module up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def micro() -> dict[str, float]:
+    """Nanoseconds per call of the two hot-path methods."""
+    m = Metrics()
+    ok = Response("http://h/p", status=200, bytes=45_000, elapsed_ms=12.5)
+    bad = Response("http://h/x", status=404, error="http_404", bytes=120, elapsed_ms=3.0)
+    t = Tally()
+    t.links_found, t.links_new, t.out_of_scope = 100, 3, 5
+    n = 200_000
+    out = {}
+    for name, fn in (
+        ("on_response (200)", lambda: m.on_response(ok)),
+        ("on_response (404)", lambda: m.on_response(bad)),
+        ("on_tally", lambda: m.on_tally(t)),
+        ("empty call (baseline)", lambda: None),
+    ):
+        best = min(timeit.repeat(fn, number=n, repeat=5))
+        out[name] = best / n * 1e9
+    return out
+
+
+class Scraper(threading.Thread):
+    """Scrapes a /metrics URL every ``interval`` s until stopped; keeps the last body."""
+
+    def __init__(self, url: str, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.url, self.interval = url, interval
+        self.stopping = threading.Event()
+        self.count = 0
+        self.last = ""
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.interval):
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as r:
+                    self.last = r.read().decode()
+                    self.count += 1
+            except OSError:
+                pass  # not listening yet, or already closed
+
+
+def pages_in(text: str) -> float | None:
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == "crawler_pages_total":
+                return s.value
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--pages", type=int, default=2000, help="site size (default 2000)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=3, help="runs of each (default 3)")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--scrape-interval", type=float, default=1.0)
+    ap.add_argument("--time-limit", type=float, default=300)
+    ap.add_argument("--site-dir", default="/tmp/crawlbench")
+    ap.add_argument("--micro-only", action="store_true")
+    args = ap.parse_args(argv)
+
+    print("hot path, ns per call (best of 5 x 200,000):")
+    for name, ns in micro().items():
+        print(f"  {name:24s} {ns:7.0f}")
+    if args.micro_only:
+        return 0
+
+    cb = _load_crawlbench()
+    site_root = Path(args.site_dir) / f"site-{args.pages}-s{args.seed}"
+    cb.sitegen.build_site(site_root, args.pages, args.seed)
+    for f in site_root.rglob("*.html"):
+        f.read_bytes()  # warm the page cache
+    nginx = cb.Nginx(cb._apt_install("nginx", "nginx"), site_root, 0)
+    workdir = Path(tempfile.mkdtemp(prefix="metricsbench-"))
+    results: dict[str, list[tuple[float, float, int]]] = {"off": [], "on": []}
+    try:
+        url = nginx.base + "/"
+        base = [
+            sys.executable, "-m", "crawler", "crawl", url, "--ignore-robots",
+            "--concurrency", str(args.concurrency), "--per-host", str(args.concurrency),
+            "--max-depth", "1000", "--output", "/dev/null", "--quiet",
+        ]  # fmt: skip
+        for i in range(args.runs):
+            for mode in ("off", "on"):
+                cmd = list(base)
+                scraper = None
+                if mode == "on":
+                    port = cb._free_port()
+                    cmd += ["--metrics-port", str(port)]
+                    scraper = Scraper(f"http://127.0.0.1:{port}/metrics", args.scrape_interval)
+                    scraper.start()
+                run = cb.Run(f"{mode}{i}", cmd)
+                cb.run_one(run, nginx, 1, args.time_limit, workdir)
+                note = ""
+                if scraper is not None:
+                    scraper.stopping.set()
+                    scraper.join()
+                    last = pages_in(scraper.last) if scraper.last else None
+                    note = f", {scraper.count} scrapes, last says {last} pages"
+                print(
+                    f"  {mode:3s} run {i}: {run.pages} pages, {run.cpu:.2f} CPU s, "
+                    f"{run.wall:.2f} s wall, exit {run.exit}{note}",
+                    flush=True,
+                )
+                results[mode].append((run.cpu, run.wall, run.pages))
+    finally:
+        nginx.stop()
+    print(f"\n{args.pages}-page site, {args.runs} runs each (median):")
+    med = {}
+    for mode, rows in results.items():
+        cpu = statistics.median(r[0] for r in rows)
+        wall = statistics.median(r[1] for r in rows)
+        pages = statistics.median(r[2] for r in rows)
+        med[mode] = cpu
+        print(
+            f"  metrics {mode:3s}: {cpu:.2f} CPU s, {wall:.2f} s wall, {pages:.0f} pages, "
+            f"{pages / wall:.0f} pages/s; CPU runs: " + ", ".join(f"{r[0]:.2f}" for r in rows)
+        )
+    diff = med["on"] - med["off"]
+    print(f"  difference: {diff:+.2f} CPU s ({diff / med['off'] * 100:+.1f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
