@@ -19,9 +19,11 @@ import argparse
 import asyncio
 import gc
 import importlib
+import os
 import platform
 import signal
 import sys
+import time
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -33,8 +35,10 @@ from crawler.config import (
     ConfigError,
     CrawlConfig,
     defaults,
+    is_redis_url,
     load_config,
     load_toml,
+    redact_url,
     seed_problem,
 )
 from crawler.output import FORMATS, OutputSink, open_sink, silence_stream
@@ -88,11 +92,17 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         "redirect hops a URL; 0 = do not follow redirects",
     ),
     "concurrency": (("--concurrency", "-c"), {"type": int, "metavar": "N"}, "requests in flight"),
-    "per_host": (("--per-host",), {"type": int, "metavar": "N"}, "requests in flight to one host"),
+    "per_host": (
+        ("--per-host",),
+        {"type": int, "metavar": "N"},
+        "requests in flight to one host (with a redis:// state: across all workers, fixed for"
+        " the crawl)",
+    ),
     "delay": (
         ("--delay",),
         {"type": float, "metavar": "S"},
-        "seconds between requests to one host (robots.txt crawl-delay raises it)",
+        "seconds between requests to one host (robots.txt crawl-delay raises it; with a"
+        " redis:// state: across all workers, fixed for the crawl)",
     ),
     "scope": (
         ("--scope",),
@@ -159,12 +169,48 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         {"type": float, "metavar": "S"},
         "longest Retry-After honoured",
     ),
+    "headers": (
+        ("--header", "-H"),
+        {"action": "append", "metavar": "'NAME: VALUE'"},
+        "send this request header (repeatable); stored with a --state crawl",
+    ),
+    "cookies": (
+        ("--cookies",),
+        {"metavar": "FILE"},
+        "load this Netscape/Mozilla cookies.txt into the crawl's cookie jar",
+    ),
+    "save_cookies": (
+        ("--save-cookies",),
+        {"metavar": "FILE"},
+        "write the cookie jar to FILE (cookies.txt) when the crawl ends",
+    ),
+    "auth": (
+        ("--auth",),
+        {"metavar": "USER:PASSWORD"},
+        "HTTP Basic credentials, sent only to the seeds' origins; never stored or printed",
+    ),
+    "auth_env": (
+        ("--auth-env",),
+        {"metavar": "VAR"},
+        "like --auth, read from environment variable VAR (keeps the secret off the command line)",
+    ),
+    "proxy": (
+        ("--proxy",),
+        {"metavar": "URL"},
+        "send every request through this http(s)://HOST:PORT proxy (overrides HTTP_PROXY,"
+        " HTTPS_PROXY and NO_PROXY, which are honoured without it)",
+    ),
     "link_set": (
         ("--link-set",),
         {"choices": ("links", "resources")},
         "which links to extract: navigational links, or also resources (img, script, ...)",
     ),
-    "format": (("--format", "-f"), {"choices": FORMATS}, "output format"),
+    "format": (
+        ("--format", "-f"),
+        {"choices": FORMATS},
+        "output format (sitemap: a sitemaps.org XML sitemap of the in-scope HTML pages that"
+        " answered 200)",
+    ),
     "output": (("--output", "-o"), {"metavar": "FILE"}, "write results to FILE"),
     "all_links": (
         ("--all-links",),
@@ -173,11 +219,17 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         " external/other/invalid",
     ),
     "quiet": (("--quiet", "-q"), {"action": _BOOL}, "no progress and no summary on stderr"),
+    "warc": (
+        ("--warc",),
+        {"metavar": "FILE"},
+        "also archive every response to FILE, a WARC 1.1 file (.warc.gz)",
+    ),
     "state": (
         ("--state",),
-        {"metavar": "DIR"},
+        {"metavar": "DIR|URL"},
         "keep the crawl's state in DIR (SQLite): the same command again, or with no URL,"
-        " continues the crawl where it stopped, even after kill -9",
+        " continues the crawl where it stopped, even after kill -9; or in Redis at"
+        " redis://HOST:PORT/DB, shared by every worker given it (with no URL: join the crawl)",
     ),
     "state_sync": (
         ("--state-sync",),
@@ -185,6 +237,31 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         "how the state commits: normal survives kill -9, full also a power loss (an fsync a"
         " commit)",
     ),
+    "name": (
+        ("--name",),
+        {"metavar": "NAME"},
+        "with a redis:// state: the crawl's name, so that several crawls share one database",
+    ),
+    "lease_timeout": (
+        ("--lease-timeout",),
+        {"type": float, "metavar": "S"},
+        "with a redis:// state: seconds before a dead worker's requests go back to the queue;"
+        " 0 = automatic (a small multiple of --timeout)",
+    ),
+    "metrics_port": (
+        ("--metrics-port",),
+        {"type": int, "metavar": "PORT"},
+        "serve Prometheus metrics on http://HOST:PORT/metrics; 0 = off",
+    ),
+    "metrics_host": (
+        ("--metrics-host",),
+        {"metavar": "HOST"},
+        "the address --metrics-port binds",
+    ),
+}
+# Config-file only keys (a table has no flag): key -> what the file must hold.
+FILE_ONLY: dict[str, str] = {
+    "origin_auth": '[http.origin_auth] table, {"https://host:port" = "user:password"}',
 }
 _FLAG_OF = {key: flags[0] for key, (flags, _, _) in _OPTIONS.items()} | {"seeds": "URL"}
 
@@ -300,7 +377,7 @@ def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
     ex.add_argument(
         "--format",
         "-f",
-        choices=FORMATS,
+        choices=[f for f in FORMATS if f != "sitemap"],
         default="urls",
         help="urls: each URL once; jsonl: one record a link; csv: one row a link (default: urls)",
     )
@@ -379,6 +456,8 @@ def _explain(exc: ConfigError, args: argparse.Namespace) -> str:
     """A key-named ConfigError (from a resumed crawl's settings) in the user's terms: the flag
     if the flag was given, else the config file and the key."""
     key = exc.key
+    if getattr(exc, "bare", False):  # says the option itself (settings.CredentialsError)
+        return exc.reason
     if exc.source is None and key in _OPTIONS:
         if key in vars(args):
             return f"{_FLAG_OF[key]}: {exc.reason}"
@@ -387,16 +466,107 @@ def _explain(exc: ConfigError, args: argparse.Namespace) -> str:
     return str(exc)
 
 
-def _read_stored(directory: str) -> dict[str, Any] | None:
-    """The stored settings of the crawl in ``directory`` (None: no crawl there yet), read
-    without the lock and without changing anything.
+def _redis_backend() -> Any:
+    """crawler.state.redis's RedisState (imports redis-py: only for a redis:// state).
 
     Raises:
-        StateError: not a crawl state, another format version, or corrupt.
+        StateError: the Redis backend cannot be imported (redis-py missing).
     """
+    from crawler.state.base import StateError  # noqa: PLC0415
+
+    try:
+        return importlib.import_module("crawler.state.redis").RedisState
+    except ImportError as exc:
+        raise StateError(f"the Redis state is not available: {exc}") from None
+
+
+def _read_stored(state: str, name: str | None = None) -> dict[str, Any] | None:
+    """The stored settings of the crawl at ``state`` (None: no crawl there yet), read without
+    the lock and without changing anything: a directory (SQLite), or a redis:// URL and the
+    crawl's ``name`` in that database.
+
+    Raises:
+        StateError: not a crawl state, another format version, corrupt; Redis unreachable.
+    """
+    if is_redis_url(state):
+        found: dict[str, Any] | None = _redis_backend().read_settings(state, name)
+        return found
     sqlite = importlib.import_module("crawler.state.sqlite")
-    stored: dict[str, Any] | None = sqlite.SQLiteState.read_settings(directory)
+    stored: dict[str, Any] | None = sqlite.SQLiteState.read_settings(state)
     return stored
+
+
+#: Seconds between two looks for a crawl a worker with no URL waits for (a redis:// state).
+JOIN_POLL = 0.5
+
+
+def _crawl_label(config: CrawlConfig) -> str:
+    """'crawl NAME at URL' with the URL's password hidden (for messages)."""
+    name = config.name or "(no --name)"
+    return f"crawl {name} at {redact_url(config.state or '')}"
+
+
+def _wait_for_crawl(config: CrawlConfig) -> dict[str, Any]:
+    """A worker given no URL on a redis:// state with no crawl yet: wait for another worker
+    to start it (docker compose starts the workers in any order), then return its settings.
+
+    Says so once on stderr; looks every JOIN_POLL seconds (one cheap read, no busy loop).
+    Ctrl-C ends the wait (KeyboardInterrupt: exit 130 in ``main``).
+
+    Raises:
+        StateError: Redis unreachable, or settings this version cannot read.
+    """
+    assert config.state is not None
+    if not config.quiet:
+        _note(f"no {_crawl_label(config)} yet; waiting for one to start (Ctrl-C to stop)")
+    while True:
+        time.sleep(JOIN_POLL)
+        stored = _read_stored(config.state, config.name)
+        if stored is not None:
+            return stored
+
+
+def _note(message: str) -> None:
+    try:
+        sys.stderr.write(f"{PROG}: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _check_fetch_options(config: CrawlConfig) -> str | None:
+    """Why the fetcher could not use ``config``'s headers, cookies, credentials or proxy (the
+    message names the option and the line or reason, never a secret), or None.
+
+    Run before the crawl starts, so that a bad ``--cookies`` file is exit 2 before any output.
+    """
+    if config.auth_env is not None and not os.environ.get(config.auth_env):
+        return f"--auth-env: the environment variable {config.auth_env} is not set (or empty)"
+    if not (
+        config.headers
+        or config.cookies
+        or config.save_cookies
+        or config.auth
+        or config.auth_env
+        or config.origin_auth
+        or config.proxy
+        or _proxy_env()
+    ):
+        return None  # nothing to check: do not import the fetcher's side for nothing
+    errors = importlib.import_module("crawler.fetch_errors")
+    check = getattr(importlib.import_module("crawler.fetch"), "check_options", None)
+    if check is None:  # pragma: no cover - the fetcher's check not there yet
+        return None
+    try:
+        check(config)
+    except errors.OptionError as exc:
+        return str(exc)
+    return None
+
+
+def _proxy_env() -> bool:
+    names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+    return any(os.environ.get(n) for n in names)
 
 
 def _version_text() -> str:
@@ -558,7 +728,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         from crawler.state.base import StateError  # noqa: PLC0415
 
         try:
-            stored = _read_stored(config.state)
+            stored = _read_stored(config.state, config.name)
+            if stored is None and not config.seeds and is_redis_url(config.state):
+                stored = _wait_for_crawl(config)
             if stored is not None:
                 config = settings.resume(stored, config, given)
         except StateError as exc:
@@ -570,6 +742,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if not config.seeds:
         where = f"{config.state} holds no crawl yet, " if config.state else ""
         _err(f"no seed URL: {where}give one or more URLs, or `seeds` in the --config file")
+        return EXIT_USAGE
+    problem = _check_fetch_options(config)
+    if problem:
+        _err(problem)
         return EXIT_USAGE
     try:
         resume = None if not config.state else stored is not None

@@ -137,11 +137,14 @@ class CrawlConfig:
 
     extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
-    def validated(self, *, source: str | None = None) -> CrawlConfig:
+    def validated(self, *, source: str | None = None, together: bool = True) -> CrawlConfig:
         """Return a normalised copy (lists to tuples, ints to floats) or raise ConfigError.
 
         Args:
             source: named in error messages (a file name, "command line" ...).
+            together: also check the keys that go together (``auth`` and ``auth_env`` not
+                both; ``name`` only with a Redis state). False for a config file that flags
+                may still complete.
 
         Raises:
             ConfigError: naming the first bad key and why it is bad.
@@ -154,6 +157,8 @@ class CrawlConfig:
                 changes[name] = new
         if not isinstance(self.extra, dict):
             raise ConfigError("must be a table", key="extra", source=source)
+        if together:
+            _check_together(self, source)
         return dataclasses.replace(self, **changes) if changes else self
 
     def replace(self, **changes: object) -> CrawlConfig:
@@ -217,6 +222,22 @@ _WHAT = {
     "name": "a crawl name",
 }
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _origin_problem(origin: str) -> str | None:
+    """Why ``origin`` is not "scheme://host[:port]" (an origin_auth key), or None."""
+    try:
+        parts = urlsplit(origin)
+        host, _ = parts.hostname, parts.port
+    except ValueError as exc:
+        return f"is not an origin ({exc})"
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        return "is not an origin (http(s)://HOST[:PORT])"
+    if parts.path not in ("", "/") or parts.query or parts.fragment or "@" in parts.netloc:
+        return "is not an origin: only scheme, host and port (http(s)://HOST[:PORT])"
+    return None
+
 
 # Keys whose value must be >= 1 (the rest of the numbers must be >= 0: 0 means "no limit"/none).
 _POSITIVE = frozenset({"concurrency", "per_host"})
@@ -240,6 +261,94 @@ def _type_name(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+def _check_together(cfg: CrawlConfig, source: str | None) -> None:
+    """The rules between keys (each key alone is already checked)."""
+    if cfg.auth is not None and cfg.auth_env is not None:
+        raise ConfigError(
+            "cannot be given with auth (--auth): give one of them", key="auth_env", source=source
+        )
+    if cfg.name is not None and not is_redis_url(cfg.state):
+        raise ConfigError(
+            "needs a redis:// state (--state redis://HOST:PORT/DB): it names a crawl in a"
+            " Redis database",
+            key="name",
+            source=source,
+        )
+
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def is_redis_url(state: str | None) -> bool:
+    """Whether ``state`` is a Redis URL (redis://, rediss:// or unix://), not a directory."""
+    return bool(state) and str(state).lower().startswith(_REDIS_SCHEMES)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its userinfo replaced by ``***``, for messages."""
+    try:
+        parts = urlsplit(url)
+        if "@" not in parts.netloc:
+            return url
+        userinfo, _, host = parts.netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        return parts._replace(netloc=f"{user}:***@{host}" if user else f"***@{host}").geturl()
+    except ValueError:
+        return "(a URL that cannot be parsed)"
+
+
+def redis_url_problem(url: str) -> str | None:
+    """Why ``url`` is not a Redis URL the state can use, or None (no password in the reason).
+
+    redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss:// (TLS) the same, unix:///PATH[?db=N].
+    """
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        return f"{shown!r} is not a valid Redis URL ({exc})"
+    scheme = parts.scheme.lower()
+    if scheme == "unix":
+        return None if parts.path else f"{shown!r} has no socket path (unix:///PATH)"
+    if not host:
+        return f"{shown!r} has no host (redis://HOST:PORT/DB)"
+    if port is not None and not 0 < port < 65536:
+        return f"{shown!r}: the port must be 1-65535"
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        return f"{shown!r}: the database must be a number (redis://HOST:PORT/DB), got {db!r}"
+    return None
+
+
+def proxy_problem(url: str) -> str | None:
+    """Why ``url`` is not a proxy the fetcher can use (http(s)://HOST[:PORT]), or None."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        return f"{shown!r} is not a valid URL ({exc})"
+    scheme = parts.scheme.lower()
+    if scheme.startswith("socks"):
+        return (
+            f"{shown!r}: SOCKS proxies are not supported (aiohttp speaks only HTTP to a proxy);"
+            " give an http://HOST:PORT proxy"
+        )
+    if scheme not in ("http", "https"):
+        return f"{shown!r} is not an http(s)://HOST[:PORT] proxy URL"
+    if not host:
+        return f"{shown!r} has no host (http://HOST:PORT)"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f"{shown!r} has a path or query: a proxy URL is http(s)://HOST[:PORT]"
+    del port  # parsed for its ValueError only
+    return None
+
+
+# Keys whose values are (or may hold) credentials: an error never shows the value.
+_SECRET_KEYS = frozenset({"auth", "origin_auth", "headers", "proxy"})
+
+
 def _check(name: str, value: Any, source: str | None) -> Any:
     """Check one key's value against its annotation and range; return it normalised."""
 
@@ -248,7 +357,9 @@ def _check(name: str, value: Any, source: str | None) -> Any:
 
     hint = _HINTS[name]
     origin = typing.get_origin(hint)
-    got = f"got {_type_name(value)} ({value!r})"
+    got = f"got {_type_name(value)}"
+    if name not in _SECRET_KEYS:
+        got += f" ({value!r})"
 
     if origin is Literal:
         choices = typing.get_args(hint)
@@ -292,6 +403,18 @@ def _check(name: str, value: Any, source: str | None) -> Any:
             raise fail(
                 f"must be 1-64 letters, digits, '.', '_' or '-' (a Redis key prefix); got {value!r}"
             )
+        if name == "auth" and ":" not in value:
+            raise fail("must be 'user:password' (no colon found)")
+        if name == "auth_env" and not _ENV_RE.fullmatch(value):
+            raise fail(f"must be an environment variable name; got {value!r}")
+        if name == "proxy":
+            reason = proxy_problem(value)
+            if reason:
+                raise fail(reason)
+        if name == "state" and is_redis_url(value):
+            reason = redis_url_problem(value)
+            if reason:
+                raise fail(reason)
         return value
     if origin is dict:
         if not isinstance(value, dict):
@@ -299,6 +422,11 @@ def _check(name: str, value: Any, source: str | None) -> Any:
         for k, v in value.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise fail(f"{k!r} must be a string; got {_type_name(v)}")
+            if name == "origin_auth":
+                if _origin_problem(k):
+                    raise fail(f"{k!r} {_origin_problem(k)}")
+                if ":" not in v:
+                    raise fail(f"{k!r} must be 'user:password' (no colon found)")
         return value
     if origin is tuple:
         if isinstance(value, str) or not isinstance(value, list | tuple):
@@ -306,7 +434,8 @@ def _check(name: str, value: Any, source: str | None) -> Any:
         items = tuple(value)
         for i, item in enumerate(items):
             if not isinstance(item, str):
-                raise fail(f"item {i} must be a string; got {_type_name(item)} ({item!r})")
+                shown = "" if name in _SECRET_KEYS else f" ({item!r})"
+                raise fail(f"item {i} must be a string; got {_type_name(item)}{shown}")
             _check_item(name, i, item, fail)
         return items if (type(value) is not tuple) else value
     raise AssertionError(f"no check for {name}: {hint!r}")  # pragma: no cover
@@ -335,12 +464,18 @@ _TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 def header_problem(header: str) -> str | None:
-    """Why ``header`` is not a valid "Name: value" request header, or None."""
+    """Why ``header`` is not a valid "Name: value" request header, or None.
+
+    The reason never shows a header's value (it may be a token): at most its name, or the
+    first word of a header that has no colon."""
     name, colon, value = header.partition(":")
     if not colon:
-        return f"{header!r} is not 'Name: value' (no colon)"
+        first = header.split(None, 1)
+        word = first[0][:40] if first else ""
+        more = " ..." if len(first) > 1 or len(word) < len(header.strip()) else ""
+        return f"{word + more!r} is not 'Name: value' (no colon)"
     if not _TOKEN_RE.fullmatch(name):
-        return f"{name!r} is not a valid header name"
+        return f"{name[:40]!r} is not a valid header name"
     if any(c in value for c in "\r\n\0"):
         return f"the value of {name} holds a line break or NUL"
     return None
@@ -419,7 +554,9 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     return _flatten(data, source)
 
 
-def from_mapping(values: Mapping[str, Any], *, source: str | None = None) -> CrawlConfig:
+def from_mapping(
+    values: Mapping[str, Any], *, source: str | None = None, together: bool = True
+) -> CrawlConfig:
     """Build a validated CrawlConfig from ``{key: value}`` (unknown keys are an error)."""
     for key in values:
         if key in REMOVED:
@@ -428,7 +565,7 @@ def from_mapping(values: Mapping[str, Any], *, source: str | None = None) -> Cra
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown key{hint}", key=key, source=source)
-    return CrawlConfig(**values).validated(source=source)
+    return CrawlConfig(**values).validated(source=source, together=together)
 
 
 def load_config(
@@ -444,7 +581,7 @@ def load_config(
     """
     config = CrawlConfig()
     if path is not None:
-        config = from_mapping(load_toml(path), source=str(path))
+        config = from_mapping(load_toml(path), source=str(path), together=not overrides)
     if overrides:
         for key in overrides:
             if key not in _GROUP_OF:
@@ -481,7 +618,11 @@ __all__ = [
     "defaults",
     "from_mapping",
     "header_problem",
+    "is_redis_url",
     "load_config",
     "load_toml",
+    "proxy_problem",
+    "redact_url",
+    "redis_url_problem",
     "seed_problem",
 ]

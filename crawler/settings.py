@@ -14,20 +14,60 @@ same command or with no URL at all. Two kinds of settings:
   So ``crawler crawl --state DIR`` with no URL is the first command again. One exception:
   another ``format`` into the same output file (appended to on resume) is refused.
 
-Seeds are added: the stored ones, then the new ones. ``state`` itself is never stored.
+Seeds are added: the stored ones, then the new ones. ``state`` and ``name`` (they address the
+state) are never stored.
+
+Credentials are never stored (``NOT_STORED``): not ``auth``, not the passwords of
+``origin_auth``, not the value of a credential header (``Authorization: ...``, ``Cookie: ...``,
+``X-Api-Key: ...``: see ``secret_header``), not a password in the ``proxy`` URL. Instead the
+settings keep a marker (``credentials``): which origins had Basic auth and from which option,
+which credential headers were sent, whether the proxy had a password. A resumed run that does
+not give them again is refused with a message that says which, instead of a crawl that goes on
+unauthenticated. ``auth_env`` is a variable's NAME (not a secret): it is stored and read again.
+
+With a shared state (``redis://``: many workers on one crawl) two more rules: ``per_host`` and
+``delay`` are crawl-defining (the politeness every worker enforces together: ``SHARED_FIXED``),
+and the keys that name things on the worker's own machine (``LOCAL``: output file, WARC file,
+cookie files, metrics port, proxy ...) are never taken from the stored settings: each worker
+gives its own.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from crawler._version import __version__
-from crawler.config import KEYS, ConfigError, CrawlConfig, as_toml_value, from_mapping
+from crawler.config import (
+    KEYS,
+    ConfigError,
+    CrawlConfig,
+    as_toml_value,
+    from_mapping,
+    is_redis_url,
+    redact_url,
+)
 from crawler.state.base import StateError
 
-__all__ = ["CRAWL_DEFINING", "FORMAT", "PER_RUN", "resume", "stored_config", "to_stored"]
+__all__ = [
+    "CRAWL_DEFINING",
+    "FORMAT",
+    "CredentialsError",
+    "LOCAL",
+    "NOT_STORED",
+    "PER_RUN",
+    "SHARED_FIXED",
+    "is_shared",
+    "origin_of",
+    "redact_url",
+    "resume",
+    "secret_header",
+    "stored_config",
+    "to_stored",
+]
 
 #: Version of the stored dict; a state holding another is refused (StateError).
 FORMAT = 1
@@ -71,10 +111,107 @@ PER_RUN: dict[str, str] = {
     "all_links": "what the urls format lists",
     "quiet": "what this run prints on stderr",
     "state_sync": "how durable this run's commits are",
+    "headers": "sent by this run; they may change what a site serves, so a resumed run repeats"
+    " the stored ones unless it gives its own (credential headers: names only, see NOT_STORED)",
+    "cookies": "loaded into this run's cookie jar (the jar itself is not kept in the state);"
+    " stored as an absolute path, so a resumed run loads the file again",
+    "save_cookies": "where this run writes its cookie jar (stored as an absolute path)",
+    "auth_env": "the NAME of the variable holding the credentials (not a secret): a resumed run"
+    " reads the variable again, and is refused when it is not set",
+    "proxy": "the network path of this run's machine (stored without a password: a proxy URL"
+    " with one must be given again)",
+    "warc": "where this run archives its responses (stored as an absolute path)",
+    "lease_timeout": "how long this worker's leases last",
+    "metrics_port": "what this run serves",
+    "metrics_host": "what this run serves",
 }
 
-# Keys kept out of both: seeds are merged, the state's location is not part of the crawl.
-_NOT_STORED = frozenset({"seeds", "state"})
+#: key -> why it is never stored with the crawl.
+NOT_STORED: dict[str, str] = {
+    "state": "it addresses the state itself",
+    "name": "it addresses the state itself (the crawl's name in a Redis database)",
+    "auth": "a secret: give it again on resume (a marker of the origins it was for is stored)",
+    "origin_auth": "secrets: give them again on resume (the origins are stored as a marker)",
+}
+
+#: With a shared (redis://) state: per-run keys that are crawl-defining there, and why.
+SHARED_FIXED: dict[str, str] = {
+    "per_host": "with a shared state the limit holds across all workers: one value for the crawl",
+    "delay": "with a shared state the delay holds across all workers: one value for the crawl",
+}
+
+#: Per-run keys that name things on one machine: with a shared state a worker never takes
+#: them from the stored settings (another worker's output file or metrics port is not its own).
+LOCAL = frozenset(
+    {"output", "warc", "cookies", "save_cookies", "metrics_port", "metrics_host", "proxy"}
+    | {"quiet", "state_sync", "auth_env"}
+)
+
+# Keys kept out of both: seeds are merged, the rest is never stored.
+_NOT_STORED = frozenset({"seeds", *NOT_STORED})
+# Per-run keys stored as absolute paths (a resumed run may start in another directory).
+_PATHS = ("output", "cookies", "save_cookies", "warc")
+# Header names whose values are credentials: never stored (see secret_header).
+_SECRET_HEADER_RE = re.compile(
+    r"authorization|cookie|token|secret|passw|api-?key|(^|-)key$|auth|session|signature", re.I
+)
+
+
+def is_shared(state: str | None) -> bool:
+    """Whether ``state`` addresses a state many workers share (a Redis URL)."""
+    return is_redis_url(state)
+
+
+def secret_header(header: str) -> bool:
+    """Whether the value of request header ``header`` ("Name: value") is a credential.
+
+    Authorization, Proxy-Authorization, Cookie and names that say token, secret, password,
+    key, auth, session or signature: such a value is not stored or printed (the name is)."""
+    name = header.partition(":")[0].strip()
+    return bool(_SECRET_HEADER_RE.search(name))
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host:port`` of ``url`` (the port always written), or None if not http(s)."""
+    try:
+        parts = urlsplit(url.strip())
+        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
+    except ValueError:
+        return None
+    if scheme not in ("http", "https") or not host:
+        return None
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
+
+
+def _credentials(cfg: CrawlConfig) -> dict[str, list[str]]:
+    """The marker of the credentials ``cfg`` crawls with (never a secret)."""
+    marker: dict[str, list[str]] = {}
+    seeds = sorted({o for o in map(origin_of, cfg.seeds) if o})
+    if cfg.auth:
+        marker["--auth"] = seeds
+    elif cfg.auth_env:
+        marker["--auth-env"] = seeds
+    if cfg.origin_auth:
+        marker["origin_auth"] = sorted({origin_of(o) or o for o in cfg.origin_auth})
+    names = [h.partition(":")[0].strip() for h in cfg.headers if secret_header(h)]
+    if names:
+        marker["--header"] = sorted(set(names), key=str.lower)
+    if cfg.proxy and _has_password(cfg.proxy):
+        marker["--proxy"] = [redact_url(cfg.proxy)]
+    return marker
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return "@" in urlsplit(url).netloc
+    except ValueError:
+        return False
+
+
 # Lists whose order does not change their meaning (any regex matches; a set of parameters).
 _UNORDERED = frozenset({"include", "exclude", "drop_params"})
 
@@ -90,15 +227,24 @@ def to_stored(cfg: CrawlConfig) -> dict[str, Any]:
     directory appends to the same file.
     """
     run: dict[str, Any] = {key: _json(getattr(cfg, key)) for key in PER_RUN}
-    if cfg.output not in (None, "-"):
-        run["output"] = os.path.abspath(cfg.output)
-    return {
+    for key in _PATHS:
+        value = getattr(cfg, key)
+        if value not in (None, "-"):
+            run[key] = os.path.abspath(value)
+    run["headers"] = [h for h in cfg.headers if not secret_header(h)]
+    if cfg.proxy and _has_password(cfg.proxy):
+        run["proxy"] = None
+    stored = {
         "format": FORMAT,
         "crawler": __version__,
         "seeds": list(cfg.seeds),
         "crawl": {key: _json(getattr(cfg, key)) for key in CRAWL_DEFINING},
         "run": run,
     }
+    marker = _credentials(cfg)
+    if marker:
+        stored["credentials"] = marker
+    return stored
 
 
 def stored_config(stored: Mapping[str, Any]) -> CrawlConfig:
@@ -158,27 +304,78 @@ def resume(
     else:
         explicit = set(given)
     present = {**stored["crawl"], **stored["run"]}
+    shared = is_shared(cfg.state)
+    fixed = {**CRAWL_DEFINING, **SHARED_FIXED} if shared else CRAWL_DEFINING
     changes: dict[str, Any] = {}
-    for key in CRAWL_DEFINING:
+    for key, why in fixed.items():
         if key not in present:
             continue  # a key this format's writer did not know: this run's value stands
         was, now = getattr(old, key), getattr(cfg, key)
         if key in explicit and not _same(key, was, now):
+            where = "a new --name" if shared else "a new state directory"
             raise ConfigError(
                 f"this crawl was started with {as_toml_value(was)}, this run gives"
-                f" {as_toml_value(now)}; it cannot change on resume ({CRAWL_DEFINING[key]})."
-                f" Leave it out to go on with {as_toml_value(was)}, or start a new state"
-                " directory",
+                f" {as_toml_value(now)}; it cannot change on resume ({why})."
+                f" Leave it out to go on with {as_toml_value(was)}, or start {where}",
                 key=key,
             )
         changes[key] = was
     for key in PER_RUN:
+        if key in fixed or (shared and key in LOCAL):
+            continue
         if key in present and key not in explicit:
             changes[key] = getattr(old, key)
     changes["seeds"] = tuple(dict.fromkeys((*old.seeds, *cfg.seeds)))
     merged = cfg.replace(**changes).validated()
     _check_same_file_same_format(old, merged)
+    _check_credentials(stored.get("credentials"), merged)
     return merged
+
+
+class CredentialsError(ConfigError):
+    """A resumed run lacks credentials the crawl was started with; the message names the
+    option (``--auth``, ``--auth-env``, ``origin_auth``, ``--header``, ``--proxy``) itself."""
+
+    bare = True
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _check_credentials(marker: object, cfg: CrawlConfig) -> None:
+    """Refuse a resumed run that lacks credentials the crawl was started with.
+
+    Raises:
+        ConfigError: naming the option, the origin (or header) and that credentials are not
+            stored.
+    """
+    if not isinstance(marker, dict):
+        return
+    have = _credentials(cfg)
+    # Basic auth: an origin that had it from any option must have it from some option now
+    now_origins = {o for k in ("--auth", "--auth-env", "origin_auth") for o in have.get(k, ())}
+    for option in ("--auth", "--auth-env", "origin_auth"):
+        for origin in marker.get(option, ()):
+            if origin not in now_origins:
+                raise CredentialsError(
+                    f"this crawl was started with {option} for {origin}; give it again:"
+                    " credentials are not stored",
+                    key=option.lstrip("-").replace("-", "_"),
+                )
+    now_headers = {n.lower() for n in have.get("--header", ())}
+    for name in marker.get("--header", ()):
+        if str(name).lower() not in now_headers:
+            raise CredentialsError(
+                f"this crawl was started with --header '{name}: ...'; give it again (with the"
+                " other --header options of this crawl): credentials are not stored",
+                key="headers",
+            )
+    if marker.get("--proxy") and not have.get("--proxy"):
+        raise CredentialsError(
+            f"this crawl was started with --proxy {marker['--proxy'][0]} (with a password);"
+            " give it again: credentials are not stored",
+            key="proxy",
+        )
 
 
 def _check_same_file_same_format(old: CrawlConfig, new: CrawlConfig) -> None:

@@ -278,8 +278,13 @@ async def test_status_errors(tmp_path: Path) -> None:
 
 
 async def test_state_flag_errors() -> None:
-    done = await run("crawl", "http://127.0.0.1:9/", "--state", "redis://127.0.0.1:6379/0")
-    assert done.rc == 2 and "--state: Redis state is not available in this version" in done.err
+    done = await run("crawl", "http://127.0.0.1:9/", "--state", "redis://127.0.0.1:6379/x")
+    assert done.rc == 2 and "--state: 'redis://127.0.0.1:6379/x': the database must be a number" in done.err
+    done = await run("crawl", "http://127.0.0.1:9/", "--state", "redis://:pw9@/0")
+    assert done.rc == 2 and "--state: 'redis://***@/0' has no host" in done.err
+    assert "pw9" not in done.err
+    done = await run("crawl", "http://127.0.0.1:9/", "--name", "a", "--state", "dir")
+    assert done.rc == 2 and "--name: needs a redis:// state" in done.err
     done = await run("crawl", "http://127.0.0.1:9/", "--frontier", "memory")
     assert done.rc == 2 and "unrecognized arguments: --frontier" in done.err
 

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from crawler.config import KEYS, ConfigError, CrawlConfig
-from crawler.settings import CRAWL_DEFINING, FORMAT, PER_RUN, resume, stored_config, to_stored
+from crawler.settings import (
+    CRAWL_DEFINING,
+    FORMAT,
+    NOT_STORED,
+    PER_RUN,
+    resume,
+    stored_config,
+    to_stored,
+)
 from crawler.state.base import StateError
 
 SEED = "http://127.0.0.1:8080/"
@@ -18,6 +26,8 @@ SEED = "http://127.0.0.1:8080/"
 
 def other_value(key: str) -> Any:
     """A valid value of ``key`` that is not its default."""
+    if key == "headers":
+        return ("Accept-Language: fr",)
     value = getattr(CrawlConfig(), key)
     if isinstance(value, bool):
         return not value
@@ -32,6 +42,12 @@ def other_value(key: str) -> Any:
         "output": "out.txt",
         "user_agent": "other/1.0",
         "state_sync": "full",
+        "cookies": "cookies.txt",
+        "save_cookies": "saved.txt",
+        "auth_env": "CRAWL_AUTH",
+        "proxy": "http://127.0.0.1:3128",
+        "warc": "crawl.warc.gz",
+        "metrics_host": "0.0.0.0",
     }
     return special[key]
 
@@ -43,11 +59,13 @@ def roundtrip(cfg: CrawlConfig) -> dict[str, Any]:
 
 
 def test_every_key_is_crawl_defining_or_per_run_or_merged() -> None:
-    kinds = [set(CRAWL_DEFINING), set(PER_RUN), {"seeds", "state"}]
+    kinds = [set(CRAWL_DEFINING), set(PER_RUN), set(NOT_STORED), {"seeds"}]
     for key in KEYS:
         assert sum(key in kind for kind in kinds) == 1, key
     assert set().union(*kinds) == set(KEYS)
     assert all(CRAWL_DEFINING.values()) and all(PER_RUN.values())  # each says why
+    assert all(NOT_STORED.values())
+    assert {"auth", "origin_auth", "state", "name"} == set(NOT_STORED)
 
 
 def test_stored_is_json_with_a_format_and_reads_back_as_the_config() -> None:
@@ -103,6 +121,8 @@ def test_a_per_run_key_given_wins_and_one_not_given_is_the_stored_one(key: str) 
     expected = getattr(stored_config(stored), key)
     assert getattr(resume(stored, CrawlConfig(), given=set()), key) == expected
     given = CrawlConfig()  # the default, given explicitly (e.g. --concurrency 32)
+    if key == "auth_env":  # credentials, so that the run is not refused for lacking them
+        given = CrawlConfig(auth="u:p")
     assert getattr(resume(stored, given, given={key}), key) == getattr(given, key)
 
 
