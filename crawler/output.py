@@ -1,4 +1,4 @@
-"""Sinks for the CLI's output formats: urls, jsonl, csv.
+"""Sinks for the CLI's output formats: urls, jsonl, csv, sitemap.
 
 Each sink writes bytes (UTF-8) to a binary stream and flushes after each record, so that a
 consumer (``| head``, ``| grep``, ``tail -f``) sees a record as soon as it exists, and always
@@ -8,16 +8,22 @@ A consumer that goes away (``| head -1`` closing the pipe) is not an error: the 
 writing, points stdout at devnull (so that the interpreter's final flush cannot fail, as the
 Python docs on SIGPIPE recommend) and calls ``on_failure`` so that the crawl can stop. Any
 other write error (disk full ...) is kept in ``error`` and calls ``on_failure`` too.
+
+``sitemap`` is the exception to "a record as soon as it exists": a sitemap cannot be appended
+to, so :class:`SitemapSink` writes each page's URL to a side file as it goes (a line each,
+flushed like the other formats) and builds the XML (crawler/sitemap.py) when it is closed.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING
 
@@ -25,7 +31,7 @@ if TYPE_CHECKING:
     from crawler.extract import Link
     from crawler.results import PageResult
 
-FORMATS = ("urls", "jsonl", "csv")
+FORMATS = ("urls", "jsonl", "csv", "sitemap")
 CSV_HEADER = ("source", "target", "tag", "nofollow")
 
 
@@ -256,10 +262,155 @@ class CsvSink(OutputSink):
         super().close()
 
 
+class SitemapSink(OutputSink):
+    """``--format sitemap``: the in-scope HTML pages that answered 200, as a sitemaps.org
+    sitemap (or a sitemap index and its sitemaps past 50,000 URLs: crawler/sitemap.py).
+
+    A page is listed by its final URL (after redirects), once, when it answered 200 with an
+    HTML type (``text/html``, ``application/xhtml+xml``); one cut at ``max_body_bytes``
+    (``too_large``) still counts: it answered 200. The crawl only fetches in-scope URLs (every
+    redirect hop is checked), so every page it reports is in scope.
+
+    The URLs go to a side file as pages finish (one line each, flushed before the engine
+    commits the page, like the other formats), and the sitemap is built from it at
+    ``close()``. With a crawl state (``open_sink(..., resume=bool)``) the side file is
+    ``OUTPUT.urls`` beside the output and is kept: a resumed run appends to it (its cut last
+    line repaired) and rebuilds the sitemap whole from every run's URLs, even those of a run
+    that was killed before it could write its sitemap. Without a state it is a temporary
+    file, removed at close. On stdout only a single sitemap can be written: more URLs than
+    one file holds is an error (``error``, nothing written).
+    """
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        *,
+        close_stream: bool = False,
+        on_failure: Callable[[], object] | None = None,
+        target: str | None = None,
+        out: IO[bytes] | None = None,
+        close_out: bool = False,
+        spool_path: str | None = None,
+        keep_spool: bool = False,
+        base: str | None = None,
+    ) -> None:
+        super().__init__(stream, close_stream=close_stream, on_failure=on_failure)
+        from crawler.fetch import HTML_TYPES  # noqa: PLC0415  (aiohttp: a crawl has it loaded)
+
+        self._html = HTML_TYPES
+        self.target = target
+        self._out = out
+        self._close_out = close_out
+        self.spool_path = spool_path
+        self._keep_spool = keep_spool
+        self.base = base
+        #: what the last build wrote (crawler.sitemap.SitemapResult), None before close
+        self.result: object | None = None
+
+    def page(self, page: PageResult) -> None:
+        if page.status != 200 or page.error not in (None, "too_large"):
+            return
+        if page.content_type not in self._html:
+            return
+        url = page.final_url or page.url
+        if "\n" in url or "\r" in url:
+            return  # not a URL the engine makes; never split a line of the side file
+        self._write(_utf8(url) + b"\n")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        never_started = self._path is not None and not self._started  # leave the files be
+        super().close()
+        try:
+            if not never_started and not self.failed:
+                self._build()
+        finally:
+            if self._close_out and self._out is not None:
+                try:
+                    self._out.close()
+                except OSError as exc:
+                    self.error = self.error or exc
+            if not self._keep_spool and self.spool_path is not None:
+                try:
+                    os.unlink(self.spool_path)
+                except OSError:
+                    pass
+
+    def _build(self) -> None:
+        from crawler import sitemap  # noqa: PLC0415  (only for this format)
+
+        assert self.spool_path is not None
+        try:
+            with open(self.spool_path, "rb") as fh:
+                lines = (line.rstrip(b"\n").decode("utf-8", "surrogateescape") for line in fh)
+                self.result = sitemap.write_sitemaps(
+                    sitemap.unique(line for line in lines if line),
+                    self.target,
+                    stream=self._out,
+                    base=self.base,
+                )
+        except sitemap.SitemapError as exc:
+            self.error = OSError(errno.EFBIG, str(exc))
+        except BrokenPipeError:
+            if self._out is not None:
+                self.broken_pipe = True
+                silence_stream(self._out)
+        except OSError as exc:
+            self.error = exc
+
+
+def _open_sitemap(
+    path: str | None,
+    stream: IO[bytes] | None,
+    on_failure: Callable[[], object] | None,
+    resume: bool | None,
+    base: str | None,
+) -> SitemapSink:
+    """The sitemap sink: its side file and where the sitemap goes (see SitemapSink)."""
+    target: str | None = None
+    out: IO[bytes] | None = None
+    close_out = False
+    if path is not None and path != "-":
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            out = open(path, "ab")  # /dev/null, a FIFO: one sitemap written to it
+            close_out = True
+        else:
+            open(path, "ab").close()  # an unwritable path fails now, not at the end
+            target = path
+    else:
+        out = stream or sys.stdout.buffer
+    keep = target is not None and resume is not None
+    if keep:
+        assert target is not None
+        spool_path = target + ".urls"
+        fh: IO[bytes] = open(spool_path, "ab")
+    else:
+        directory = (os.path.dirname(target) or ".") if target is not None else None
+        fd, spool_path = tempfile.mkstemp(prefix=".sitemap-", suffix=".urls", dir=directory)
+        fh = os.fdopen(fd, "wb")
+    sink = SitemapSink(
+        fh,
+        close_stream=True,
+        on_failure=on_failure,
+        target=target,
+        out=out,
+        close_out=close_out,
+        spool_path=spool_path,
+        keep_spool=keep,
+        base=base,
+    )
+    if keep:
+        sink._path = spool_path
+        sink._resume = bool(resume)
+    return sink
+
+
 _SINKS: dict[str, type[OutputSink]] = {
     "urls": UrlSink,
     "jsonl": JsonlSink,
     "csv": CsvSink,
+    "sitemap": SitemapSink,
     "jsonl-links": LinkJsonlSink,
 }
 
@@ -271,6 +422,7 @@ def open_sink(
     stream: IO[bytes] | None = None,
     on_failure: Callable[[], object] | None = None,
     resume: bool | None = None,
+    sitemap_base: str | None = None,
 ) -> OutputSink:
     """The sink for ``fmt`` writing to ``path``, ``stream``, or stdout.
 
@@ -281,7 +433,10 @@ def open_sink(
             and left as it is until ``start()``: then truncated, or, resumed, kept with its
             cut last line removed. A crawl that never starts (the state was refused)
             leaves the file unchanged. Not a regular file (``/dev/null``, a FIFO): written
-            to as it is.
+            to as it is. ``sitemap``: see :class:`SitemapSink` (its side file is what is
+            appended to; the sitemap is written whole at close).
+        sitemap_base: ``sitemap`` only: the origin of a sitemap index's <loc>s (default:
+            the origin of the first URL listed).
 
     Raises:
         ValueError: unknown format.
@@ -290,6 +445,8 @@ def open_sink(
     cls = _SINKS.get(fmt)
     if cls is None:
         raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if cls is SitemapSink:
+        return _open_sitemap(path, stream, on_failure, resume, sitemap_base)
     if path is not None and path != "-":
         fh = open(path, "wb" if resume is None else "ab")  # closed by the sink's close()
         sink = cls(fh, close_stream=True, on_failure=on_failure)
