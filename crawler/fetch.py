@@ -15,14 +15,26 @@ hand the open response to the caller across its own awaits, and every caller wou
 restart a retried body itself. A plain (sync) consumer such as ``list.append`` still works.
 
 Failures become a short error kind (see the common contract): ``dns``, ``connect``,
-``timeout``, ``disconnected``, ``protocol``, ``decode``, ``http_<status>``, ``too_large``.
+``timeout``, ``disconnected``, ``protocol``, ``decode``, ``http_<status>``, ``too_large``,
+``proxy`` (the proxy could not be reached or refused the tunnel: never a silent direct
+connection), ``archive`` (the WARC archive raised).
 Connection errors, timeouts, resets, 429 and 5xx are retried with exponential backoff and
 jitter, honouring ``Retry-After`` up to ``max_retry_after``, at most ``retries`` times.
+
+What the config adds to every request is decided here, per request, so per redirect hop:
+the extra ``headers``; the cookie jar (aiohttp's, RFC 6265 matching, loaded from ``cookies``,
+saved to ``save_cookies`` at :meth:`Fetcher.close`); Basic ``Authorization`` only for the
+origins it was given for (:mod:`crawler.auth`); the proxy (:mod:`crawler.proxy`). Two taps:
+``observer(response)`` once per fetch, and ``archive`` (:mod:`crawler.warc`), which gets every
+exchange with the body bytes as received (the session then reads raw and
+:mod:`crawler.fetch_decode` decodes for the consumer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import logging
 import random
 import socket
 import time
@@ -30,24 +42,39 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from multidict import CIMultiDict
 from yarl import URL
 
-from crawler.config import CrawlConfig
+from crawler.auth import REDACTED, AuthMap, redact_userinfo
+from crawler.config import CrawlConfig, header_problem
+from crawler.cookies import Cookie, check_save_path, fill_jar, load_cookies, save_cookies
+from crawler.fetch_decode import DecodeError, accept_encoding, decoder_for
+from crawler.fetch_errors import OptionError
+from crawler.proxy import Proxy, ProxyChooser
+
+if TYPE_CHECKING:
+    from crawler.warc import WarcArchive, WarcRecord
 
 __all__ = [
     "HTML_TYPES",
     "BoundedPoolConnector",
     "Fetcher",
+    "Observer",
+    "OptionError",
     "Response",
+    "check_options",
     "classify_error",
     "idle_cap",
     "location_header",
     "make_session",
+    "parse_headers",
     "parse_retry_after",
 ]
+
+log = logging.getLogger("crawler")
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
@@ -59,10 +86,14 @@ DNS_CACHE_TTL = 300
 IDLE_PER_REQUEST = 2
 IDLE_MIN = 16
 # Kinds worth another try: the next attempt may well succeed.
-RETRY_KINDS = frozenset({"connect", "timeout", "disconnected"})
+RETRY_KINDS = frozenset({"connect", "timeout", "disconnected", "proxy"})
+#: Request headers whose value never leaves the fetcher (the archive gets "[redacted]").
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization"})
 
 #: A body chunk consumer: returns None, or an awaitable that is awaited before the next read.
 Consumer = Callable[[bytes], "Awaitable[object] | None"]
+#: Told the final Response of every fetch (after its retries): the metrics' hook.
+Observer = Callable[["Response"], None]
 
 
 @dataclass(slots=True)
@@ -133,6 +164,10 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
         detail = f"{type(exc).__name__}: {exc}".strip()
     except Exception:  # a half-built exception's __str__ may itself fail
         detail = type(exc).__name__
+    if isinstance(exc, DecodeError):
+        return "decode", detail
+    if isinstance(exc, _ArchiveFailed):
+        return "archive", str(exc)
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "dns", detail
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -254,12 +289,57 @@ class BoundedPoolConnector(aiohttp.TCPConnector):
                 del lru[oldest]
 
 
-def make_session(config: CrawlConfig) -> aiohttp.ClientSession:
+def parse_headers(headers: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+    """("Name", "value") pairs of ``--header`` values; OptionError naming the bad one."""
+    out: list[tuple[str, str]] = []
+    for header in headers:
+        reason = header_problem(header)
+        if reason:
+            raise OptionError("--header", reason)
+        name, _, value = header.partition(":")
+        out.append((name, value.strip(" \t")))
+    return out
+
+
+def session_headers(config: CrawlConfig) -> CIMultiDict[str]:
+    """The crawl's default request headers: ours, then the user's (a user's name replaces ours)."""
+    headers: CIMultiDict[str] = CIMultiDict({"User-Agent": config.user_agent, "Accept": ACCEPT})
+    replaced: set[str] = set()
+    for name, value in parse_headers(config.headers):
+        key = name.lower()
+        if key not in replaced:
+            headers.popall(name, None)
+            replaced.add(key)
+        headers.add(name, value)
+    return headers
+
+
+def new_cookie_jar() -> aiohttp.CookieJar:
+    """The crawl's cookie jar: RFC 6265 matching, as a browser does it.
+
+    ``unsafe=True``: aiohttp's jar otherwise drops every cookie set by a host that is an IP
+    address (``http://127.0.0.1:8080/``, an intranet box), which no browser does: a site on
+    an address is a site. That is all ``unsafe`` changes (aiohttp: an IP host gets its own
+    cookies back, exact host only, never "subdomains" of an address).
+    ``quote_cookie=False``: send a value as the server set it. aiohttp's default re-quotes any
+    value outside RFC 2109's token characters, so ``s=abc==`` (base64, the usual session id)
+    went back as ``s="abc=="``, which a server that compares the bytes does not recognise.
+    """
+    return aiohttp.CookieJar(unsafe=True, quote_cookie=False)
+
+
+def make_session(
+    config: CrawlConfig, *, cookies: list[Cookie] | None = None
+) -> aiohttp.ClientSession:
     """The crawl's session: pooled keep-alive connections, global and per-host limits.
 
     The idle connections kept are capped (:func:`idle_cap`, least recently used closed first)
-    so that the open sockets stay flat however many origins a crawl meets.
+    so that the open sockets stay flat however many origins a crawl meets. The cookie jar
+    starts with ``cookies`` (default: those of ``config.cookies``, loaded now).
     """
+    if cookies is None and config.cookies:
+        cookies = load_cookies(config.cookies)
+    headers = session_headers(config)
     connector = BoundedPoolConnector(
         max_idle=idle_cap(config),
         limit=max(1, config.concurrency),
@@ -272,13 +352,16 @@ def make_session(config: CrawlConfig) -> aiohttp.ClientSession:
         sock_connect=config.connect_timeout or None,
         sock_read=config.read_timeout or None,
     )
+    jar = new_cookie_jar()
+    if cookies:
+        fill_jar(jar, cookies)
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
-        headers={"User-Agent": config.user_agent, "Accept": ACCEPT},
-        cookie_jar=aiohttp.DummyCookieJar(),
+        headers=headers,
+        cookie_jar=jar,
         auto_decompress=True,
-        trust_env=False,
+        trust_env=False,  # proxies are ours (crawler.proxy); no netrc either
         raise_for_status=False,
     )
     # aiohttp silently resends a GET once when the connection drops before the response
@@ -290,35 +373,139 @@ def make_session(config: CrawlConfig) -> aiohttp.ClientSession:
     return session
 
 
+def check_options(config: CrawlConfig) -> None:
+    """OptionError now for a fetch option that cannot work (the CLI's exit 2, before crawling).
+
+    The headers, the cookies file (read and parsed), the directory of ``save_cookies``, the
+    credentials (``auth_env`` must be set), ``origin_auth``'s origins, the proxy (``--proxy``
+    or the environment's). Messages name the option and the reason, never a secret.
+    """
+    parse_headers(config.headers)
+    if config.cookies:
+        load_cookies(config.cookies)
+    if config.save_cookies:
+        check_save_path(config.save_cookies)
+    AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
+    ProxyChooser(config.proxy)
+
+
+def _version(v: Any) -> str:
+    try:
+        return f"HTTP/{v.major}.{v.minor}"
+    except AttributeError:
+        return "HTTP/1.1"
+
+
+def _peer_ip(r: aiohttp.ClientResponse) -> str | None:
+    """The server's address of a response's connection, None if it is gone or unknown."""
+    transport = None
+    conn = r.connection
+    if conn is not None:
+        transport = conn.transport
+    if transport is None:  # a short body: the connection went back to the pool already
+        proto = getattr(r, "_protocol", None)
+        transport = getattr(proto, "transport", None)
+    if transport is None:
+        return None
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, (tuple, list)) and peer and isinstance(peer[0], str):
+        return peer[0]
+    return None
+
+
+def _truncated_reason(exc: BaseException) -> str:
+    """WARC-Truncated for a body read that ``exc`` ended."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, aiohttp.ServerTimeoutError)):
+        return "time"
+    if isinstance(
+        exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionError)
+    ) or isinstance(exc, aiohttp.ClientOSError):
+        return "disconnect"
+    return "unspecified"
+
+
+def _end(record: WarcRecord, truncated: str | None) -> Awaitable[object] | None:
+    """End the record; its awaitable if it returned one (the protocol allows either)."""
+    end: Callable[[str | None], Any] = record.end
+    done = end(truncated)
+    return done if inspect.isawaitable(done) else None
+
+
 class Fetcher:
     """Streaming GETs with retries over one shared session.
 
     Args:
-        config: timeouts, retries, backoff, body cap and the limits of the pool.
+        config: timeouts, retries, backoff, body cap, the limits of the pool, and what goes
+            with every request (headers, cookies, auth, proxy).
         session: an existing session to use (not closed by :meth:`close`); made if None.
+            Its headers and cookie jar are its own; auth, proxy and the taps still apply.
+        observer: called with the final Response of every :meth:`fetch` (the metrics).
+        archive: gets every exchange as it happens (a WARC writer, :mod:`crawler.warc`).
+
+    Raises OptionError (naming the option) if the config's headers, cookies file,
+    credentials or proxy cannot be used.
     """
 
-    def __init__(self, config: CrawlConfig, session: aiohttp.ClientSession | None = None) -> None:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        session: aiohttp.ClientSession | None = None,
+        *,
+        observer: Observer | None = None,
+        archive: WarcArchive | None = None,
+    ) -> None:
         self.config = config
         self._own = session is None
         self._session = session
         self._rng = random.Random()
+        self.observer = observer
+        self.archive = archive
+        self._headers = parse_headers(config.headers)
+        self._cookies = load_cookies(config.cookies) if config.cookies else None
+        if config.save_cookies:
+            check_save_path(config.save_cookies)
+        self._auth = AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
+        self._proxies = ProxyChooser(config.proxy)
+        self._observer_failed = False
+        self._closed_jar: aiohttp.abc.AbstractCookieJar | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = make_session(self.config)
+            self._session = make_session(self.config, cookies=self._cookies)
         return self._session
 
+    @property
+    def cookie_jar(self) -> aiohttp.abc.AbstractCookieJar:
+        """The crawl's cookie jar (the session's)."""
+        if self._session is None and self._closed_jar is not None:
+            return self._closed_jar
+        return self.session.cookie_jar
+
     async def close(self) -> None:
+        """Save the cookies (``save_cookies``) and close the session if it is ours."""
         session, self._session = self._session, None
-        if session is not None and self._own:
-            await session.close()
+        if session is None:
+            return
+        self._closed_jar = session.cookie_jar
+        try:
+            path = self.config.save_cookies
+            jar = session.cookie_jar
+            if path and isinstance(jar, aiohttp.CookieJar):
+                count = save_cookies(jar, path)
+                log.info("saved %d cookie(s) to %s", count, path)
+        finally:
+            if self._own:
+                await session.close()
 
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with full jitter in [0.5, 1.5) of the nominal wait."""
         base = self.config.backoff * (2.0**attempt)
         return base * (0.5 + self._rng.random())
+
+    def redact(self, text: str) -> str:
+        """``text`` without any credential of this crawl (nor URL userinfo)."""
+        return self._auth.redact(text)
 
     async def fetch(
         self,
@@ -344,18 +531,28 @@ class Fetcher:
         tries = cfg.retries if retries is None else retries
         session = self.session
         start = time.monotonic()
+        try:
+            target, proxy, extra = self._prepare(url)
+        except Exception as exc:  # a URL yarl cannot take: no request at all
+            res = Response(url)
+            res.error, res.error_detail = classify_error(exc)
+            return self._finish(res, start)
         attempt = 0
         while True:
             res = Response(url, retries=attempt)
             wait: float | None = None
             try:
-                await self._exchange(session, res, on_headers, cap, attempt < tries)
+                await self._exchange(
+                    session, target, res, on_headers, cap, attempt < tries, proxy, extra
+                )
             except _RetryStatus as retry:
                 wait = retry.wait
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # every fault of the wire becomes a kind
                 kind, detail = classify_error(exc)
+                if proxy is not None:
+                    kind, detail = _proxy_kind(exc, kind, detail, proxy)
                 res.error, res.error_detail = kind, detail
                 if kind not in RETRY_KINDS or attempt >= tries:
                     break
@@ -365,20 +562,61 @@ class Fetcher:
                 wait = self.backoff(attempt)
             await asyncio.sleep(wait)
             attempt += 1
+        return self._finish(res, start)
+
+    def _prepare(self, url: str) -> tuple[URL, Proxy | None, dict[str, str] | None]:
+        """The URL to send, its proxy and its own headers (credentials for its origin only)."""
+        target = URL(url, encoded=True)
+        if target.raw_user is not None or target.raw_password is not None:
+            target = target.with_user(None)  # never sent: credentials are --auth's
+        proxy = self._proxies.for_url(target) if self._proxies else None
+        extra: dict[str, str] | None = None
+        authorization = self._auth.header_for(target)
+        if authorization is not None:
+            extra = {"Authorization": authorization}
+        if self.archive is not None:
+            extra = dict(extra or {})
+            extra["Accept-Encoding"] = accept_encoding()
+        return target, proxy, extra
+
+    def _finish(self, res: Response, start: float) -> Response:
         res.elapsed_ms = (time.monotonic() - start) * 1000.0
+        if res.error_detail is not None:
+            res.error_detail = self._auth.redact(res.error_detail)
+        observer = self.observer
+        if observer is not None:
+            try:
+                observer(res)
+            except Exception:  # the metrics must never fail a fetch
+                if not self._observer_failed:
+                    self._observer_failed = True
+                    log.exception("the fetch observer raised (reported once)")
         return res
 
     async def _exchange(
         self,
         session: aiohttp.ClientSession,
+        target: URL,
         res: Response,
         on_headers: Callable[[Response], Consumer | None] | None,
         cap: int,
         may_retry: bool,
+        proxy: Proxy | None,
+        extra: dict[str, str] | None,
     ) -> None:
+        archive = self.archive
+        kwargs: dict[str, Any] = {}
+        if extra is not None:
+            kwargs["headers"] = extra
+        if proxy is not None:
+            kwargs["proxy"] = proxy.url
+            if proxy.authorization is not None:
+                kwargs["proxy_headers"] = {"Proxy-Authorization": proxy.authorization}
+        if archive is not None:
+            kwargs["auto_decompress"] = False
         # encoded=True: the URL is already WHATWG-serialised; send it byte for byte as the
         # seen set knows it (yarl would re-quote "%zz" as "%25zz").
-        async with session.get(URL(res.url, encoded=True), allow_redirects=False) as r:
+        async with session.get(target, allow_redirects=False, **kwargs) as r:
             status = r.status
             res.status = status
             headers = r.headers
@@ -387,17 +625,49 @@ class Fetcher:
                 res.content_type = r.content_type
                 res.charset = r.charset
             res.location = location_header(headers.get("Location"))
+            record = None
+            if archive is not None:
+                try:
+                    record = archive.begin(
+                        url=str(target),
+                        method="GET",
+                        request_headers=[
+                            (k, REDACTED if k.lower() in SECRET_HEADERS else v)
+                            for k, v in r.request_info.headers.items()
+                        ],
+                        http_version="HTTP/1.1",
+                        status=status,
+                        reason=r.reason or "",
+                        response_version=_version(r.version),
+                        response_headers=list(r.raw_headers),
+                        peer_ip=None if proxy is not None else _peer_ip(r),
+                    )
+                except Exception as exc:
+                    raise _ArchiveFailed(exc) from exc
             if status == 429 or status >= 500:
                 res.retry_after = headers.get("Retry-After")
                 if may_retry:
                     wait = parse_retry_after(res.retry_after)
                     if wait is not None:
                         wait = min(wait, self.config.max_retry_after)
+                    if record is not None:
+                        await _archive_only(r, record, cap)
                     raise _RetryStatus(wait)
             if status >= 400:
                 res.error = f"http_{status}"
                 res.error_detail = f"HTTP {status} {r.reason or ''}".strip()
-            consumer = on_headers(res) if on_headers is not None else None
+            try:
+                consumer = on_headers(res) if on_headers is not None else None
+            except BaseException:
+                if record is not None:
+                    _end(record, "unspecified")
+                raise
+            if record is not None:
+                if consumer is None:
+                    await _archive_only(r, record, cap)
+                else:
+                    await _read_archived(r, res, record, consumer, cap)
+                return
             if consumer is None:
                 return
             read = 0
@@ -410,9 +680,7 @@ class Fetcher:
                         pending = consumer(chunk)
                         if pending is not None:
                             await pending
-                    res.truncated = True
-                    res.error = "too_large"
-                    res.error_detail = f"body over {cap} bytes (decompressed); read stopped"
+                    _too_large(res, cap)
                     break
                 read += n
                 res.bytes = read
@@ -425,3 +693,113 @@ class Fetcher:
     def describe(res: Response) -> dict[str, Any]:
         """A dict view of a Response (for logs and tests)."""
         return {k: getattr(res, k) for k in Response.__slots__}
+
+
+class _ArchiveFailed(Exception):
+    """The archive raised: error kind ``archive`` (a bug of the writer; not retried)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"the archive raised {type(exc).__name__}: {exc}")
+
+
+def _too_large(res: Response, cap: int) -> None:
+    res.truncated = True
+    res.error = "too_large"
+    res.error_detail = f"body over {cap} bytes (decompressed); read stopped"
+
+
+def _proxy_kind(exc: BaseException, kind: str, detail: str, proxy: Proxy) -> tuple[str, str]:
+    """Faults of reaching the proxy are kind ``proxy``, with the proxy named (no credentials).
+
+    Through a proxy the only connection we open is to the proxy (the target's is the
+    proxy's), so a connect-phase failure is the proxy's: refused, unresolvable, timed out,
+    or a CONNECT tunnel the proxy refused.
+    """
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return "proxy", f"proxy {proxy.shown} refused the tunnel: HTTP {exc.status} {exc.message}"
+    if kind in ("connect", "dns") or isinstance(exc, aiohttp.ConnectionTimeoutError):
+        cause = getattr(exc, "os_error", None) or exc
+        why = redact_userinfo(f"{type(cause).__name__}: {cause}")
+        return "proxy", f"proxy {proxy.shown} unreachable ({why})"
+    return kind, detail
+
+
+async def _archive_only(r: aiohttp.ClientResponse, record: WarcRecord, cap: int) -> None:
+    """Read a body nobody consumes into the archive (raw, up to ``cap``); end the record.
+
+    The Response is left as it is: a wire fault here ends the record (WARC-Truncated) but is
+    not the page's error, as the body was never the page's (a 404's, an image's, a redirect's).
+    """
+    truncated: str | None = None
+    raw = 0
+    try:
+        async for chunk in r.content.iter_any():
+            if cap and raw + len(chunk) > cap:
+                record.write(chunk[: cap - raw])
+                truncated = "length"
+                break
+            raw += len(chunk)
+            record.write(chunk)
+    except asyncio.CancelledError:
+        _end(record, "unspecified")
+        raise
+    except Exception as exc:
+        truncated = _truncated_reason(exc)
+    pending = _end(record, truncated)
+    if pending is not None:
+        await pending
+
+
+async def _read_archived(
+    r: aiohttp.ClientResponse,
+    res: Response,
+    record: WarcRecord,
+    consumer: Consumer,
+    cap: int,
+) -> None:
+    """The archive path of a consumed body: raw bytes to ``record``, decoded ones to ``consumer``.
+
+    The cap is on the decoded bytes, as on aiohttp's path (and on the raw bytes too: bytes
+    after the end of a deflate stream decode to nothing, and must not be read for ever).
+    """
+    decoder = decoder_for(r.headers.get("Content-Encoding"))
+    truncated: str | None = None
+    raw = 0
+    read = 0
+    try:
+        async for chunk in r.content.iter_any():
+            if cap and raw + len(chunk) > cap:
+                chunk = chunk[: cap - raw]
+                truncated = "length"
+            raw += len(chunk)
+            record.write(chunk)
+            for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
+                if cap and read + len(piece) > cap:
+                    piece = piece[: cap - read]
+                    truncated = "length"
+                if piece:
+                    read += len(piece)
+                    res.bytes = read
+                    pending = consumer(piece)
+                    if pending is not None:
+                        await pending
+                if cap and read >= cap and truncated:
+                    break  # the decoded cap: nothing more is inflated
+            if truncated:
+                _too_large(res, cap)
+                break
+        else:
+            if decoder is not None:
+                decoder.finish()
+    except asyncio.CancelledError:
+        _end(record, "unspecified")
+        raise
+    except BaseException as exc:
+        pending = _end(record, _truncated_reason(exc))
+        if pending is not None:
+            await pending
+        raise
+    res.bytes = read
+    pending = _end(record, truncated)
+    if pending is not None:
+        await pending

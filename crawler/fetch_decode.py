@@ -1,0 +1,147 @@
+"""Content-Encoding decoding for the archive path, bounded so a bomb cannot blow up memory.
+
+With a WARC archive the session reads bodies raw (``auto_decompress=False``): the archive wants
+the bytes as received, and the extractor wants them decoded, so the fetcher decodes here. Every
+call returns the output in pieces of at most :data:`PIECE` bytes, produced lazily
+(``decompressobj(...).decompress(data, max_length)`` / brotli's ``output_buffer_limit``): the
+fetcher stops pulling pieces at the body cap, and nothing past it is ever inflated.
+
+The rules are aiohttp's own (so both paths give the consumer the same bytes and error kinds):
+``deflate`` is zlib-wrapped unless its first byte says raw deflate; gzip members may be
+concatenated; a deflate stream that stops before its end is a decode error, a gzip or brotli
+one is not. One addition: ``x-gzip`` is gzip (RFC 9110 section 8.4.1.3; aiohttp passes it
+through undecoded). Unknown codings pass through as they are, as in aiohttp.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["PIECE", "BodyDecoder", "DecodeError", "accept_encoding", "decoder_for"]
+
+#: The most output one decompression step produces.
+PIECE = 64 * 1024
+#: The most gzip members one body may hold (each bounded by PIECE anyway; a cheap guard).
+MAX_MEMBERS = 10_000
+
+
+class DecodeError(Exception):
+    """The body is not valid in its Content-Encoding (the fetcher's error kind ``decode``)."""
+
+
+def _brotli() -> Any | None:
+    try:
+        import brotli  # type: ignore[import-untyped]  # noqa: PLC0415  (only for br bodies)
+    except ImportError:  # pragma: no cover - brotli is a dependency
+        return None
+    return brotli
+
+
+def _brotli_bounded(brotli: Any) -> bool:
+    """Whether this brotli takes ``output_buffer_limit`` (brotli >= 1.2)."""
+    try:
+        brotli.Decompressor().process(b"", output_buffer_limit=PIECE)
+    except TypeError:
+        return False
+    return True
+
+
+def accept_encoding() -> str:
+    """The Accept-Encoding the archive path sends: only what :func:`decoder_for` decodes."""
+    return "gzip, deflate, br" if _brotli() is not None else "gzip, deflate"
+
+
+class BodyDecoder:
+    """One body's decoder: ``feed(raw)`` yields decoded pieces; ``finish()`` at the end."""
+
+    __slots__ = ("_brotli_bounded", "_d", "_encoding", "_members", "_seen")
+
+    def __init__(self, encoding: str) -> None:
+        self._encoding = encoding
+        self._d: Any = None
+        self._seen = False
+        self._members = 1
+        self._brotli_bounded = False
+        if encoding == "br":
+            brotli = _brotli()
+            if brotli is None:
+                raise DecodeError("Can not decode content-encoding: brotli (br)")
+            self._d = brotli.Decompressor()
+            self._brotli_bounded = _brotli_bounded(brotli)
+        elif encoding == "gzip":
+            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The decoded pieces of ``data`` (lazy: stop iterating and no more is inflated)."""
+        if not data:
+            return
+        try:
+            if self._encoding == "br":
+                yield from self._feed_brotli(data)
+            else:
+                if self._d is None:  # deflate: the first byte says zlib or raw
+                    raw = data[0] & 0x0F != 8
+                    self._d = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+                self._seen = True
+                yield from self._feed_zlib(data)
+        except DecodeError:
+            raise
+        except Exception as exc:  # zlib.error, brotli.error
+            raise DecodeError(f"Can not decode content-encoding: {self._encoding}") from exc
+
+    def _feed_zlib(self, data: bytes) -> Iterator[bytes]:
+        d = self._d
+        while True:
+            if d.eof:
+                rest = d.unused_data
+                if not rest or self._encoding != "gzip":
+                    return  # bytes after a deflate stream are ignored, as aiohttp does
+                self._members += 1
+                if self._members > MAX_MEMBERS:
+                    raise DecodeError(f"more than {MAX_MEMBERS} gzip members")
+                self._d = d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                data = rest
+            out = d.decompress(data, PIECE)
+            data = d.unconsumed_tail
+            if out:
+                yield out
+            if not data and len(out) < PIECE and not (d.eof and d.unused_data):
+                return
+
+    def _feed_brotli(self, data: bytes) -> Iterator[bytes]:
+        d = self._d
+        if not self._brotli_bounded:  # brotli < 1.2: no output bound (see the README)
+            out = d.process(data)
+            for i in range(0, len(out), PIECE):
+                yield out[i : i + PIECE]
+            return
+        # The limit is soft (a piece may be somewhat larger) and output can stay pending with
+        # can_accept_more_data() already True: pull with empty input until nothing comes.
+        out = d.process(data, output_buffer_limit=PIECE)
+        while out or not d.can_accept_more_data():
+            if out:
+                yield out
+            if d.is_finished():
+                return
+            out = d.process(b"", output_buffer_limit=PIECE)
+            if not out and d.can_accept_more_data():
+                return
+
+    def finish(self) -> None:
+        """At the end of a body read whole: a deflate stream that did not end is an error."""
+        if self._encoding == "deflate" and self._seen and self._d is not None and not self._d.eof:
+            raise DecodeError("Can not decode content-encoding: deflate")
+
+
+def decoder_for(content_encoding: str | None) -> BodyDecoder | None:
+    """A decoder for a Content-Encoding header value, or None to pass the body through."""
+    if not content_encoding:
+        return None
+    enc = content_encoding.strip().lower()
+    if enc == "x-gzip":
+        enc = "gzip"
+    if enc not in ("gzip", "deflate", "br"):
+        return None  # identity, unknown, or a list: passed through (aiohttp does the same)
+    return BodyDecoder(enc)
