@@ -387,12 +387,24 @@ def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
         "status",
         help="where a crawl kept with --state stands, without running it",
         description="Print where the crawl kept in --state DIR stands: queued, in flight at "
-        "the last stop, fetched, failed by kind, hosts, seeds and settings. Read-only: it "
-        "neither runs nor changes the crawl, and works while the crawl runs.",
+        "the last stop, fetched, failed by kind, hosts, seeds and settings; with a "
+        "redis://HOST:PORT/DB state, the cluster: also workers alive and pages/s. Read-only: "
+        "it neither runs nor changes the crawl, and works while the crawl runs.",
         formatter_class=_Formatter,
-        epilog="exit codes: 0 printed, 2 no such state, or a state this version cannot read",
+        epilog="exit codes: 0 printed, 2 no such state (or crawl in Redis), a state this"
+        " version cannot read, or Redis unreachable",
     )
-    st.add_argument("--state", required=True, metavar="DIR", help="the crawl's state directory")
+    st.add_argument(
+        "--state",
+        required=True,
+        metavar="DIR|URL",
+        help="the crawl's state directory, or its redis://HOST:PORT/DB",
+    )
+    st.add_argument(
+        "--name",
+        metavar="NAME",
+        help="with a redis:// state: the crawl's name (default: the crawl without --name)",
+    )
     st.add_argument(
         "--format",
         "-f",
@@ -502,7 +514,7 @@ JOIN_POLL = 0.5
 
 def _crawl_label(config: CrawlConfig) -> str:
     """'crawl NAME at URL' with the URL's password hidden (for messages)."""
-    name = config.name or "(no --name)"
+    name = config.name or "default"
     return f"crawl {name} at {redact_url(config.state or '')}"
 
 
@@ -773,7 +785,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     status = importlib.import_module("crawler.status")
     try:
-        text = status.render(args.state, args.format)
+        state = CrawlConfig(state=args.state, name=args.name).validated().state
+        assert state is not None
+        text = status.render(state, args.format, args.name)
+    except ConfigError as exc:
+        _err(f"--{exc.key}: {exc.reason}" if exc.key in ("state", "name") else str(exc))
+        return EXIT_USAGE
     except StateError as exc:
         _err(str(exc))
         return EXIT_USAGE

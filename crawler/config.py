@@ -415,6 +415,9 @@ def _check(name: str, value: Any, source: str | None) -> Any:
             reason = redis_url_problem(value)
             if reason:
                 raise fail(reason)
+            scheme, rest = value.split(":", 1)
+            if scheme != scheme.lower():  # the backend's dispatch reads a lower-case scheme
+                return f"{scheme.lower()}:{rest}"
         return value
     if origin is dict:
         if not isinstance(value, dict):

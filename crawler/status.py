@@ -1,6 +1,10 @@
 """``crawler status --state DIR``: where a stored crawl stands, for people (text) and scripts
 (json), read without running or changing it (``SQLiteState.read_status``: read-only, no lock,
 so it also works while the crawl runs).
+
+``crawler status --state redis://HOST:PORT/DB [--name NAME]``: the cluster's view of a shared
+crawl (``RedisState.read_status``: reads only, while workers run): the same counts, plus the
+workers alive (by heartbeat), pages a second over the last minute and Redis's memory.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ import json
 import time
 from typing import Any
 
-from crawler.config import CrawlConfig, as_toml_value
+from crawler.config import CrawlConfig, as_toml_value, is_redis_url
 from crawler.progress import human_bytes
 from crawler.settings import CRAWL_DEFINING, PER_RUN, stored_config
 from crawler.state.base import StateError
@@ -20,10 +24,20 @@ ROBOTS_DISALLOWED = "robots_disallowed"
 __all__ = ["as_dict", "render"]
 
 
-def _read(directory: str) -> Any:
+def _read(state: str, name: str | None = None) -> Any:
+    if is_redis_url(state):
+        try:
+            from crawler.state.redis import RedisState  # noqa: PLC0415  (redis-py when asked)
+        except ImportError as exc:
+            raise StateError(f"the Redis state is not available: {exc}") from None
+        return RedisState.read_status(state, name)
     from crawler.state.sqlite import SQLiteState  # noqa: PLC0415  (sqlite3 only when asked)
 
-    return SQLiteState.read_status(directory)
+    return SQLiteState.read_status(state)
+
+
+def _shared(status: Any) -> bool:
+    return hasattr(status, "workers")
 
 
 def as_dict(status: Any) -> dict[str, Any]:
@@ -47,7 +61,16 @@ def as_dict(status: Any) -> dict[str, Any]:
         "seeds": list(status.seeds),
         "counters": dict(status.counters),
         "settings": status.settings,
-    }
+    } | (
+        {
+            "name": status.name,
+            "workers": status.workers,
+            "pages_per_second": status.pages_per_second,
+            "redis_memory": status.redis_memory,
+        }
+        if _shared(status)
+        else {}
+    )
 
 
 def _changed(cfg: CrawlConfig, keys: dict[str, str]) -> str:
@@ -68,13 +91,28 @@ def _text(status: Any) -> str:
     d = as_dict(status)
     size = sum(d["files"].values())
     pid = d["in_use_by"]
-    if pid is None:
+    created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(d["created"]))
+    if _shared(status):
+        workers = d["workers"]
+        running = f"{_plural(workers, 'worker')} alive" if workers else "no worker alive"
+        flight = (
+            "now (leased by workers)"
+            if workers
+            else (
+                "leased by workers that stopped (back in the queue when the leases expire)"
+                if d["in_flight"]
+                else "now"
+            )
+        )
+        where = f"{human_bytes(d['redis_memory'])} Redis memory (the whole database)"
+    elif pid is None:
         running = "not running"
         flight = "at the last stop" + (" (fetched again on resume)" if d["in_flight"] else "")
+        where = f"{human_bytes(size)} on disk"
     else:
         running = f"running as process {pid}" if pid > 0 else "running"
         flight = "now"
-    created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(d["created"]))
+        where = f"{human_bytes(size)} on disk"
     failed = dict(d["failed"])
     skipped = failed.pop(ROBOTS_DISALLOWED, 0)
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(failed.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -85,11 +123,14 @@ def _text(status: Any) -> str:
         + ")"
     )
     lines = [
-        f"state:     {d['state']} ({running}; format {d['version']}; {human_bytes(size)}"
-        f" on disk; created {created})",
+        f"state:     {d['state']} ({running}; format {d['version']}; {where}; created {created})",
         f"queued:    {d['queued']}",
         f"in flight: {d['in_flight']} {flight}",
         done,
+    ]
+    if _shared(status):
+        lines.append(f"rate:      {d['pages_per_second']:.1f} pages/s over the last minute")
+    lines += [
         f"seen:      {_plural(d['seen'], 'URL')} on {_plural(d['hosts'], 'host')}"
         f" ({_plural(d['origins_with_work'], 'origin')} with work left)",
         f"seeds:     {' '.join(d['seeds']) if d['seeds'] else 'none'}",
@@ -109,13 +150,15 @@ def _text(status: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(directory: str, fmt: str = "text") -> str:
-    """The status of the crawl stored in ``directory`` as text or JSON (one line).
+def render(state: str, fmt: str = "text", name: str | None = None) -> str:
+    """The status of the crawl stored at ``state`` (a directory, or a redis:// URL and the
+    crawl's ``name``) as text or JSON (one line).
 
     Raises:
-        StateError: no state there, not a crawl state, another version, corrupt.
+        StateError: no state there, not a crawl state, another version, corrupt; Redis
+            unreachable or no such crawl in it.
     """
-    status = _read(directory)
+    status = _read(state, name)
     if fmt == "json":
         return json.dumps(as_dict(status), sort_keys=True) + "\n"
     return _text(status)

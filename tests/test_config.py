@@ -147,8 +147,34 @@ def test_overrides_beat_the_file(tmp_path: Path) -> None:
         ("state = ''\n", "state", "must be a directory or a redis:// URL (a non-empty string)"),
         ("state = 7\n", "state", "must be a directory or a redis:// URL"),
         ("[backend]\nname = 'a b'\n", "name", "must be 1-64 letters"),
-        ("[http]\nheaders = ['X-Ok: 1', 'no colon']\n", "headers", "item 1: 'no ...' is not 'Name: value'"),
+        (
+            "[http]\nheaders = ['X-Ok: 1', 'no colon']\n",
+            "headers",
+            "item 1: 'no ...' is not 'Name: value'",
+        ),
         ("[metrics]\nmetrics_port = 65536\n", "metrics_port", "must be a TCP port"),
+        ("[metrics]\nmetrics_host = ''\n", "metrics_host", "must be a host name or address"),
+        ("[backend]\nlease_timeout = -1\n", "lease_timeout", "must be a finite number >= 0"),
+        ("[http]\nauth = 'nocolon'\n", "auth", "must be 'user:password' (no colon found)"),
+        ("[http]\nauth_env = 'A B'\n", "auth_env", "must be an environment variable name"),
+        ("[http]\nheaders = ['Bad Name: 1']\n", "headers", "item 0: 'Bad Name' is not a valid"),
+        ('[http]\nheaders = ["X: a\\nb"]\n', "headers", "the value of X holds a line break"),
+        ("[http]\nproxy = 'socks5://127.0.0.1:1080'\n", "proxy", "SOCKS proxies are not supp"),
+        ("[http]\nproxy = 'ftp://127.0.0.1:21'\n", "proxy", "is not an http(s)://HOST[:PORT]"),
+        ("[http]\nproxy = 'http://:3128'\n", "proxy", "has no host"),
+        ("[http]\nproxy = 'http://h:3128/x'\n", "proxy", "has a path or query"),
+        ("[http]\nproxy = 'http://h:99999'\n", "proxy", "is not a valid URL"),
+        ("[http.origin_auth]\n'a.test' = 'u:p'\n", "origin_auth", "'a.test' is not an origin"),
+        ("[http.origin_auth]\n'https://a.test/x' = 'u:p'\n", "origin_auth", "only scheme, h"),
+        ("[http.origin_auth]\n'https://a.test' = 'up'\n", "origin_auth", "no colon found"),
+        ("[http.origin_auth]\n'https://a.test' = 1\n", "origin_auth", "must be a string"),
+        ("[http]\norigin_auth = 'u:p'\n", "origin_auth", "must be a table of strings"),
+        ("state = 'redis://127.0.0.1:6379/x'\n", "state", "the database must be a number"),
+        ("state = 'redis:///0'\n", "state", "has no host"),
+        ("state = 'redis://h:0/0'\n", "state", "the port must be 1-65535"),
+        ("state = 'unix://'\n", "state", "has no socket path"),
+        ("[backend]\nname = 'n'\n", "name", "needs a redis:// state (--state redis://HOST"),
+        ("[http]\nauth = 'a:b'\nauth_env = 'V'\n", "auth_env", "cannot be given with auth"),
         ("frontier = 'memory'\n", "frontier", "removed: the backend is chosen by `state`"),
         ("[backend]\nfrontier = 'memory'\n", "backend.frontier", "removed: the backend"),
     ],
@@ -244,3 +270,58 @@ def test_zero_means_no_limit_and_is_accepted() -> None:
     ).validated()
     assert config.max_pages == 0 and config.timeout == 0.0
     assert not math.isnan(config.delay)
+
+
+# -- credentials in messages --
+
+PW = "Zx9-secret"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"[http]\nauth = ['{PW}']\n",  # a list: the wrong type, not quoted either
+        f"[http]\nauth = '{PW}'\n",  # no colon: the whole value may be the password
+        f"[http]\nheaders = '{PW}'\n",
+        f"[http]\nheaders = ['X-Api-Key {PW}']\n",
+        f'[http]\nheaders = ["X-Api-Key: {PW}\\r\\n"]\n',
+        f"[http]\nproxy = 'socks5://u:{PW}@127.0.0.1:1080'\n",
+        f"[http]\nproxy = 'http://u:{PW}@/'\n",
+        f"[http.origin_auth]\n'https://a.test' = '{PW}'\n",
+        f"[http]\norigin_auth = '{PW}'\n",
+        f"state = 'redis://:{PW}@127.0.0.1:6379/x'\n",
+    ],
+)
+def test_an_error_never_shows_a_credential(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert PW not in str(info.value), str(info.value)
+
+
+def test_redact_url() -> None:
+    from crawler.config import redact_url  # noqa: PLC0415
+
+    assert redact_url("redis://:pw@h:1/0") == "redis://***@h:1/0"
+    assert redact_url("http://u:pw@h:3128") == "http://u:***@h:3128"
+    assert redact_url("http://u@h:3128") == "http://u:***@h:3128"
+    assert redact_url("redis://h:1/0") == "redis://h:1/0"
+    assert redact_url("http://[bad") == "(a URL that cannot be parsed)"
+
+
+def test_keys_that_go_together_are_checked_on_the_whole(tmp_path: Path) -> None:
+    # a file with `name` and the flag with the redis:// state: fine together
+    path = write(tmp_path, "[backend]\nname = 'site-1'\n")
+    cfg = load_config(path, {"state": "redis://127.0.0.1:6379/2"})
+    assert (cfg.name, cfg.state) == ("site-1", "redis://127.0.0.1:6379/2")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, {"state": "dir"})
+    assert (info.value.source, info.value.key) == ("command line", "name")
+    with pytest.raises(ConfigError, match="^auth_env: cannot be given with auth"):
+        CrawlConfig(auth="a:b", auth_env="V").validated()
+
+
+def test_a_redis_scheme_is_read_in_any_case() -> None:
+    cfg = CrawlConfig(state="REDIS://127.0.0.1:6379/0").validated()
+    assert cfg.state == "redis://127.0.0.1:6379/0"
+    assert CrawlConfig(state="unix:///run/redis.sock?db=1").validated().state.startswith("unix")

@@ -187,3 +187,164 @@ def test_another_format_into_the_same_output_file_is_refused(
     assert got.output == "-"
     stdout = roundtrip(CrawlConfig(seeds=(SEED,), format="jsonl"))
     assert resume(stdout, CrawlConfig(format="csv"), given={"format"}).format == "csv"
+
+
+# -- credentials: never stored, a marker instead; a resume without them is refused --
+
+SECRET = "pw-Zq81x"
+
+
+def test_credentials_are_never_stored_but_a_marker_is() -> None:
+    cfg = CrawlConfig(
+        seeds=(SEED, "https://other.test/a"),
+        auth=f"user:{SECRET}",
+        origin_auth={"https://staging.test": f"bob:{SECRET}"},
+        headers=(f"X-Api-Key: {SECRET}", "Accept-Language: fr", f"Cookie: s={SECRET}"),
+        proxy=f"http://me:{SECRET}@127.0.0.1:3128",
+    ).validated()
+    stored = roundtrip(cfg)
+    assert SECRET not in json.dumps(stored)
+    assert stored["run"]["headers"] == ["Accept-Language: fr"]
+    assert stored["run"]["proxy"] is None
+    assert stored["credentials"] == {
+        "--auth": ["http://127.0.0.1:8080", "https://other.test:443"],
+        "origin_auth": ["https://staging.test:443"],
+        "--header": ["Cookie", "X-Api-Key"],
+        "--proxy": ["http://me:***@127.0.0.1:3128"],
+    }
+
+
+def test_a_crawl_without_credentials_stores_no_marker() -> None:
+    stored = roundtrip(CrawlConfig(seeds=(SEED,), headers=("Accept: text/html",)).validated())
+    assert "credentials" not in stored and stored["run"]["headers"] == ["Accept: text/html"]
+
+
+@pytest.mark.parametrize(
+    ("first", "again", "message"),
+    [
+        ({"auth": "u:p"}, {}, "this crawl was started with --auth for http://127.0.0.1:8080;"),
+        ({"auth_env": "CL_AUTH"}, {"auth_env": None}, "started with --auth-env for http://127"),
+        (
+            {"origin_auth": {"http://127.0.0.1:8080": "u:p"}},
+            {},
+            "this crawl was started with origin_auth for http://127.0.0.1:8080;",
+        ),
+        ({"headers": ("X-Api-Key: k",)}, {}, "started with --header 'X-Api-Key: ...'; give it"),
+        (
+            {"proxy": "http://u:p@127.0.0.1:3128"},
+            {},
+            "started with --proxy http://u:***@127.0.0.1:3128 (with a password); give it again",
+        ),
+    ],
+)
+def test_a_resume_without_the_credentials_is_refused_and_says_which(
+    first: dict[str, Any], again: dict[str, Any], message: str
+) -> None:
+    from crawler.settings import CredentialsError  # noqa: PLC0415
+
+    stored = roundtrip(CrawlConfig(seeds=(SEED,), **first).validated())
+    with pytest.raises(CredentialsError) as info:
+        resume(stored, CrawlConfig(**again).validated(), given=set(again))
+    assert message in str(info.value) and str(info.value).endswith("credentials are not stored")
+    assert "p@" not in str(info.value)
+
+
+def test_a_resume_with_the_credentials_from_any_option_goes_on() -> None:
+    stored = roundtrip(
+        CrawlConfig(
+            seeds=(SEED,), auth="u:p", headers=("Authorization: Bearer t", "Accept: */*")
+        ).validated()
+    )
+    # --auth-env instead of --auth, and the credential header again: fine
+    got = resume(
+        stored,
+        CrawlConfig(auth_env="CL_AUTH", headers=("authorization: Bearer t2",)).validated(),
+        given={"auth_env", "headers"},
+    )
+    assert got.auth_env == "CL_AUTH" and got.headers == ("authorization: Bearer t2",)
+    # per origin, in a config file, for the seed's origin written without its port: fine
+    got = resume(
+        stored,
+        CrawlConfig(
+            origin_auth={"http://127.0.0.1:8080/": "u:p"}, headers=("Authorization: x",)
+        ).validated(),
+        given={"origin_auth", "headers"},
+    )
+    assert got.origin_auth == {"http://127.0.0.1:8080/": "u:p"}
+
+
+def test_a_new_seed_on_resume_gets_the_auth_of_this_run() -> None:
+    stored = roundtrip(CrawlConfig(seeds=(SEED,)).validated())
+    got = resume(stored, CrawlConfig(seeds=("https://b.test/",), auth="u:p").validated(),
+                 given={"seeds", "auth"})  # fmt: skip
+    assert got.auth == "u:p" and got.seeds == (SEED, "https://b.test/")
+    assert roundtrip(got)["credentials"]["--auth"] == [
+        "http://127.0.0.1:8080",
+        "https://b.test:443",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "secret"),
+    [
+        ("Authorization: Basic x", True),
+        ("Proxy-Authorization: x", True),
+        ("Cookie: a=b", True),
+        ("X-Api-Key: x", True),
+        ("X-Auth-Token: x", True),
+        ("apikey: x", True),
+        ("X-Session-Id: x", True),
+        ("Accept-Language: fr", False),
+        ("Referer: https://a.test/", False),
+        ("X-Keyboard-Layout: us", False),
+    ],
+)
+def test_secret_header(header: str, secret: bool) -> None:
+    from crawler.settings import secret_header  # noqa: PLC0415
+
+    assert secret_header(header) is secret
+
+
+# -- a shared (redis://) state --
+
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+@pytest.mark.parametrize("key", ["per_host", "delay"])
+def test_with_a_shared_state_politeness_is_fixed_for_the_crawl(key: str) -> None:
+    stored = roundtrip(CrawlConfig(seeds=(SEED,), **{key: other_value(key)}).validated())
+    cfg = CrawlConfig(state=REDIS).validated()
+    with pytest.raises(ConfigError) as info:
+        resume(stored, cfg, given={key})
+    assert info.value.key == key and "across all workers" in info.value.reason
+    assert "start a new --name" in info.value.reason
+    # not given: the stored value, for every worker
+    assert getattr(resume(stored, cfg, given=set()), key) == other_value(key)
+    # with a directory it stays per run
+    assert getattr(resume(stored, CrawlConfig(state="d"), given={key}), key) == getattr(cfg, key)
+
+
+def test_with_a_shared_state_a_worker_never_takes_another_machines_files(
+    tmp_path: Path,
+) -> None:
+    first = CrawlConfig(
+        seeds=(SEED,), output=str(tmp_path / "o.jsonl"), format="jsonl", warc="a.warc.gz",
+        metrics_port=9100, concurrency=5, cookies="c.txt",
+    ).validated()  # fmt: skip
+    stored = roundtrip(first)
+    got = resume(stored, CrawlConfig(state=REDIS).validated(), given=set())
+    assert (got.output, got.warc, got.metrics_port, got.cookies) == (None, None, 0, None)
+    assert (got.concurrency, got.format) == (5, "jsonl")  # how to crawl: the crawl's
+    # a directory state: the same command again (the output appended to)
+    again = resume(stored, CrawlConfig(state="d").validated(), given=set())
+    assert again.output == str(tmp_path / "o.jsonl") and again.metrics_port == 9100
+
+
+def test_file_keys_are_stored_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    stored = roundtrip(
+        CrawlConfig(seeds=(SEED,), cookies="c.txt", save_cookies="s.txt", warc="w.warc.gz")
+    )
+    assert stored["run"]["cookies"] == str(tmp_path / "c.txt")
+    assert stored["run"]["save_cookies"] == str(tmp_path / "s.txt")
+    assert stored["run"]["warc"] == str(tmp_path / "w.warc.gz")
