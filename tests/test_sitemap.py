@@ -188,6 +188,28 @@ def test_stdout_holds_one_sitemap_and_refuses_an_index(monkeypatch) -> None:  # 
     assert out.getvalue() == b""  # nothing half-written
 
 
+def test_a_url_reported_twice_is_listed_once(tmp_path: Path) -> None:
+    """Two redirects to one page, a page fetched again after a kill: one <url> each."""
+    out = tmp_path / "sitemap.xml"
+    sink = open_sink("sitemap", str(out))
+    sink.page(page("https://example.com/a"))
+    sink.page(page("https://example.com/old", final="https://example.com/b"))
+    sink.page(page("https://example.com/older", final="https://example.com/b"))
+    sink.page(page("https://example.com/a"))
+    not_html = page("https://example.com/c.png")
+    not_html.content_type = "image/png"
+    sink.page(not_html)
+    cut = page("https://example.com/huge")  # too_large: it answered 200 all the same
+    cut.error, cut.truncated = "too_large", True
+    sink.page(cut)
+    sink.close()
+    assert locs(out) == [
+        "https://example.com/a",
+        "https://example.com/b",
+        "https://example.com/huge",
+    ]
+
+
 def test_side_file_dedupes_in_order_on_disk(tmp_path: Path) -> None:
     lines = ["https://e.com/b", "https://e.com/a", "https://e.com/b", "https://e.com/c"] * 3
     assert list(sitemap.unique(lines)) == ["https://e.com/b", "https://e.com/a", "https://e.com/c"]
