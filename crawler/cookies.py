@@ -19,6 +19,7 @@ atomic (a temporary file in the same directory, renamed over the target) and the
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -50,7 +51,10 @@ HTTPONLY_PREFIX = "#HttpOnly_"
 HEADER = (
     "# Netscape HTTP Cookie File\n# Written by crawler (https://curl.se/docs/http-cookies.html)\n"
 )
+log = logging.getLogger("crawler")
 _FLAGS = {"TRUE": True, "FALSE": False}
+# Cookie names Python's Morsel (so aiohttp's jar) cannot hold: its attribute names.
+_RESERVED = frozenset(Morsel._reserved)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +113,11 @@ def _parse_line(line: str) -> Cookie | str:
         return f"the expiry (field 5) must be Unix seconds (0 = session), not {expiry[:20]!r}"
     if not name:
         return "the cookie name (field 6) is empty"
-    try:
-        _new_morsel(name, value)
-    except CookieError:
-        return f"{name[:40]!r} is not a valid cookie name"
+    if name.lower() not in _RESERVED:  # "path", "secure"...: skipped by fill_jar, not an error
+        try:
+            _new_morsel(name, value)
+        except CookieError:
+            return f"{name[:40]!r} is not a valid cookie name"
     if any(c in value for c in "\r\n\0;"):
         return f"the value of cookie {name[:40]!r} holds ';', a line break or NUL"
     dotted = domain.startswith(".")
@@ -171,6 +176,9 @@ def fill_jar(jar: aiohttp.CookieJar, cookies: Iterable[Cookie], now: float | Non
     count = 0
     for c in cookies:
         if c.expires and c.expires <= now:
+            continue
+        if c.name.lower() in _RESERVED:
+            log.warning("cookie %r for %s skipped: the jar cannot hold that name", c.name, c.domain)
             continue
         morsel = _new_morsel(c.name, c.value)  # the value is sent as the file has it
         morsel["path"] = c.path
