@@ -413,3 +413,29 @@ async def test_sigkill_then_resume_leaves_a_valid_file(serve, tmp_path: Path) ->
     assert set(got) == set(site.hits)
     assert all(got[p] <= n for p, n in site.hits.items())
     assert sum(site.hits.values()) - sum(got.values()) <= 2
+
+
+async def test_ctrl_c_leaves_a_valid_file(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """SIGINT to a real ``crawler crawl --warc F`` mid-crawl (no state): it stops, closes
+    the archive, and every record in it reads back with its digests."""
+    site = Origin(delay=0.05, pages=40)
+    server = await serve(site.app())
+    origin = str(server.make_url("")).rstrip("/")
+    path = tmp_path / "crawl.warc.gz"
+    cmd = [sys.executable, "-m", "crawler", "crawl", origin + "/", "--warc", str(path), "-q"]
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    for _ in range(400):
+        if sum(site.hits.values()) >= 20:
+            break
+        await asyncio.sleep(0.025)
+    proc.send_signal(signal.SIGINT)
+    _, err = await proc.communicate()
+    assert proc.returncode == 130, err.decode()
+    records = read_back(path)
+    assert records[0]["type"] == "warcinfo"
+    kinds = [r["type"] for r in records[1:]]
+    assert kinds == ["response", "request"] * (len(kinds) // 2) and len(kinds) >= 8
+    assert sum(site.hits.values()) < 9 + 40  # it did stop before the end
