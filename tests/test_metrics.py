@@ -120,16 +120,17 @@ def test_status_classes_and_error_kinds_are_bounded() -> None:
         (200, "something_new"),  # a kind the fetcher may add one day
         (200, "too_large"),
         (None, "proxy"),
+        (200, "archive"),  # the WARC writer failed on this exchange
     ]:
         m.on_response(Response("http://h/", status=status, error=error))
     s = samples_of(m)
     assert by_label(s, "crawler_requests_total", "status_class") == {
-        "none": 3, "1xx": 1, "2xx": 4, "3xx": 1, "4xx": 0, "5xx": 1, "other": 1,
+        "none": 3, "1xx": 1, "2xx": 5, "3xx": 1, "4xx": 0, "5xx": 1, "other": 1,
     }  # fmt: skip
     errors = by_label(s, "crawler_request_errors_total", "kind")
     assert set(errors) == set(ERROR_KINDS)  # every label always exported, no other
     assert {k: v for k, v in errors.items() if v} == {
-        "timeout": 1, "dns": 1, "http_5xx": 1, "other": 2, "too_large": 1, "proxy": 1,
+        "timeout": 1, "dns": 1, "http_5xx": 1, "other": 2, "too_large": 1, "proxy": 1, "archive": 1,
     }  # fmt: skip
     assert error_label("http_404") == "http_4xx"
     assert error_label("http_599") == "http_5xx"
@@ -276,7 +277,7 @@ class StatusLog:
         self.statuses: list[int] = []
 
     @web.middleware
-    async def __call__(self, request: web.Request, handler):  # type: ignore[no-untyped-def]
+    async def middleware(self, request: web.Request, handler):  # type: ignore[no-untyped-def]
         try:
             resp = await handler(request)
         except web.HTTPException as exc:
@@ -289,7 +290,7 @@ class StatusLog:
 async def start_logged_site(serve, **kw):  # type: ignore[no-untyped-def]
     site = Site(**kw)
     log = StatusLog()
-    app = web.Application(middlewares=[log])
+    app = web.Application(middlewares=[log.middleware])
     app.router.add_route("GET", "/{tail:.*}", site.handle)
     server = await serve(app)
     site.origin = str(server.make_url("")).rstrip("/")
