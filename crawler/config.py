@@ -292,7 +292,7 @@ def redact_url(url: str) -> str:
             return url
         userinfo, _, host = parts.netloc.rpartition("@")
         user = userinfo.partition(":")[0]
-        return parts._replace(netloc=f"{user}:***@{host}" if user else f"***@{host}").geturl()
+        return parts._replace(netloc=f"{user}:***@{host}").geturl()
     except ValueError:
         return "(a URL that cannot be parsed)"
 

@@ -170,7 +170,7 @@ def test_help_lists_the_new_options(capsys: pytest.CaptureFixture[str]) -> None:
         (["--name", "n"], "--name: needs a redis:// state (--state redis://HOST:PORT/DB)"),
         (["--name", "a/b", "--state", "redis://h/0"], "--name: must be 1-64 letters"),
         (["--state", "redis://h:1/db"], "--state: 'redis://h:1/db': the database must be a numb"),
-        (["--state", f"redis://:{PASSWORD}@h:99999/0"], "--state: 'redis://***@h:99999/0' is no"),
+        (["--state", f"redis://:{PASSWORD}@h:99999/0"], "--state: 'redis://:***@h:99999/0' is n"),
         (["--metrics-port", "65536"], "--metrics-port: must be a TCP port (0-65535); got 65536"),
         (["--lease-timeout", "-1"], "--lease-timeout: must be a finite number >= 0; got -1.0"),
         (["--format", "xml"], "argument --format/-f: invalid choice: 'xml'"),

@@ -282,7 +282,7 @@ async def test_state_flag_errors() -> None:
     assert done.rc == 2
     assert "--state: 'redis://127.0.0.1:6379/x': the database must be a number" in done.err
     done = await run("crawl", "http://127.0.0.1:9/", "--state", "redis://:pw9@/0")
-    assert done.rc == 2 and "--state: 'redis://***@/0' has no host" in done.err
+    assert done.rc == 2 and "--state: 'redis://:***@/0' has no host" in done.err
     assert "pw9" not in done.err
     done = await run("crawl", "http://127.0.0.1:9/", "--name", "a", "--state", "dir")
     assert done.rc == 2 and "--name: needs a redis:// state" in done.err

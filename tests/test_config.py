@@ -302,7 +302,7 @@ def test_an_error_never_shows_a_credential(tmp_path: Path, text: str) -> None:
 def test_redact_url() -> None:
     from crawler.config import redact_url  # noqa: PLC0415
 
-    assert redact_url("redis://:pw@h:1/0") == "redis://***@h:1/0"
+    assert redact_url("redis://:pw@h:1/0") == "redis://:***@h:1/0"
     assert redact_url("http://u:pw@h:3128") == "http://u:***@h:3128"
     assert redact_url("http://u@h:3128") == "http://u:***@h:3128"
     assert redact_url("redis://h:1/0") == "redis://h:1/0"
