@@ -20,7 +20,8 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,12 @@ from crawler.state import (
     CrawlState,
     Lease,
     Outcome,
-    StateError,
     StoredRobots,
     open_state,
 )
 from crawler.state.memory import MemoryState
 from crawler.urls import host_of, origin_of
+from tests.redisserver import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,6 +55,14 @@ class Backend:
     persistent: bool
     make: Callable[[], CrawlState]  # a new state object on this backend's location
     source: str = ""  # Python that sets ``state`` to the same, in another process
+    #: The local seen() probe knows, after a reopen, what earlier runs offered (SQLite loads
+    #: the fingerprints; a shared state's probe is a cache of this worker's own offers).
+    seen_across_runs: bool = True
+    #: Other processes work on the state at once (CrawlState.shared): a lease of a process
+    #: that stopped without closing comes back when it expires, not when the state is next
+    #: opened (another worker may be alive and still holding it).
+    shared: bool = False
+    lease_timeout: float = 0.0
     _open: list[CrawlState] = field(default_factory=list)
 
     async def open(
@@ -96,11 +105,52 @@ def _sqlite(tmp: Path) -> Backend:
     )
 
 
-BACKENDS: dict[str, Callable[[Path], Backend]] = {"memory": _memory, "sqlite": _sqlite}
+_REDIS: list[RedisServer] = []
+
+
+@pytest.fixture(scope="module")
+def redis_for_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the module's tests (each test its own crawl name)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    _REDIS.append(server)
+    try:
+        yield server
+    finally:
+        _REDIS.remove(server)
+        server.stop()
+
+
+def _redis(tmp: Path) -> Backend:
+    if not _REDIS:
+        pytest.skip("the Redis backend runs through the backend fixture (a server of its own)")
+    from crawler.state.redis import RedisState  # noqa: PLC0415
+
+    url = _REDIS[-1].url
+    name = f"suite-{tmp.name}-{uuid.uuid4().hex[:8]}"
+    return Backend(
+        "redis",
+        True,
+        lambda: RedisState(url, name=name, lease_timeout=60.0),
+        "from crawler.state.redis import RedisState\n"
+        f"state = RedisState({url!r}, name={name!r}, lease_timeout=60.0)\n",
+        seen_across_runs=False,
+        shared=True,
+        lease_timeout=60.0,
+    )
+
+
+BACKENDS: dict[str, Callable[[Path], Backend]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "redis": _redis,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    if request.param == "redis":
+        request.getfixturevalue("redis_for_suite")
     b = BACKENDS[request.param](tmp_path)
     try:
         yield b
@@ -218,7 +268,7 @@ async def test_seen_probe(backend: Backend) -> None:
     await state.offer_many([cand(state, hop, queue=False)])
     assert seen(state.fingerprint(url)) and seen(state.fingerprint(hop))
     assert not seen(state.fingerprint(other))
-    if backend.persistent:
+    if backend.persistent and backend.seen_across_runs:
         state = await backend.reopen(state)
         assert state.seen(state.fingerprint(url))  # type: ignore[attr-defined]
 
@@ -776,6 +826,19 @@ async def test_an_abandoned_state_gives_its_leases_back(backend: Backend) -> Non
     leased = json.loads(out)
     state = await backend.open(per_host=100)
     counts = await state.counts()
+    now = time.time()
+    if backend.shared:
+        # the holder may be a live worker: its leases stay its own until they expire
+        assert (counts.recovered, counts.leased, counts.queued) == (0, 2, 37)
+        now = 1800000000.0 + backend.lease_timeout + 0.001  # past their expiry
+        assert len(await state.lease(1, now - 0.002)) == 1  # not yet: 37 others only
+        assert (await state.counts()).recovered == 0
+        got = await drain(state, now)
+        counts = await state.counts()
+        assert counts.recovered == 2
+        assert len(got) == 38 and leased[0] not in got
+        assert set(leased[1:]) <= set(got)
+        return
     assert counts.recovered == 2
     assert (counts.seen, counts.queued, counts.leased, counts.done) == (40, 39, 0, 1)
     got = await drain(state, time.time())
@@ -822,5 +885,13 @@ def test_open_state_picks_the_backend(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="synchronous"):
             open_state(str(tmp_path / "b"), synchronous="sometimes")
     assert isinstance(open_state(None, synchronous="full"), MemoryState)  # nothing to sync
-    with pytest.raises(StateError, match="Redis"):
-        open_state("redis://127.0.0.1:6379/0")
+    from crawler.state.redis import RedisState  # noqa: PLC0415
+
+    for url in ("redis://127.0.0.1:6379/0", "rediss://h:1/2", "unix:///tmp/redis.sock"):
+        state = open_state(url, name="n", lease_timeout=7.0)
+        assert isinstance(state, RedisState) and state.shared
+        assert (state.name, state.lease_timeout, state.prefix) == ("n", 7.0, "crawler:{n}:")
+    auto = open_state("redis://127.0.0.1:6379/0", request_timeout=40.0)
+    assert isinstance(auto, RedisState)
+    assert (auto.name, auto.lease_timeout) == ("default", 120.0)  # max(60, 3 x timeout)
+    assert open_state("redis://h/0", request_timeout=5.0).lease_timeout == 60.0  # type: ignore[attr-defined]

@@ -1,0 +1,741 @@
+"""RedisState: the crawl state in Redis, shared by any number of worker processes.
+
+``open_state("redis://HOST:PORT/DB", name=NAME)`` (also ``rediss://`` and ``unix://``). All of
+one crawl's keys live under ``crawler:{NAME}:`` (NAME "default" unless given; the braces are
+a Redis Cluster hash tag); the layout is in ``crawler.state._redis_scripts``. redis-py's
+asyncio client, one connection pool per worker (the pub/sub wake-up channel included),
+imported only when a Redis URL is used.
+
+What each worker gets (issue 11):
+
+* **Atomic scripts** (Lua, SCRIPT LOAD once, EVALSHA, loaded again on NOSCRIPT after a
+  restart): ``offer_many`` dedups and enqueues a chunk in one call; ``lease`` hands out up to
+  n requests in one call with politeness across every worker (fewer than ``per_host`` open
+  leases of one origin cluster-wide, the delay or the origin's own Crawl-delay or a
+  ``retry`` ``not_before`` between two starts to one origin, origins round-robin, lowest
+  depth first inside one); ``complete_many`` and ``retry`` are one call a batch.
+* **Crawl-wide politeness settings**: per_host, delay and max_pages_per_host given to
+  ``open`` are stored in the crawl (the last opener's win) and read by every script.
+* **Leases** expire ``lease_timeout`` seconds after they start (default
+  ``max(60, 3 x request timeout)``) and go back to their queue when a later ``lease`` call
+  of any worker finds them expired: a worker that dies loses nothing (at-least-once;
+  duplicates at most what it had leased). A live worker renews its own leases in the
+  background every ``lease_timeout / 3`` (at most every 5 s), so a slow fetch stays its own;
+  the same heartbeat keeps it in the crawl's list of workers alive. A clean ``close`` hands
+  its open leases back at once. Expiry compares the workers' wall clocks (``now``): keep
+  them within a small part of ``lease_timeout`` of each other (NTP).
+* **Seen set**: exact 64-bit fingerprints (``crawler.fingerprint``, keyed with a key stored
+  in the crawl at creation so every worker and run agrees), never a key per URL nor URL
+  strings: the top ``seen_bits`` bits (16 by default) pick one of 2**16 small Redis SETs of
+  integers, the other 48 bits are the member. Redis stores such a set as an *intset*, 8
+  bytes a member, while it has at most ``set-max-intset-entries`` (512 by default) members:
+  2**16 buckets stay under that up to about 25M URLs (``benchmarks/redis_memory.py``
+  measures bytes per URL). No Bloom filter: a false positive would be a page never fetched.
+  ``seen(fp)`` is a bounded local cache of fingerprints this worker has offered.
+* **Wake-ups without polling**: offers, completions and retries publish on the crawl's
+  channel; ``wait`` blocks on a local event set by this worker's own calls or by a
+  background reader of that channel (messages of other workers).
+* **Outages**: a connection error or timeout in any call is retried with exponential
+  backoff (0.1 s doubling to 5 s), a warning logged once per outage and "reconnected" when
+  Redis answers again; the crawl carries on (scripts loaded again if Redis lost them). A
+  call whose reply was lost may have run: a lease then expires and is handed out again, an
+  offer's links count as seen rather than new, a named counter may count twice.
+* **Persistence** is Redis's: with AOF ``appendfsync everysec`` a crash of Redis loses up
+  to the last second of writes (leases of that second come back when they expire; links
+  offered in it are lost unless found again); ``always`` loses nothing but costs an fsync a
+  write; RDB snapshots alone lose everything since the last snapshot.
+
+Memory per origin: a hash and a queue per origin with work, forgotten when it has none left
+(unless it has its own Crawl-delay); ``P h`` keeps a count per host (the budget and status).
+robots.txt bodies are kept ``ROBOTS_TTL`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from crawler.fingerprint import Fingerprinter, new_key
+from crawler.frontier import MemorySeenSet
+from crawler.state._redis_scripts import SCRIPTS, VERSION
+from crawler.state.base import Candidate, Counts, Lease, Outcome, StateError, StoredRobots
+
+__all__ = [
+    "DEFAULT_NAME",
+    "ROBOTS_TTL",
+    "RedisState",
+    "RedisStatus",
+    "default_lease_timeout",
+    "redacted",
+]
+
+log = logging.getLogger(__name__)
+
+#: The crawl name when none is given (``--name``).
+DEFAULT_NAME = "default"
+#: Seconds a stored robots.txt is kept (the engine checks its age before that).
+ROBOTS_TTL = 86400
+#: Candidates per offer script call (one round trip each).
+OFFER_CHUNK = 512
+#: Backoff bounds (seconds) when Redis is unreachable.
+BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
+
+_T = TypeVar("_T")
+
+
+def default_lease_timeout(request_timeout: float) -> float:
+    """The automatic lease timeout: a few request timeouts, at least a minute."""
+    return max(60.0, 3.0 * request_timeout)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (for messages, logs and status)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "redis://<unparsable URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def prefix_of(name: str | None) -> str:
+    """The key prefix of crawl ``name``."""
+    return f"crawler:{{{name or DEFAULT_NAME}}}:"
+
+
+def _encode(kind: int, referrer: str | None, url: str) -> bytes:
+    ref = "" if referrer is None else referrer
+    n = "" if referrer is None else str(len(ref))
+    return f"{kind}\t{n}\t{ref}{url}".encode("utf-8", "surrogatepass")
+
+
+def _decode(payload: str) -> tuple[int, str | None, str]:
+    kind, n, rest = payload.split("\t", 2)
+    if n == "":
+        return int(kind), None, rest
+    k = int(n)
+    return int(kind), rest[:k], rest[k:]
+
+
+def _due(raw: Any) -> float | None:
+    if not raw:
+        return None
+    return float(raw)
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    import redis.exceptions as rexc  # noqa: PLC0415
+
+    return (rexc.ConnectionError, rexc.TimeoutError, ConnectionError, TimeoutError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class RedisStatus:
+    """Where a crawl in Redis stands (``RedisState.read_status``; nothing written, no lease).
+
+    Attributes:
+        location: the Redis URL (password hidden) and, after " name=", the crawl name.
+        name: the crawl name.
+        version: the key layout version found.
+        counts: queued (held retries included), leased (cluster-wide, now), done, failed by
+            kind, seen, origins with work, recovered (leases returned, crawl's lifetime).
+        hosts: hosts with at least one request queued or done.
+        counters: the crawl's named counters.
+        settings: the stored settings (None before a first run stored them).
+        seeds: the settings' seeds (if stored).
+        created: server time the crawl was created.
+        workers: workers whose heartbeat has not lapsed.
+        pages_per_second: completions a second over the last minute.
+        redis_memory: Redis's ``used_memory`` (bytes, the whole database).
+    """
+
+    location: str
+    name: str
+    version: int
+    counts: Counts
+    hosts: int
+    counters: dict[str, int]
+    settings: dict[str, Any] | None
+    seeds: list[str]
+    created: float
+    workers: int
+    pages_per_second: float
+    redis_memory: int = 0
+    in_use_by: int | None = None  # as SQLite's StateStatus: not a lock here (see workers)
+    files: dict[str, int] = field(default_factory=dict)
+
+
+class RedisState:
+    """The CrawlState in Redis (see the module docstring).
+
+    Args:
+        url: ``redis://[user:password@]host:port/db``, ``rediss://...``, ``unix:///path``.
+        name: the crawl name (key prefix ``crawler:{NAME}:``), "default" if None.
+        lease_timeout: seconds a lease lasts unless renewed; 0: ``default_lease_timeout``.
+        request_timeout: the crawl's request timeout (for the automatic lease timeout).
+        seen_bits: seen-set bucket bits (2**bits buckets); fixed when the crawl is created.
+        heartbeat: seconds between renewals; None: ``min(lease_timeout / 3, 5)``.
+        local_seen: fingerprints the local ``seen`` cache holds before it starts over.
+    """
+
+    shared = True
+    #: Seconds with nothing queued or leased anywhere before a worker stops (the engine's).
+    idle_grace = 2.0
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str | None = None,
+        lease_timeout: float = 0.0,
+        request_timeout: float = 30.0,
+        seen_bits: int = 16,
+        heartbeat: float | None = None,
+        local_seen: int = 1 << 20,
+    ) -> None:
+        if not 1 <= seen_bits <= 32:
+            raise ValueError(f"seen_bits must be in 1..32, not {seen_bits}")
+        self.url = url
+        self.name = name or DEFAULT_NAME
+        self.location = f"{redacted(url)} name={self.name}"
+        self.prefix = prefix_of(self.name)
+        self.lease_timeout = lease_timeout or default_lease_timeout(request_timeout)
+        self.heartbeat = heartbeat or min(self.lease_timeout / 3.0, 5.0)
+        self._seen_bits_wanted = seen_bits
+        self._bits = seen_bits
+        self._local_max = max(1024, local_seen)
+        self._local = MemorySeenSet()
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._wid = self.worker_id.encode()
+        self._r: Any = None
+        self._sha: dict[str, str] = {}
+        self._fp: Fingerprinter | None = None
+        self._due: float | None = None
+        self._mine: dict[int, float] = {}  # open leases of this worker: id -> expiry
+        self._delays: dict[str, float] = {}  # set_delay calls not yet written
+        self._event = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pubsub: Any = None
+        self._outage = False
+        self._closed = True
+        #: Script and command calls sent (round trips), for benchmarks.
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"<RedisState {self.location}>"
+
+    # -- lifecycle --
+
+    async def open(self, *, per_host: int, delay: float, max_pages_per_host: int) -> None:
+        """Connect, create or check the crawl, store the politeness settings crawl-wide.
+
+        Raises:
+            StateError: Redis unreachable (the URL, password hidden, and the reason), a
+                key layout of another version, or open already.
+        """
+        if not self._closed:
+            raise StateError(f"{self.location}: already open")
+        import redis.asyncio as aioredis  # noqa: PLC0415
+        import redis.exceptions as rexc  # noqa: PLC0415
+
+        try:
+            client = aioredis.Redis.from_url(
+                self.url, socket_connect_timeout=5.0, socket_timeout=10.0
+            )
+        except ValueError as e:
+            raise StateError(f"{self.location}: not a usable Redis URL: {e}") from e
+        try:
+            await client.ping()
+            for name, src in SCRIPTS.items():
+                self._sha[name] = await client.script_load(src)
+            found, key, bits = await client.evalsha(
+                self._sha["init"],
+                1,
+                self.prefix,
+                VERSION,
+                new_key(),
+                max(1, per_host),
+                repr(float(delay)),
+                max(0, max_pages_per_host),
+                self._seen_bits_wanted,
+            )
+        except (rexc.RedisError, OSError) as e:
+            await client.aclose()
+            raise StateError(f"{self.location}: cannot use Redis: {_reason(e)}") from e
+        if found.decode() != VERSION:
+            await client.aclose()
+            raise StateError(
+                f"{self.location}: the crawl {self.name!r} has key layout version"
+                f" {found.decode()!r}, this crawler reads version {VERSION!r}: use another"
+                " --name or another database"
+            )
+        self._r = client
+        self._fp = Fingerprinter(key)
+        self._bits = int(bits)
+        self._event = asyncio.Event()
+        self._closed = False
+        self._outage = False
+        self._mine.clear()
+        await self._beat()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._heartbeat_loop()),
+            loop.create_task(self._listen()),
+        ]
+
+    async def close(self) -> None:
+        """Hand open leases back, leave the workers list, close the pool. Safe twice."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._stop_tasks()
+        r = self._r
+        errors = (TimeoutError, *_redis_errors())
+        try:
+            if self._delays:
+                await asyncio.wait_for(self._flush_delays(), 10.0)
+            if self._mine:
+                ids = list(self._mine)
+                self._mine.clear()
+                await asyncio.wait_for(self._script("give_back", self._wid, *ids), 10.0)
+            await asyncio.wait_for(self._script("leave", self._wid), 10.0)
+        except errors as e:
+            log.warning("%s: could not hand leases back at close: %s", self.location, _reason(e))
+        finally:
+            await r.aclose()
+
+    async def _stop_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=0.5)
+        if pending and self._pubsub is not None:
+            # redis-py's pub/sub read can swallow a cancel that lands as a message arrives:
+            # closing its connection ends the read for sure
+            try:
+                await self._pubsub.aclose()
+            except Exception:  # noqa: S110  (closing a broken connection)
+                pass
+            _, pending = await asyncio.wait(pending, timeout=2.0)
+        for task in pending:
+            log.warning("%s: a background task did not stop: %r", self.location, task)
+
+    # -- calls with retries --
+
+    async def _retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()``, retried with backoff while Redis is unreachable."""
+        errors = _redis_errors()
+        pause = BACKOFF_MIN
+        while True:
+            try:
+                result = await call()
+            except errors as e:
+                if self._closed and self._r is None:
+                    raise
+                if not self._outage:
+                    self._outage = True
+                    log.warning(
+                        "%s: Redis unreachable (%s); retrying with backoff up to %.0f s",
+                        self.location,
+                        _reason(e),
+                        BACKOFF_MAX,
+                    )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, BACKOFF_MAX)
+                continue
+            if self._outage:
+                self._outage = False
+                log.warning("%s: Redis reconnected", self.location)
+            return result
+
+    async def _script(self, name: str, *args: Any) -> Any:
+        """Run script ``name`` (EVALSHA; loaded again on NOSCRIPT), retried on outages."""
+        import redis.exceptions as rexc  # noqa: PLC0415
+
+        async def call() -> Any:
+            self.calls += 1
+            try:
+                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
+            except rexc.NoScriptError:
+                self._sha[name] = await self._r.script_load(SCRIPTS[name])
+                self.calls += 1
+                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
+
+        return await self._retrying(call)
+
+    async def _cmd(self, build: Callable[[Any], None]) -> list[Any]:
+        """Commands queued by ``build(pipeline)``, one round trip, retried on outages."""
+
+        async def call() -> list[Any]:
+            self.calls += 1
+            pipe = self._r.pipeline(transaction=False)
+            build(pipe)
+            result: list[Any] = await pipe.execute()
+            return result
+
+        return await self._retrying(call)
+
+    # -- background: heartbeat and wake-ups --
+
+    async def _beat(self) -> None:
+        expires = time.time() + self.lease_timeout
+        alive = repr(self.heartbeat * 3.0)
+        await self._script("heartbeat", self._wid, alive, repr(expires), *self._mine)
+        for lease_id in self._mine:
+            self._mine[lease_id] = max(self._mine[lease_id], expires)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            try:
+                await self._beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("%s: heartbeat failed", self.location, exc_info=True)
+
+    async def _listen(self) -> None:
+        """Read the wake channel; another worker's message sets the local event."""
+        channel = self.prefix + "wake"
+        errors = _redis_errors()
+        pause = BACKOFF_MIN
+        again = False
+        while not self._closed:
+            pubsub = self._pubsub = self._r.pubsub()
+            try:
+                await pubsub.subscribe(channel)
+                if again:  # what was published while the connection was down is unknown
+                    self._event.set()
+                pause = BACKOFF_MIN
+                while not self._closed:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30.0)
+                    if msg is not None and msg.get("data") != self._wid:
+                        self._event.set()
+            except errors:
+                again = True
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, BACKOFF_MAX)
+            finally:
+                self._pubsub = None
+                try:
+                    await pubsub.aclose()
+                except Exception:  # noqa: S110  (a broken connection: nothing to close)
+                    pass
+
+    # -- fingerprints --
+
+    def fingerprint(self, url: str) -> int:
+        """Keyed BLAKE2b under the crawl's stored key: the same in every worker and run."""
+        if self._fp is None:
+            raise StateError(f"{self.location}: open the state before fingerprinting")
+        return self._fp(url)
+
+    def seen(self, fp: int) -> bool:
+        """True if this worker offered ``fp`` before (a local, bounded cache)."""
+        return self._local.contains_fp(fp)
+
+    def _remember(self, fps: Sequence[int]) -> None:
+        if len(self._local) + len(fps) > self._local_max:
+            self._local = MemorySeenSet()
+        for fp in fps:
+            self._local.add_fp(fp)
+
+    # -- the frontier --
+
+    async def offer_many(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        if self._delays:
+            await self._flush_delays()
+        accepted: list[Candidate] = []
+        shift = 64 - self._bits
+        low = (1 << shift) - 1
+        width = (self._bits + 3) // 4
+        for start in range(0, len(candidates), OFFER_CHUNK):
+            chunk = candidates[start : start + OFFER_CHUNK]
+            args: list[Any] = [self._wid]
+            for c in chunk:
+                args += (
+                    format(c.fp >> shift, f"0{width}x"),
+                    c.fp & low,
+                    c.origin,
+                    c.host,
+                    c.depth,
+                    1 if c.queue else 0,
+                    _encode(c.kind, c.referrer, c.url),
+                )
+            due, flags = await self._script("offer", *args)
+            self._set_due(due)
+            accepted += [c for c, f in zip(chunk, flags, strict=True) if f == 0x31]
+            self._remember([c.fp for c in chunk])
+        if accepted:
+            self._event.set()
+        return accepted
+
+    def _set_due(self, raw: Any) -> None:
+        self._due = _due(raw)
+
+    async def lease(self, n: int, now: float) -> list[Lease]:
+        if n <= 0:
+            return []
+        if self._delays:
+            await self._flush_delays()
+        expires = now + self.lease_timeout
+        raw = await self._script("lease", repr(now), n, repr(expires))
+        self._set_due(raw[0])
+        out: list[Lease] = []
+        for i in range(2, len(raw), 4):
+            lease_id = int(raw[i])
+            origin = raw[i + 1].decode("utf-8", "surrogatepass")
+            depth = int(raw[i + 2])
+            attempts, payload = raw[i + 3].decode("utf-8", "surrogatepass").split("\t", 1)
+            kind, referrer, url = _decode(payload)
+            out.append(Lease(lease_id, url, depth, referrer, origin, kind, int(attempts), expires))
+            self._mine[lease_id] = expires
+        return out
+
+    async def complete(self, lease: Lease, outcome: Outcome, now: float) -> None:
+        await self.complete_many([(lease, outcome)], now)
+
+    async def complete_many(self, done: Sequence[tuple[Lease, Outcome]], now: float) -> None:
+        if not done:
+            return
+        args: list[Any] = [self._wid, repr(now)]
+        for lease, outcome in done:
+            args += (lease.id, outcome.error or "")
+            self._mine.pop(lease.id, None)
+        due, n = await self._script("complete", *args)
+        self._set_due(due)
+        if n:
+            self._event.set()
+
+    async def retry(self, lease: Lease, not_before: float, now: float) -> None:
+        self._mine.pop(lease.id, None)
+        due, n = await self._script("retry", self._wid, repr(now), repr(not_before), lease.id)
+        self._set_due(due)
+        if n:
+            self._event.set()
+
+    def set_delay(self, origin: str, delay: float) -> None:
+        """Recorded here, written crawl-wide by this worker's next call (one round trip)."""
+        self._delays[origin] = delay
+
+    async def _flush_delays(self) -> None:
+        pending, self._delays = self._delays, {}
+        args: list[Any] = []
+        for origin, delay in pending.items():
+            args += (origin, repr(float(delay)))
+        self._set_due(await self._script("set_delay", *args))
+
+    def next_due(self, now: float) -> float | None:
+        """From the last call's answer: when a waiting origin or retry becomes leasable."""
+        due = self._due
+        if due is None or due <= now:
+            return None
+        return due
+
+    async def wait(self, timeout: float) -> None:
+        """Return when this worker or another offered, completed or retried since the last
+        ``wait`` returned (at once if so), or after ``timeout`` seconds."""
+        event = self._event
+        if not event.is_set() and timeout > 0:
+            try:
+                await asyncio.wait_for(event.wait(), timeout)
+            except TimeoutError:
+                pass
+        event.clear()
+
+    async def counts(self) -> Counts:
+        p = self.prefix
+
+        def build(pipe: Any) -> None:
+            pipe.hgetall(p + "c")
+            pipe.hgetall(p + "f")
+            pipe.get(p + "n")
+
+        c, f, n = await self._cmd(build)
+        return _counts(c, f, n)
+
+    # -- the crawl's counters, robots rules and settings --
+
+    async def add_counters(self, deltas: Mapping[str, int]) -> None:
+        if not deltas:
+            return
+        key = self.prefix + "k"
+
+        def build(pipe: Any) -> None:
+            for name, delta in deltas.items():
+                pipe.hincrby(key, name, delta)
+
+        await self._cmd(build)
+
+    async def counters(self) -> dict[str, int]:
+        (raw,) = await self._cmd(lambda pipe: pipe.hgetall(self.prefix + "k"))
+        return {k.decode(): int(v) for k, v in raw.items()}
+
+    async def get_robots(self, origin: str) -> StoredRobots | None:
+        (raw,) = await self._cmd(lambda pipe: pipe.get(self.prefix + "r:" + origin))
+        if raw is None:
+            return None
+        head, _, body = raw.partition(b"\n")
+        meta = json.loads(head)
+        return StoredRobots(origin, meta["t"], meta["s"], body, meta["e"])
+
+    async def put_robots(self, robots: StoredRobots) -> None:
+        head = json.dumps({"t": robots.fetched_at, "s": robots.status, "e": robots.error})
+        value = head.encode() + b"\n" + bytes(robots.body)
+        key = self.prefix + "r:" + robots.origin
+        await self._cmd(lambda pipe: pipe.set(key, value, ex=ROBOTS_TTL))
+
+    async def load_settings(self) -> dict[str, Any] | None:
+        (raw,) = await self._cmd(lambda pipe: pipe.get(self.prefix + "settings"))
+        return None if raw is None else dict(json.loads(raw))
+
+    async def save_settings(self, settings: Mapping[str, Any]) -> None:
+        text = json.dumps(dict(settings))
+        await self._cmd(lambda pipe: pipe.set(self.prefix + "settings", text))
+
+    # -- status and settings, from outside a crawl --
+
+    @staticmethod
+    def _sync_client(url: str) -> Any:
+        import redis  # noqa: PLC0415
+
+        try:
+            return redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0)
+        except ValueError as e:
+            raise StateError(f"{redacted(url)}: not a usable Redis URL: {e}") from e
+
+    @staticmethod
+    def _check_version(client: Any, url: str, name: str, *, missing_ok: bool) -> bool:
+        import redis.exceptions as rexc  # noqa: PLC0415
+
+        where = f"{redacted(url)} name={name}"
+        try:
+            found = client.get(prefix_of(name) + "v")
+        except (rexc.RedisError, OSError) as e:
+            raise StateError(f"{where}: cannot use Redis: {_reason(e)}") from e
+        if found is None:
+            if missing_ok:
+                return False
+            raise StateError(f"{where}: no crawl named {name!r} in this database")
+        if found.decode() != VERSION:
+            raise StateError(
+                f"{where}: key layout version {found.decode()!r}, this crawler reads"
+                f" version {VERSION!r}"
+            )
+        return True
+
+    @staticmethod
+    def read_settings(url: str, name: str | None = None) -> dict[str, Any] | None:
+        """The stored settings of crawl ``name`` (None: a new crawl), read before opening.
+
+        Raises:
+            StateError: Redis unreachable, or another key layout version.
+        """
+        name = name or DEFAULT_NAME
+        client = RedisState._sync_client(url)
+        try:
+            if not RedisState._check_version(client, url, name, missing_ok=True):
+                return None
+            raw = client.get(prefix_of(name) + "settings")
+        finally:
+            client.close()
+        return None if raw is None else dict(json.loads(raw))
+
+    @staticmethod
+    def read_status(url: str, name: str | None = None) -> RedisStatus:
+        """Where crawl ``name`` stands, for ``crawler status --state redis://...``.
+
+        Reads only (no lease taken, nothing written), while workers run or not.
+
+        Raises:
+            StateError: Redis unreachable, no such crawl, another key layout version.
+        """
+        import redis.exceptions as rexc  # noqa: PLC0415
+
+        name = name or DEFAULT_NAME
+        p = prefix_of(name)
+        client = RedisState._sync_client(url)
+        try:
+            RedisState._check_version(client, url, name, missing_ok=False)
+            try:
+                pipe = client.pipeline(transaction=True)
+                pipe.hgetall(p + "c")
+                pipe.hgetall(p + "f")
+                pipe.get(p + "n")
+                pipe.hlen(p + "h")
+                pipe.hgetall(p + "k")
+                pipe.get(p + "settings")
+                pipe.get(p + "created")
+                pipe.hgetall(p + "rate")
+                pipe.time()
+                c, f, n, hosts, k, settings, created, rate, now = pipe.execute()
+                server_now = now[0] + now[1] / 1e6
+                workers = client.zcount(p + "workers", server_now, "+inf")
+                memory = int(client.info("memory").get("used_memory", 0))
+            except (rexc.RedisError, OSError) as e:
+                raise StateError(f"{redacted(url)} name={name}: cannot read: {_reason(e)}") from e
+        finally:
+            client.close()
+        stored = None if settings is None else dict(json.loads(settings))
+        seeds = list(stored.get("seeds", [])) if stored else []
+        return RedisStatus(
+            location=f"{redacted(url)} name={name}",
+            name=name,
+            version=int(VERSION),
+            counts=_counts(c, f, n),
+            hosts=int(hosts),
+            counters={kk.decode(): int(v) for kk, v in k.items()},
+            settings=stored,
+            seeds=seeds,
+            created=float(created or 0.0),
+            workers=int(workers),
+            pages_per_second=_rate(rate, time.time()),
+            redis_memory=memory,
+        )
+
+
+def _counts(c: dict[bytes, bytes], f: dict[bytes, bytes], n: Any) -> Counts:
+    def get(key: bytes) -> int:
+        return max(0, int(c.get(key, 0)))
+
+    return Counts(
+        queued=get(b"queued"),
+        leased=get(b"leased"),
+        done=get(b"done"),
+        failed={k.decode(): int(v) for k, v in f.items() if int(v)},
+        seen=int(n or 0),
+        origins=get(b"origins"),
+        recovered=get(b"recovered"),
+    )
+
+
+def _rate(buckets: dict[bytes, bytes], now: float, window: int = 60) -> float:
+    """Completions a second over the last ``window`` seconds (10-second buckets; the
+    bucket in progress counts for the part of it that has passed)."""
+    current = int(now // 10)
+    first = current - window // 10
+    total = sum(int(v) for k, v in buckets.items() if first < int(k) <= current)
+    span = window - 10 + (now - current * 10)
+    return total / span if span > 0 else 0.0
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return text.splitlines()[0]
