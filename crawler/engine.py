@@ -89,6 +89,12 @@ _STATUS = "status:"
 # Seconds to wait for work when nothing is in flight here and the state has no due time
 # (leases held by another process, for a shared backend): a re-check, not a poll loop.
 _IDLE_RECHECK = 1.0
+#: With a shared state (``CrawlState.shared``: Redis), seconds with nothing queued and nothing
+#: leased anywhere before a worker stops (another worker may still be about to offer links).
+#: A state's own ``idle_grace`` attribute, if it has one, wins.
+SHARED_IDLE_GRACE = 2.0
+# Seconds between two looks for the settings of a crawl a seedless worker waits to join.
+_SETTINGS_RECHECK = 0.5
 
 
 class Crawler:
@@ -146,8 +152,11 @@ class Crawler:
         self._collect_ids = collect_ids
         self._report_skipped = report_skipped
         self._state: CrawlState = (
-            state if state is not None else open_state(cfg.state, synchronous=cfg.state_sync)
+            state
+            if state is not None
+            else open_state(cfg.state, synchronous=cfg.state_sync, **_backend_options(cfg))
         )
+        self._shared = bool(getattr(self._state, "shared", False))
         self._state_open = False
         self._policy = UrlPolicy.from_config(cfg)
         self._admission: Admission | None = None
@@ -155,6 +164,12 @@ class Crawler:
         self._fetcher: Fetcher | None = None
         self._robots: RobotsCache | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Leases taken and not yet finished (a page task runs on each): given back to a
+        # shared state at a clean stop, so that no other worker waits for them to expire.
+        self._held: dict[int, Lease] = {}
+        self._metrics: Any = None  # crawler.metrics.Metrics, with config.metrics_port
+        self._archive: Any = None  # crawler.warc's writer, with config.warc
+        self._io_closed = False
         self._dispatcher: asyncio.Task[None] | None = None
         self._wakeup: asyncio.Event | None = None
         self._idle = False
@@ -239,18 +254,60 @@ class Crawler:
             if self._state_open:
                 try:
                     await self._commit()
+                    await self._give_back()
                 finally:
                     self._state_open = False
                     await self._state.close()
         finally:
-            if self._fetcher is not None:
-                await self._fetcher.close()
+            await self._close_io()
             self._update_duration()
             if self._sink is not None:
                 try:
                     self._sink.close()
                 except Exception:
                     log.exception("sink.close() failed")
+
+    async def _give_back(self) -> None:
+        """Return the leases of unfinished pages to a shared state, due at once.
+
+        Another worker takes them now rather than when they expire. A state of one process
+        (memory, SQLite) recovers them when it is next opened (``counts().recovered``).
+        """
+        held, self._held = self._held, {}
+        if not self._shared or not held:
+            return
+        now = time.time()
+        for lease in held.values():
+            try:
+                await self._state.retry(lease, now, now)
+            except Exception:  # the lease expires in the state all the same
+                log.warning("could not give back the lease of %s", lease.url, exc_info=True)
+
+    async def _close_io(self) -> None:
+        """Close what the open step made besides the state, each on its own (one failing
+        must not keep the others open): the fetcher (it saves the cookie jar), the WARC
+        writer (after the fetcher: no record can start after it), the metrics server."""
+        if self._io_closed:
+            return
+        self._io_closed = True
+        fetcher, archive, metrics = self._fetcher, self._archive, self._metrics
+        if fetcher is not None:
+            try:
+                await fetcher.close()
+            except Exception:
+                log.exception("closing the fetcher failed")
+        if archive is not None:
+            try:
+                result = archive.close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("closing the WARC file failed")
+        if metrics is not None:
+            try:
+                await metrics.stop()
+            except Exception:
+                log.exception("stopping the metrics server failed")
 
     # -- lifecycle --
 
@@ -269,13 +326,18 @@ class Crawler:
             await self._begin(state)
         except BaseException:
             self._state_open = False
-            await state.close()
+            try:
+                await state.close()
+            finally:
+                await self._close_io()
             raise
 
     async def _settle(self, state: CrawlState) -> None:
         """Store the settings of a new crawl; on resume, merge them (ConfigError on a clash)."""
         cfg = self.config
         stored = await state.load_settings()
+        if stored is None and self._shared and not cfg.seeds:
+            stored = await self._await_crawl(state)
         if stored is not None:
             merged = crawl_settings.resume(stored, cfg, self._given)
             if merged.state != cfg.state:
@@ -299,12 +361,23 @@ class Crawler:
         await state.save_settings(crawl_settings.to_stored(cfg))
         self._resumed = stored is not None
 
+    async def _await_crawl(self, state: CrawlState) -> dict[str, Any]:
+        """A worker with no seeds that came up before the crawl it joins was started: wait
+        for the first worker's settings (its seeds are the scope). Storing our own instead
+        would start a crawl of nothing. Cancel the task to give up."""
+        log.info("no crawl in %s yet: waiting for one to start", state.location or "the state")
+        while True:
+            await asyncio.sleep(_SETTINGS_RECHECK)
+            stored = await state.load_settings()
+            if stored is not None:
+                return stored
+
     async def _begin(self, state: CrawlState) -> None:
         cfg = self.config
         counts = await state.counts()
         self._seed_stats(counts, await state.counters())
         self._wakeup = asyncio.Event()
-        self._fetcher = Fetcher(cfg)
+        self._fetcher = await self._open_io(cfg)
         self._robots = RobotsCache(
             self._fetcher, cfg.user_agent, self._policy.in_scope, store=state
         )
@@ -337,6 +410,24 @@ class Crawler:
         self._add_tally(tally)
         await self._commit()  # the seeds' lines out and their counts in, before any page
 
+    async def _open_io(self, cfg: CrawlConfig) -> Fetcher:
+        """The fetcher, with the metrics server and the WARC writer when they are asked for
+        (each imported only then: start-up must not pay for what is not used)."""
+        options: dict[str, Any] = {}
+        if cfg.metrics_port:
+            from crawler.metrics import Metrics  # noqa: PLC0415  (only with metrics_port)
+
+            metrics = Metrics()
+            await metrics.start(cfg.metrics_host, cfg.metrics_port, self)
+            self._metrics = metrics
+            options["observer"] = metrics.on_response
+        if cfg.warc:
+            from crawler import warc  # noqa: PLC0415  (only with --warc)
+
+            self._archive = warc.open_archive(cfg, resumed=self._resumed)
+            options["archive"] = self._archive
+        return Fetcher(cfg, **options)
+
     def _seed_stats(self, counts: Counts, counters: dict[str, int]) -> None:
         """The whole crawl's stats so far: pages and errors from completions, the rest counted."""
         stats = self.stats
@@ -368,6 +459,8 @@ class Crawler:
         for name, n in tally.items():
             setattr(stats, name, getattr(stats, name) + n)
             pending[name] += n
+        if self._metrics is not None:
+            self._metrics.on_tally(tally)
 
     def _start(self) -> asyncio.Task[None]:
         if self._dispatcher is None:
@@ -435,6 +528,9 @@ class Crawler:
         assert wakeup is not None
         limit = max(1, self.config.concurrency)
         max_pages = self.config.max_pages
+        shared = self._shared
+        grace = float(getattr(state, "idle_grace", SHARED_IDLE_GRACE)) if shared else 0.0
+        idle_since: float | None = None  # shared: when nothing was queued or leased anywhere
         try:
             while not self._stopped:
                 if self._done:
@@ -442,28 +538,48 @@ class Crawler:
                 # A finished page holds its slot until its completion is committed: a kill
                 # gives back at most `concurrency` leases (the pages "in flight").
                 room = limit - len(tasks) - len(self._done) - self._committing
-                if max_pages:
-                    room = min(room, max_pages - self._admitted)
+                if max_pages and room > 0:
+                    # shared: the budget is the whole crawl's, every worker's leases in it
+                    used = await self._crawl_used() if shared else self._admitted
+                    room = min(room, max_pages - used)
                 if room > 0:
                     leases = await state.lease(room, time.time())
                     self._queued -= len(leases)
                     for lease in leases:
                         self._admitted += 1
+                        self._held[lease.id] = lease
                         task = loop.create_task(self._process(lease))
                         tasks.add(task)
                         task.add_done_callback(self._task_done)
-                    if leases and len(leases) == room:
-                        continue  # the room is full, or more may be due: look again
+                    if leases:
+                        idle_since = None
+                        if len(leases) == room:
+                            continue  # the room is full, or more may be due: look again
                 if not tasks:
                     if self._done:
                         continue
                     await self._flush_records()
-                    if max_pages and self._admitted >= max_pages:
+                    if max_pages and not shared and self._admitted >= max_pages:
                         break
                     counts = await state.counts()
                     self._queued = counts.queued
+                    if max_pages and shared and _pages_done(counts) >= max_pages:
+                        break  # the whole crawl's budget is spent (done, not just leased)
                     if not counts.queued and not counts.leased:
-                        break
+                        if not shared:
+                            break
+                        # Another worker may be about to offer links: done only when the
+                        # crawl stayed empty for the grace period (a wake ends the wait).
+                        now = time.monotonic()
+                        if idle_since is None:
+                            idle_since = now
+                        left = grace - (now - idle_since)
+                        if left <= 0:
+                            break
+                        await state.wait(min(left, _IDLE_RECHECK))
+                        continue
+                    idle_since = None
+                    # queued but not leasable here (politeness, other workers' leases): wait
                     due = state.next_due(time.time())
                     timeout = max(0.0, due - time.time()) if due is not None else _IDLE_RECHECK
                     await state.wait(min(timeout, _IDLE_RECHECK))
@@ -478,7 +594,12 @@ class Crawler:
                 self._idle = True
                 try:
                     if not self._done:
-                        await wakeup.wait()
+                        if shared and room > 0:
+                            # Other workers' completions and offers free slots and add work:
+                            # the state's wake-up counts as much as our own page finishing.
+                            await self._wait_local_or_state(wakeup)
+                        else:
+                            await wakeup.wait()
                 finally:
                     self._idle = False
                     if timer is not None:
@@ -488,6 +609,24 @@ class Crawler:
             if tasks:
                 self.stats.cancelled = True
                 await self._cancel_tasks()
+
+    async def _wait_local_or_state(self, wakeup: asyncio.Event) -> None:
+        """Until the local wake-up is set or ``state.wait`` returns (at most _IDLE_RECHECK)."""
+        local = asyncio.ensure_future(wakeup.wait())
+        remote = asyncio.ensure_future(self._state.wait(_IDLE_RECHECK))
+        try:
+            await asyncio.wait({local, remote}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (local, remote):
+                if not waiter.done():
+                    waiter.cancel()
+            await asyncio.gather(local, remote, return_exceptions=True)
+
+    async def _crawl_used(self) -> int:
+        """Pages of the whole crawl in its budget: done (robots skips aside) plus leased."""
+        counts = await self._state.counts()
+        self._queued = counts.queued
+        return _pages_done(counts) + counts.leased
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -558,6 +697,7 @@ class Crawler:
                 outcome = Outcome(ROBOTS_DISALLOWED)
             else:
                 outcome = Outcome(page.error, page.status, page.bytes)
+            self._held.pop(lease.id, None)
             self._done.append((lease, outcome))
         finally:
             if self._wakeup is not None:
@@ -624,6 +764,19 @@ class Crawler:
         if was_ok and counted:
             self.stats.pages_ok -= 1
             self.stats.errors["sink"] += 1
+
+
+def _pages_done(counts: Counts) -> int:
+    # robots.txt skips are completed without being pages (an approximation across workers:
+    # a redirect target disallowed with report_skipped counts here too)
+    return counts.done - counts.failed.get(ROBOTS_DISALLOWED, 0)
+
+
+def _backend_options(cfg: CrawlConfig) -> dict[str, Any]:
+    """``open_state`` keywords of a Redis state (the crawl's name, the lease timeout)."""
+    if cfg.state and cfg.state.startswith(("redis://", "rediss://", "unix://")):
+        return {"name": cfg.name, "lease_timeout": cfg.lease_timeout}
+    return {}
 
 
 async def crawl(
