@@ -260,6 +260,16 @@ def wait_requests(site: SiteServer, n: int, workers: list[Worker], timeout: floa
 # ------------------------------------------------------------------ the checks
 
 
+def summary(cluster: Cluster, starts: dict[Key, list[float]]) -> str:
+    """One line for ``pytest -s``: what each worker did, duplicates, the peaks per origin."""
+    recs = {w.label: len(w.records()) for w in cluster.workers}
+    dups = sum(len(s) - 1 for s in starts.values())
+    return (
+        f"{describe(cluster.workers)}; records {recs}; {len(starts)} pages, {dups} fetched "
+        f"again; peak in flight per origin {cluster.site.stats()['max_in_flight']}"
+    )
+
+
 def gets_of(site: SiteServer) -> tuple[dict[Key, list[float]], dict[int, int]]:
     """(start times of each page's GETs, robots.txt GETs per origin)."""
     starts: dict[Key, list[float]] = {}
@@ -395,7 +405,7 @@ def test_three_workers_one_killed_redis_restarted(
         clusters, redis_server, site, tmp_path, kill_after=80, restart_after=180
     )
     starts = check_cluster_crawl(cluster)
-    print(describe(cluster.workers), f"{sum(len(s) for s in starts.values())} GETs")
+    print(summary(cluster, starts))
 
 
 @pytest.mark.slow
@@ -415,7 +425,8 @@ def test_three_workers_random_schedules(
     cluster = _kill_and_restart(
         clusters, redis_server, site, tmp_path, kill_after=kill_after, restart_after=restart_after
     )
-    check_cluster_crawl(cluster, why=f"seed {seed}: {describe(cluster.workers)}")
+    starts = check_cluster_crawl(cluster, why=f"seed {seed}: {describe(cluster.workers)}")
+    print(f"seed {seed}: {summary(cluster, starts)}")
 
 
 @pytest.mark.slow
@@ -433,7 +444,8 @@ def test_redis_crash_loses_at_most_a_second(
     )
     # a second of the cluster's work: PER_HOST per origin, each request >= latency
     per_second = int(site.site.origins * PER_HOST / site.site.latency) + 1
-    check_cluster_crawl(cluster, extra_dups=2 * per_second)
+    starts = check_cluster_crawl(cluster, extra_dups=2 * per_second)
+    print(f"redis SIGKILLed: {summary(cluster, starts)}")
 
 
 def test_worker_started_first_waits_and_joins(
@@ -453,7 +465,7 @@ def test_worker_started_first_waits_and_joins(
     seeder = cluster.start(seed=True)
     for w in (joiner, seeder):
         assert w.wait() == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
-    check_cluster_crawl(cluster)
+    print(summary(cluster, check_cluster_crawl(cluster)))
     assert joiner.records(), f"the joiner fetched nothing:\n{joiner.stderr()}"
 
 
@@ -479,8 +491,8 @@ def test_names_keep_two_crawls_apart(
     b.start(seed=False)
     for w in a.workers + b.workers:
         assert w.wait() == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
-    check_cluster_crawl(a)
-    check_cluster_crawl(b)
+    print(f"a: {summary(a, check_cluster_crawl(a))}")
+    print(f"b: {summary(b, check_cluster_crawl(b))}")
     # and the default name holds no crawl
     res = subprocess.run(
         [sys.executable, "-m", "crawler", "status", "--state", redis_server.url],
