@@ -487,18 +487,27 @@ def header_problem(header: str) -> str | None:
 def seed_problem(url: str) -> str | None:
     """Why ``url`` cannot be a seed (not an absolute http(s) URL with a host), or None.
 
-    The reason starts with the quoted URL: "'example.org' is not an http(s) URL ...".
+    The reason starts with the quoted URL: "'example.org' is not an http(s) URL ...", its
+    password (if any) hidden. A URL with a password is refused: the fetcher never sends a URL's
+    credentials, and a seed is stored and printed.
     """
+    shown = redact_url(url)
     try:
         parts = urlsplit(url.strip())
         host = parts.hostname
+        password = parts.password
     except ValueError as exc:
-        return f"{url!r} is not a valid URL ({exc})"
+        return f"{shown!r} is not a valid URL ({exc})"
     if parts.scheme.lower() not in ("http", "https"):
         hint = f" (did you mean 'https://{url}'?)" if not parts.scheme or "." in url[:8] else ""
-        return f"{url!r} is not an http(s) URL{hint}"
+        return f"{shown!r} is not an http(s) URL{hint if shown == url else ''}"
     if not host:
-        return f"{url!r} has no host"
+        return f"{shown!r} has no host"
+    if password is not None:
+        return (
+            f"{shown!r} holds a password: give the credentials with --auth or --auth-env"
+            " (a URL's are never sent, and a seed is stored and printed)"
+        )
     return None
 
 

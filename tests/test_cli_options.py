@@ -315,3 +315,12 @@ async def test_a_metrics_port_in_use_is_exit_2(secret_site: str) -> None:
     assert done.rc == 2, done.err
     assert f"--metrics-port: cannot serve metrics on 127.0.0.1:{port}" in done.err
     assert "address already in use" in done.err.lower()
+
+
+def test_a_seed_url_with_a_password_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    done = main(capsys, "crawl", f"http://{USER}:{PASSWORD}@127.0.0.1:9/")
+    assert done.rc == 2
+    assert f"URL 'http://{USER}:***@127.0.0.1:9/' holds a password: give the credentials" in (
+        done.err
+    )
+    no_secret(done.err)

@@ -325,3 +325,14 @@ def test_a_redis_scheme_is_read_in_any_case() -> None:
     cfg = CrawlConfig(state="REDIS://127.0.0.1:6379/0").validated()
     assert cfg.state == "redis://127.0.0.1:6379/0"
     assert CrawlConfig(state="unix:///run/redis.sock?db=1").validated().state.startswith("unix")
+
+
+def test_a_seed_with_a_password_is_refused_without_showing_it() -> None:
+    reason = seed_problem("http://u:Pw9x@127.0.0.1:8080/")
+    assert reason == (
+        "'http://u:***@127.0.0.1:8080/' holds a password: give the credentials with --auth or"
+        " --auth-env (a URL's are never sent, and a seed is stored and printed)"
+    )
+    assert "Pw9x" not in (seed_problem("ftp://u:Pw9x@h/") or "x Pw9x")
+    assert "Pw9x" not in (seed_problem("http://u:Pw9x@/") or "x Pw9x")
+    assert seed_problem("http://u@127.0.0.1/") is None  # a user name alone is no secret
