@@ -574,6 +574,11 @@ class Fetcher:
         authorization = self._auth.header_for(target)
         if authorization is not None:
             extra = {"Authorization": authorization}
+        if proxy is not None and proxy.authorization is not None and target.scheme == "http":
+            # A plain-http request goes TO the proxy: its credentials ride on it (aiohttp
+            # puts ``proxy_headers`` only on a CONNECT, the https case, below).
+            extra = dict(extra or {})
+            extra["Proxy-Authorization"] = proxy.authorization
         if self.archive is not None:
             extra = dict(extra or {})
             extra["Accept-Encoding"] = accept_encoding()
@@ -610,7 +615,7 @@ class Fetcher:
             kwargs["headers"] = extra
         if proxy is not None:
             kwargs["proxy"] = proxy.url
-            if proxy.authorization is not None:
+            if proxy.authorization is not None and target.scheme == "https":
                 kwargs["proxy_headers"] = {"Proxy-Authorization": proxy.authorization}
         if archive is not None:
             kwargs["auto_decompress"] = False
