@@ -546,7 +546,7 @@ def _note(message: str) -> None:
         pass
 
 
-def _check_fetch_options(config: CrawlConfig) -> str | None:
+def check_fetch_options(config: CrawlConfig) -> str | None:
     """Why the fetcher could not use ``config``'s headers, cookies, credentials or proxy (the
     message names the option and the line or reason, never a secret), or None.
 
@@ -702,7 +702,7 @@ async def _crawl(
         for sig in handled:
             loop.remove_signal_handler(sig)
         sink.close()
-    return _exit_code(state, sink, stats, progress, resumed)
+    return _exit_code(state, sink, stats, progress, resumed, is_redis_url(config.state))
 
 
 def _exit_code(
@@ -711,12 +711,19 @@ def _exit_code(
     stats: CrawlStats | None,
     progress: Progress,
     resumed: bool = False,
+    shared: bool = False,
 ) -> int:
     if sink.broken_pipe:
         return EXIT_OK  # the reader took what it wanted (`| head`): quiet, like `rg | head`
     if stats is not None:
         why = state.signal.name if state.signal else ("output error" if sink.error else None)
-        progress.summary(stats, stopped_by=why, resumed=resumed, repaired=sink.repaired)
+        progress.summary(
+            stats,
+            stopped_by=why,
+            resumed=resumed,
+            repaired=sink.repaired,
+            shared=shared,
+        )
     if sink.error is not None:
         _err(f"cannot write output: {sink.error.strerror or sink.error}")
         return EXIT_ERRORS
@@ -755,7 +762,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         where = f"{config.state} holds no crawl yet, " if config.state else ""
         _err(f"no seed URL: {where}give one or more URLs, or `seeds` in the --config file")
         return EXIT_USAGE
-    problem = _check_fetch_options(config)
+    problem = check_fetch_options(config)
     if problem:
         _err(problem)
         return EXIT_USAGE

@@ -115,12 +115,17 @@ class Progress:
         stopped_by: str | None = None,
         resumed: bool = False,
         repaired: int = 0,
+        shared: bool = False,
     ) -> None:
         """Print the final summary: counts, rate, and errors by kind (see format_summary)."""
         self.clear()
         if self.quiet:
             return
-        self._emit(format_summary(stats, stopped_by=stopped_by, resumed=resumed, repaired=repaired))
+        self._emit(
+            format_summary(
+                stats, stopped_by=stopped_by, resumed=resumed, repaired=repaired, shared=shared
+            )
+        )
 
     def _emit(self, text: str) -> None:
         try:
@@ -140,6 +145,7 @@ def format_summary(
     stopped_by: str | None = None,
     resumed: bool = False,
     repaired: int = 0,
+    shared: bool = False,
 ) -> str:
     """The summary lines, e.g.::
 
@@ -150,7 +156,10 @@ def format_summary(
     The counts are the whole crawl's, across every run of a crawl kept with ``--state``
     (pages/s is this run's); a ``resumed`` one adds ``crawler: resumed: 12 pages from
     earlier runs, 3 in flight at the last stop (fetched again)``, and ``repaired`` (bytes of
-    a line cut by the last stop, removed from the output file) a line of its own.
+    a line cut by the last stop, removed from the output file) a line of its own. A worker
+    that joined a ``shared`` (redis://) crawl says instead what was done when it joined and
+    what it fetched itself: ``crawler: joined: 12 pages done before this worker joined; it
+    fetched 8``.
     """
     how = f"stopped ({stopped_by})" if stopped_by else "done"
     failed = stats.pages - stats.pages_ok
@@ -169,7 +178,18 @@ def format_summary(
     if stats.retries or stats.redirects:
         extra += f"; {stats.retries} retries, {stats.redirects} redirects"
     lines.append(extra)
-    if resumed:
+    if resumed and shared:
+        own = stats.pages - stats.resumed_pages
+        lines.append(
+            f"crawler: joined: {stats.resumed_pages} pages done before this worker joined;"
+            f" it fetched {own}"
+            + (
+                f"; {stats.recovered} expired leases of stopped workers put back in the queue"
+                if stats.recovered
+                else ""
+            )
+        )
+    elif resumed:
         recovered = stats.recovered
         lines.append(
             f"crawler: resumed: {stats.resumed_pages} pages from earlier runs, {recovered} in"

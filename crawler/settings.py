@@ -323,6 +323,8 @@ def resume(
     for key in PER_RUN:
         if key in fixed or (shared and key in LOCAL):
             continue
+        if key == "auth_env" and cfg.auth is not None:
+            continue  # this run's --auth replaces the stored --auth-env (one or the other)
         if key in present and key not in explicit:
             changes[key] = getattr(old, key)
     changes["seeds"] = tuple(dict.fromkeys((*old.seeds, *cfg.seeds)))

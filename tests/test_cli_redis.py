@@ -80,6 +80,9 @@ async def test_crawl_join_and_the_cluster_status(site: str, redis_server: RedisS
     no_traceback(done)
     assert done.rc == 0, done.err
     assert done.out == ""
+    assert f"crawler: joined: {PAGES} pages done before this worker joined; it fetched 0\n" in (
+        done.err
+    )
 
 
 async def test_a_worker_with_no_url_waits_for_the_crawl_then_joins(

@@ -348,3 +348,10 @@ def test_file_keys_are_stored_absolute(tmp_path: Path, monkeypatch: pytest.Monke
     assert stored["run"]["cookies"] == str(tmp_path / "c.txt")
     assert stored["run"]["save_cookies"] == str(tmp_path / "s.txt")
     assert stored["run"]["warc"] == str(tmp_path / "w.warc.gz")
+
+
+def test_auth_given_on_resume_replaces_a_stored_auth_env() -> None:
+    stored = roundtrip(CrawlConfig(seeds=(SEED,), auth_env="CL_AUTH").validated())
+    got = resume(stored, CrawlConfig(auth="u:p").validated(), given={"auth"})
+    assert (got.auth, got.auth_env) == ("u:p", None)
+    assert resume(stored, CrawlConfig().validated(), given=set()).auth_env == "CL_AUTH"
