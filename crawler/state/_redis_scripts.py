@@ -209,7 +209,8 @@ return {due(), table.concat(flags)}
 """
 )
 
-# ARGV: now, n, expires -> {due, recovered, then per lease: id, origin, depth, item}
+# ARGV: now, n, expires, budget (0: none) -> {due, recovered, then per lease: id, origin,
+# depth, item}
 _LEASE = (
     _COMMON
     + r"""
@@ -238,6 +239,14 @@ end
 for _, o in ipairs(redis.call('ZRANGEBYSCORE', P .. 'sleep', '-inf', now, 'LIMIT', 0, n + 64)) do
   redis.call('ZREM', P .. 'sleep', o)
   redis.call('RPUSH', P .. 'ready', o)
+end
+-- a crawl-wide page budget (max_pages): no lease past done (robots skips aside) + leased
+local budget = tonumber(ARGV[4]) or 0
+if budget > 0 then
+  local c = redis.call('HMGET', C, 'done', 'leased')
+  local skipped = tonumber(redis.call('HGET', P .. 'f', 'robots_disallowed')) or 0
+  local room = budget - ((tonumber(c[1]) or 0) - skipped + (tonumber(c[2]) or 0))
+  if room < n then n = room end
 end
 local out = {'', recovered}
 local got = 0

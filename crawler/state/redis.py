@@ -305,7 +305,7 @@ class RedisState:
         self._closed = True
         await self._stop_tasks()
         r = self._r
-        errors = (TimeoutError, *_redis_errors())
+        errors: tuple[type[BaseException], ...] = (TimeoutError, *_redis_errors())
         try:
             if self._delays:
                 await asyncio.wait_for(self._flush_delays(), 10.0)
@@ -490,13 +490,16 @@ class RedisState:
     def _set_due(self, raw: Any) -> None:
         self._due = _due(raw)
 
-    async def lease(self, n: int, now: float) -> list[Lease]:
+    async def lease(self, n: int, now: float, *, budget: int = 0) -> list[Lease]:
+        """The protocol's ``lease``; ``budget`` > 0 is a crawl-wide page budget (max_pages)
+        checked in the same atomic step: no lease once done (robots skips aside) plus leased
+        reaches it, whichever worker asks."""
         if n <= 0:
             return []
         if self._delays:
             await self._flush_delays()
         expires = now + self.lease_timeout
-        raw = await self._script("lease", repr(now), n, repr(expires))
+        raw = await self._script("lease", repr(now), n, repr(expires), max(0, budget))
         self._set_due(raw[0])
         out: list[Lease] = []
         for i in range(2, len(raw), 4):
@@ -515,6 +518,8 @@ class RedisState:
     async def complete_many(self, done: Sequence[tuple[Lease, Outcome]], now: float) -> None:
         if not done:
             return
+        if self._delays:
+            await self._flush_delays()
         args: list[Any] = [self._wid, repr(now)]
         for lease, outcome in done:
             args += (lease.id, outcome.error or "")
@@ -525,6 +530,8 @@ class RedisState:
             self._event.set()
 
     async def retry(self, lease: Lease, not_before: float, now: float) -> None:
+        if self._delays:
+            await self._flush_delays()
         self._mine.pop(lease.id, None)
         due, n = await self._script("retry", self._wid, repr(now), repr(not_before), lease.id)
         self._set_due(due)
@@ -532,7 +539,8 @@ class RedisState:
             self._event.set()
 
     def set_delay(self, origin: str, delay: float) -> None:
-        """Recorded here, written crawl-wide by this worker's next call (one round trip)."""
+        """Recorded here, written crawl-wide before this worker's next offer, lease,
+        completion or retry (one more round trip then, once per batch of delays)."""
         self._delays[origin] = delay
 
     async def _flush_delays(self) -> None:

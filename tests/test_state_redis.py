@@ -1,0 +1,533 @@
+"""The Redis crawl state beyond the shared protocol suite (tests/test_state_protocol.py).
+
+Two RedisState objects on one crawl are two workers (as two processes would be: each has its
+own pool, heartbeat and pub/sub reader). Everything runs against a real redis-server started
+on a free port (tests/redisserver.py), restarted mid-test where the test says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawler.state import Candidate, Lease, Outcome, StateError, open_state
+from crawler.state.redis import RedisState, RedisStatus, prefix_of, redacted
+from crawler.urls import host_of, origin_of
+from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.timeout(90)
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+T0 = 1_800_000_000.0
+
+
+def cand(state: RedisState, url: str, depth: int = 0, *, queue: bool = True) -> Candidate:
+    return Candidate(
+        url, state.fingerprint(url), origin_of(url), host_of(url), depth, None, 0, queue
+    )
+
+
+async def offer(state: RedisState, *urls: str, depth: int = 0) -> list[str]:
+    return [c.url for c in await state.offer_many([cand(state, u, depth) for u in urls])]
+
+
+class Workers:
+    """Opens RedisStates on one server; closes every one at the end."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self.opened: list[RedisState] = []
+
+    async def open(
+        self,
+        name: str = "t",
+        *,
+        per_host: int = 100,
+        delay: float = 0.0,
+        max_pages_per_host: int = 0,
+        **kw: Any,
+    ) -> RedisState:
+        state = RedisState(self.server.url, name=name, **kw)
+        await state.open(per_host=per_host, delay=delay, max_pages_per_host=max_pages_per_host)
+        self.opened.append(state)
+        return state
+
+    async def close(self) -> None:
+        for state in self.opened:
+            await state.close()
+
+
+@pytest.fixture
+async def workers(redis_server: RedisServer) -> AsyncIterator[Workers]:  # noqa: F811
+    w = Workers(redis_server)
+    try:
+        yield w
+    finally:
+        await w.close()
+
+
+def command(server: RedisServer, *args: str) -> Any:
+    """A command through redis-py's sync client (a full reply, unlike RedisServer.command)."""
+    import redis  # noqa: PLC0415
+
+    client = redis.Redis.from_url(server.url)
+    try:
+        return client.execute_command(*args)
+    finally:
+        client.close()
+
+
+# -- two workers on one crawl --
+
+
+async def test_per_host_holds_across_workers(workers: Workers) -> None:
+    a = await workers.open(per_host=2)
+    b = await workers.open(per_host=2)
+    await offer(a, *(f"http://slow.test/{i}" for i in range(6)))
+    first = await a.lease(10, T0)
+    assert len(first) == 2
+    assert await b.lease(10, T0) == []  # the other worker's two leases fill the origin
+    await a.complete(first[0], Outcome(status=200), T0)
+    (taken,) = await b.lease(10, T0)  # one slot freed, whoever asks gets it
+    assert await a.lease(10, T0) == []
+    assert (await b.counts()).leased == 2
+    await b.complete(taken, Outcome(status=200), T0)
+    await a.complete(first[1], Outcome(status=200), T0)
+    assert len(await a.lease(1, T0)) + len(await b.lease(10, T0)) == 2
+
+
+async def test_delay_holds_across_workers(workers: Workers) -> None:
+    a = await workers.open(per_host=4, delay=2.0)
+    b = await workers.open(per_host=4, delay=2.0)
+    await offer(a, "http://a.test/0", "http://a.test/1", "http://a.test/2")
+    assert len(await a.lease(10, T0)) == 1
+    assert await b.lease(10, T0 + 1.0) == []  # the delay runs from A's start, for B too
+    assert b.next_due(T0 + 1.0) == pytest.approx(T0 + 2.0, abs=1e-3)
+    assert len(await b.lease(10, T0 + 2.0)) == 1
+    assert await a.lease(10, T0 + 3.9) == []
+    assert len(await a.lease(10, T0 + 4.0)) == 1
+
+
+async def test_crawl_delay_told_by_one_worker_holds_for_the_other(workers: Workers) -> None:
+    a = await workers.open(per_host=4)
+    b = await workers.open(per_host=4)
+    await offer(a, *(f"http://a.test/{i}" for i in range(3)))
+    (first,) = await a.lease(1, T0)
+    a.set_delay("http://a.test", 5.0)  # robots.txt Crawl-delay, learnt by A
+    await a.complete(first, Outcome(), T0 + 0.5)  # A's next call writes it crawl-wide
+    assert await b.lease(10, T0 + 4.9) == []
+    assert b.next_due(T0 + 4.9) == pytest.approx(T0 + 5.0, abs=1e-3)
+    assert len(await b.lease(10, T0 + 5.0)) == 1
+
+
+async def test_retry_after_holds_across_workers(workers: Workers) -> None:
+    a = await workers.open(per_host=1)
+    b = await workers.open(per_host=1)
+    await offer(a, "http://a.test/0")
+    (lease,) = await a.lease(1, T0)
+    await a.retry(lease, T0 + 30.0, T0)  # a Retry-After of 30 s
+    assert await b.lease(10, T0 + 29.0) == []
+    assert b.next_due(T0 + 29.0) == pytest.approx(T0 + 30.0, abs=1e-3)
+    (again,) = await b.lease(10, T0 + 30.0)
+    assert again.url == "http://a.test/0" and again.attempts == 1
+
+
+async def test_the_last_opener_sets_politeness_for_every_worker(workers: Workers) -> None:
+    a = await workers.open(per_host=1)
+    await offer(a, *(f"http://a.test/{i}" for i in range(5)))
+    (first,) = await a.lease(10, T0)
+    b = await workers.open(per_host=3)  # another worker joins with other settings: they win
+    # (an origin at its old limit takes the new one from its next completion on)
+    await b.complete(first, Outcome(), T0)
+    assert len(await a.lease(10, T0)) == 3  # A enforces 3 as well
+    assert await b.lease(10, T0) == []
+
+
+async def test_dedup_across_workers(workers: Workers) -> None:
+    a = await workers.open()
+    b = await workers.open()
+    urls = [f"http://a.test/{i}" for i in range(300)]
+    assert [a.fingerprint(u) for u in urls] == [b.fingerprint(u) for u in urls]  # stored key
+    assert await offer(a, *urls[:200]) == urls[:200]
+    assert await offer(b, *urls[100:]) == urls[200:]  # B knew none of A's from its cache
+    assert not b.seen(a.fingerprint("http://a.test/0"))  # B's cache holds its own offers only
+    assert b.seen(b.fingerprint(urls[150]))
+    counts = await b.counts()
+    assert (counts.seen, counts.queued) == (300, 300)
+    got: list[Lease] = []
+    while batch := (await a.lease(37, T0)) + (await b.lease(41, T0)):
+        got += batch
+        await a.complete_many([(x, Outcome()) for x in batch], T0)  # frees their slots
+    assert sorted(x.url for x in got) == sorted(urls)  # each handed out once
+
+
+async def test_wait_wakes_on_another_workers_offer(workers: Workers) -> None:
+    a = await workers.open()
+    b = await workers.open()
+    await asyncio.sleep(0.2)  # B's pub/sub reader has subscribed
+    await b.wait(0.01)
+    waiter = asyncio.ensure_future(b.wait(10.0))
+    await asyncio.sleep(0.1)
+    assert not waiter.done()
+    t = time.monotonic()
+    await offer(a, "http://a.test/")
+    await asyncio.wait_for(waiter, 3.0)
+    assert time.monotonic() - t < 2.0
+    # and a cancelled wait leaves the state usable (the engine cancels it when a local page
+    # finishes first)
+    w = asyncio.ensure_future(b.wait(10.0))
+    await asyncio.sleep(0.05)
+    w.cancel()
+    await asyncio.gather(w, return_exceptions=True)
+    assert (await b.counts()).queued == 1
+
+
+async def test_a_budget_holds_across_workers(workers: Workers) -> None:
+    a = await workers.open()
+    b = await workers.open()
+    await offer(a, *(f"http://h{i}.test/" for i in range(10)))
+    first = await a.lease(10, T0, budget=4)
+    assert len(first) == 4
+    assert await b.lease(10, T0, budget=4) == []  # done + leased reached the budget
+    await a.complete_many([(x, Outcome(error="robots_disallowed")) for x in first[:2]], T0)
+    assert len(await b.lease(10, T0, budget=4)) == 2  # robots skips are not pages
+    assert len(await b.lease(10, T0)) == 4  # no budget: the rest
+
+
+# -- leases of dead and live workers --
+
+
+def run_worker(server: RedisServer, name: str, body: str, **kw: Any) -> str:
+    """``body`` in another process holding RedisState ``state`` (it may ``os._exit``)."""
+    indented = "".join("    " + line + "\n" for line in body.splitlines())
+    code = (
+        "import asyncio, json, os, sys, time\n"
+        "from crawler.state import Candidate, Outcome\n"
+        "from crawler.state.redis import RedisState\n"
+        "from crawler.urls import host_of, origin_of\n"
+        f"state = RedisState({server.url!r}, name={name!r}, **{kw!r})\n"
+        "def cand(url):\n"
+        "    return Candidate(url, state.fingerprint(url), origin_of(url), host_of(url), 0)\n"
+        "async def main():\n"
+        f"{indented}"
+        "asyncio.run(main())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+async def test_a_dead_workers_leases_come_back_after_they_expire(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    out = run_worker(
+        redis_server,
+        "t",
+        "await state.open(per_host=1, delay=0.0, max_pages_per_host=0)\n"
+        "await state.offer_many([cand(f'http://h{i}.test/') for i in range(5)])\n"
+        "leases = await state.lease(3, time.time())\n"
+        "print(json.dumps([x.url for x in leases]))\n"
+        "sys.stdout.flush()\n"
+        "os._exit(0)  # dies with its leases: no close, no heartbeat any more\n",
+        lease_timeout=1.0,
+    )
+    dead = json.loads(out)
+    b = await workers.open(lease_timeout=1.0)
+    assert (await b.counts()).leased == 3
+    first = await b.lease(10, time.time())
+    assert len(first) == 2  # the two never leased; the dead worker's are not expired yet
+    await asyncio.sleep(1.2)
+    again = await b.lease(10, time.time())
+    assert sorted(x.url for x in again) == sorted(dead)
+    assert all(x.attempts == 1 for x in again)
+    counts = await b.counts()
+    assert (counts.recovered, counts.leased, counts.queued) == (3, 5, 0)
+    # at-least-once: the dead worker's completions would now be no-ops, the pages go out once more
+    await b.complete_many([(x, Outcome()) for x in first + again], time.time())
+    assert (await b.counts()).done == 5
+
+
+async def test_heartbeats_keep_a_live_workers_leases(workers: Workers) -> None:
+    a = await workers.open(lease_timeout=1.0, heartbeat=0.2)
+    b = await workers.open(lease_timeout=1.0, heartbeat=0.2)
+    await offer(a, "http://a.test/0", "http://b.test/0")
+    mine = await a.lease(10, time.time())
+    assert len(mine) == 2
+    await asyncio.sleep(2.0)  # twice the lease timeout: a slow fetch
+    assert await b.lease(10, time.time()) == []  # A renewed them: still A's
+    counts = await b.counts()
+    assert (counts.leased, counts.recovered) == (2, 0)
+    await a.complete_many([(x, Outcome()) for x in mine], time.time())
+    assert (await b.counts()).done == 2
+
+
+async def test_a_clean_close_hands_leases_back_at_once(workers: Workers) -> None:
+    a = await workers.open()
+    b = await workers.open()
+    await offer(a, "http://a.test/0", "http://b.test/0")
+    assert len(await a.lease(10, T0)) == 2
+    await a.close()
+    again = await b.lease(10, T0)
+    assert len(again) == 2 and all(x.attempts == 1 for x in again)
+    assert (await b.counts()).recovered == 2
+
+
+# -- Redis restarts and lost scripts --
+
+
+async def test_the_crawl_carries_on_across_a_redis_restart(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="crawler.state.redis")
+    a = await workers.open(per_host=2)
+    urls = [f"http://h{i % 5}.test/{i}" for i in range(100)]
+    await offer(a, *urls)
+    leases = await a.lease(10, T0)
+    await a.complete_many([(x, Outcome()) for x in leases[:5]], T0)
+    redis_server.restart()  # a clean stop: the AOF has everything
+    await a.complete_many([(x, Outcome()) for x in leases[5:]], T0)
+    counts = await a.counts()
+    assert (counts.done, counts.queued, counts.leased, counts.seen) == (10, 90, 0, 100)
+
+    # down for a while, in the middle of calls: they wait, then carry on
+    redis_server.stop()
+
+    def back() -> None:
+        time.sleep(1.0)
+        redis_server.start()
+
+    thread = threading.Thread(target=back)
+    thread.start()
+    try:
+        t = time.monotonic()
+        more = await a.lease(10, T0)
+        assert time.monotonic() - t >= 0.5
+        assert await offer(a, "http://new.test/") == ["http://new.test/"]
+    finally:
+        thread.join()
+    assert len(more) == 10
+    await a.complete_many([(x, Outcome()) for x in more], T0)
+    while batch := await a.lease(50, T0):
+        await a.complete_many([(x, Outcome()) for x in batch], T0)
+    counts = await a.counts()
+    assert (counts.done, counts.queued, counts.leased, counts.seen) == (101, 0, 0, 101)
+    messages = [r.getMessage() for r in caplog.records]
+    # once per outage (the restart and the stop), however many calls retried meanwhile
+    assert sum("unreachable" in m for m in messages) == 2, messages
+    assert sum("reconnected" in m for m in messages) == 2, messages
+
+
+async def test_lost_scripts_are_loaded_again(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    a = await workers.open()
+    await offer(a, "http://a.test/0")
+    command(redis_server, "SCRIPT", "FLUSH")  # as a restart without persistence would
+    assert await offer(a, "http://a.test/1") == ["http://a.test/1"]
+    assert len(await a.lease(10, T0)) == 2
+
+
+async def test_an_appendonly_restart_keeps_what_a_killed_worker_left(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    run_worker(
+        redis_server,
+        "t",
+        "await state.open(per_host=8, delay=0.0, max_pages_per_host=0)\n"
+        "await state.offer_many([cand(f'http://a.test/{i}') for i in range(200)])\n"
+        "os._exit(0)\n",
+    )
+    redis_server.restart()
+    a = await workers.open()
+    counts = await a.counts()
+    assert counts.seen == counts.queued == 200
+    assert await offer(a, "http://a.test/0", "http://a.test/new") == ["http://a.test/new"]
+
+
+# -- names, versions, errors --
+
+
+async def test_two_names_are_two_crawls(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    one = await workers.open("one")
+    two = await workers.open("two")
+    assert one.fingerprint("http://a.test/") != two.fingerprint("http://a.test/")  # own keys
+    await offer(one, "http://a.test/", "http://b.test/")
+    assert await offer(two, "http://a.test/") == ["http://a.test/"]
+    await one.save_settings({"seeds": ["http://a.test/"]})
+    assert await two.load_settings() is None
+    assert ((await one.counts()).seen, (await two.counts()).seen) == (2, 1)
+    keys = [k.decode() for k in command(redis_server, "KEYS", "*")]
+    assert keys and all(k.startswith(("crawler:{one}:", "crawler:{two}:")) for k in keys)
+
+
+async def test_another_version_is_refused(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    command(redis_server, "SET", prefix_of("old") + "v", "0")
+    with pytest.raises(StateError, match="version '0'.*--name") as err:
+        await workers.open("old")
+    assert "name=old" in str(err.value)
+    with pytest.raises(StateError, match="version"):
+        RedisState.read_status(redis_server.url, "old")
+    with pytest.raises(StateError, match="version"):
+        RedisState.read_settings(redis_server.url, "old")
+    assert command(redis_server, "KEYS", "*") == [prefix_of("old").encode() + b"v"]  # untouched
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+async def test_an_unreachable_redis_is_a_state_error_naming_it() -> None:
+    port = _closed_port()
+    url = f"redis://:s3cret-pw@127.0.0.1:{port}/0"
+    state = open_state(url, name="x")
+    t = time.monotonic()
+    with pytest.raises(StateError) as err:
+        await state.open(per_host=1, delay=0.0, max_pages_per_host=0)
+    assert time.monotonic() - t < 10  # no endless retry at open
+    message = str(err.value)
+    assert f"127.0.0.1:{port}" in message and "s3cret" not in message
+    assert "onnect" in message  # the reason (connection refused)
+    for read in (RedisState.read_status, RedisState.read_settings):
+        with pytest.raises(StateError) as err:
+            read(url, "x")  # type: ignore[operator]
+        assert f"127.0.0.1:{port}" in str(err.value) and "s3cret" not in str(err.value)
+    assert redacted("redis://u:pw@h:1/0") == "redis://u:***@h:1/0"
+    assert redacted("redis://h:1/0") == "redis://h:1/0"
+
+
+# -- what is stored, and status --
+
+
+async def test_the_seen_set_is_buckets_of_integers(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    a = await workers.open(seen_bits=8)  # 256 buckets: ~20 fingerprints each below
+    urls = [f"http://a.test/page/{i}?q={i * 7}" for i in range(5000)]
+    await a.offer_many([cand(a, u, queue=False) for u in urls])
+    buckets = [k for k in command(redis_server, "KEYS", prefix_of("t") + "s:*")]
+    assert 200 < len(buckets) <= 256  # never a key per URL
+    members = 0
+    for key in buckets:
+        assert command(redis_server, "OBJECT", "ENCODING", key) == b"intset"
+        members += command(redis_server, "SCARD", key)
+    assert members == 5000
+    url_bytes = urls[123].encode()
+    dump = b"".join(command(redis_server, "DUMP", k) for k in buckets[:50])
+    assert url_bytes not in dump  # integers, not URL strings
+    # the bucket width is fixed at creation: a later opener with other bits follows it
+    b = await workers.open(seen_bits=16)
+    assert await offer(b, urls[0]) == []
+
+
+async def test_read_status_and_settings(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    url = redis_server.url
+    with pytest.raises(StateError, match="no crawl named 'st'"):
+        RedisState.read_status(url, "st")
+    assert RedisState.read_settings(url, "st") is None
+    a = await workers.open("st", heartbeat=0.2)
+    b = await workers.open("st", heartbeat=0.2)
+    await a.save_settings({"seeds": ["http://a.test/"], "max_depth": 2})
+    await offer(a, *(f"http://h{i % 3}.test/{i}" for i in range(12)))
+    leases = await b.lease(5, time.time())
+    await b.complete_many(
+        [(leases[0], Outcome(error="timeout"))] + [(x, Outcome()) for x in leases[1:4]],
+        time.time(),
+    )
+    await a.add_counters({"links_found": 7})
+    before = command(redis_server, "DBSIZE")
+    status = RedisState.read_status(url, "st")
+    assert command(redis_server, "DBSIZE") == before  # read only
+    assert isinstance(status, RedisStatus)
+    c = status.counts
+    assert (c.queued, c.leased, c.done, c.seen, c.origins) == (7, 1, 4, 12, 3)
+    assert dict(c.failed) == {"timeout": 1}
+    assert (status.hosts, status.workers, status.name) == (3, 2, "st")
+    assert status.settings == {"seeds": ["http://a.test/"], "max_depth": 2}
+    assert status.seeds == ["http://a.test/"]
+    assert status.counters == {"links_found": 7}
+    assert 0 < status.pages_per_second <= 4 / 50 + 1e-9  # 4 in the last minute
+    assert status.created > 0 and status.redis_memory > 0
+    assert RedisState.read_settings(url, "st") == status.settings
+    await a.close()
+    assert RedisState.read_status(url, "st").workers == 1  # A left
+    assert "name=st" in status.location
+
+
+async def test_round_trips_per_page_are_constant(workers: Workers) -> None:
+    # the engine's pattern: one lease per batch, one offer per page, one complete_many per
+    # batch: the calls do not grow with the links offered
+    a = await workers.open(per_host=4)
+    await offer(a, *(f"http://h{i}.test/" for i in range(20)))
+    calls = a.calls
+    pages = 0
+    while batch := await a.lease(10, T0):
+        for x in batch:
+            links = [f"{x.url}p{j}" for j in range(40)]
+            await a.offer_many([cand(a, u, 1, queue=False) for u in links])
+        await a.complete_many([(x, Outcome()) for x in batch], T0)
+        pages += len(batch)
+    per_page = (a.calls - calls) / pages
+    assert pages == 20 and per_page <= 1.3, per_page  # 1 offer + 2 calls a batch of 10
+
+
+def test_crawler_version_does_not_import_redis() -> None:
+    code = (
+        "import sys, crawler.cli, crawler.state\n"
+        "crawler.state.open_state(None)\n"
+        "print('redis' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert out.stdout.strip() == "False"
+
+
+def test_redisserver_fixture_skips_without_a_binary_and_fails_under_ci(tmp_path: Path) -> None:
+    code = (
+        "import os, pytest\n"
+        "from tests.redisserver import redis_server_binary\n"
+        "try:\n"
+        "    redis_server_binary()\n"
+        "except pytest.skip.Exception:\n"
+        "    print('skip')\n"
+        "except pytest.fail.Exception:\n"
+        "    print('fail')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["PATH"] = str(tmp_path)  # no redis-server on it
+    run = [sys.executable, "-c", code]
+    skip = subprocess.run(run, capture_output=True, text=True, env=env, cwd=ROOT)
+    fail = subprocess.run(run, capture_output=True, text=True, env=env | {"CI": "1"}, cwd=ROOT)
+    assert (skip.stdout.strip(), fail.stdout.strip()) == ("skip", "fail")
