@@ -26,11 +26,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus" / "pages"
 sys.path.insert(0, str(ROOT))
 
+from crawler import warc  # noqa: E402
+from crawler.config import CrawlConfig  # noqa: E402
+from crawler.output import open_sink  # noqa: E402
+from crawler.results import PageResult  # noqa: E402
+
 
 def bench_warc(repeat: int, level: int) -> None:
-    from crawler import warc
-    from crawler.config import CrawlConfig
-
     warc.GZIP_LEVEL = level
     bodies = [p.read_bytes() for p in sorted(CORPUS.glob("*.html"))]
     total = sum(map(len, bodies)) * repeat
@@ -65,9 +67,6 @@ def bench_warc(repeat: int, level: int) -> None:
 
 
 def sitemap_child(urls: int) -> None:
-    from crawler.output import open_sink
-    from crawler.results import PageResult
-
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "sitemap.xml")
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
