@@ -206,6 +206,7 @@ class Cluster:
         cmd += ["--state", self.redis.url, "-c", str(concurrency), "--per-host", str(PER_HOST)]
         cmd += ["--lease-timeout", str(LEASE_TIMEOUT), "-f", "jsonl"]
         cmd += ["-o", str(self.workdir / f"{label}.jsonl"), *extra]
+        cmd += ["--header", f"X-Worker: {label}"]  # the site logs who sent each request
         if self.name:
             cmd += ["--name", self.name]
         w = Worker(label, self.workdir, cmd)
@@ -260,27 +261,45 @@ def wait_requests(site: SiteServer, n: int, workers: list[Worker], timeout: floa
 # ------------------------------------------------------------------ the checks
 
 
-def summary(cluster: Cluster, starts: dict[Key, list[float]]) -> str:
+def summary(cluster: Cluster, starts: dict[Key, list[tuple[float, str]]]) -> str:
     """One line for ``pytest -s``: what each worker did, duplicates, the peaks per origin."""
     recs = {w.label: len(w.records()) for w in cluster.workers}
+    gets = Counter(w for s in starts.values() for _, w in s)
+    first = {
+        w.label: round(
+            min((t for s in starts.values() for t, x in s if x == w.label), default=0) - w.started,
+            2,
+        )
+        for w in cluster.workers
+    }
     dups = sum(len(s) - 1 for s in starts.values())
     return (
-        f"{describe(cluster.workers)}; records {recs}; {len(starts)} pages, {dups} fetched "
-        f"again; peak in flight per origin {cluster.site.stats()['max_in_flight']}"
+        f"{describe(cluster.workers)}; GETs {dict(gets)}; records {recs}; first GET after "
+        f"start (s) {first}; {len(starts)} pages, {dups} fetched again; peak in flight per "
+        f"origin {cluster.site.stats()['max_in_flight']}"
     )
 
 
-def gets_of(site: SiteServer) -> tuple[dict[Key, list[float]], dict[int, int]]:
-    """(start times of each page's GETs, robots.txt GETs per origin)."""
-    starts: dict[Key, list[float]] = {}
-    robots: Counter[int] = Counter()
-    for origin, path, start, *_ in site.log():
+def gets_of(
+    site: SiteServer,
+) -> tuple[dict[Key, list[tuple[float, str]]], Counter[tuple[int, str]]]:
+    """(each page's GETs as (start, worker) in order, robots.txt GETs per (origin, worker))."""
+    starts: dict[Key, list[tuple[float, str]]] = {}
+    robots: Counter[tuple[int, str]] = Counter()
+    for origin, path, start, _end, _n, _port, worker in site.log():
         assert isinstance(origin, int) and isinstance(path, str) and isinstance(start, float)
         if path == "/robots.txt":
-            robots[origin] += 1
+            robots[origin, str(worker)] += 1
         else:
-            starts.setdefault((origin, path), []).append(start)
-    return starts, dict(robots)
+            starts.setdefault((origin, path), []).append((start, str(worker)))
+    return starts, robots
+
+
+def requests_of(site: SiteServer, worker: Worker) -> tuple[int, int]:
+    """(requests of ``worker`` the site has logged, those it is answering now), by the
+    worker's X-Worker header."""
+    mine = [end for *_, end, _n, _p, w in site.log() if w == worker.label]
+    return len(mine), sum(1 for end in mine if end is None)
 
 
 def describe(workers: list[Worker]) -> str:
@@ -291,7 +310,7 @@ def describe(workers: list[Worker]) -> str:
 
 def check_cluster_crawl(
     cluster: Cluster, *, extra_dups: int = 0, why: str = ""
-) -> dict[Key, list[float]]:
+) -> dict[Key, list[tuple[float, str]]]:
     """The checks of the module docstring; ``extra_dups``: duplicates allowed beyond the
     killed workers' in-flight requests (a Redis crash loses the last second of writes)."""
     site, workers = cluster.site, cluster.workers
@@ -302,7 +321,9 @@ def check_cluster_crawl(
     assert fetched - expected == set(), f"{why}: fetched outside the site"
     assert expected - fetched == set(), f"{why}: never fetched (lost)"
     # robots.txt: at most once an origin per worker (the state keeps it for the others)
-    assert all(n <= len(workers) for n in robots.values()), f"{why}: robots.txt GETs {robots}"
+    assert all(n == 1 for n in robots.values()), f"{why}: robots.txt GETs {robots}"
+    labels = {w.label for w in workers}
+    assert {w for (_, w) in robots} | {w for s in starts.values() for _, w in s} <= labels
 
     # duplicates: only what a killed worker may have had in flight, at most its concurrency
     killed = [w for w in workers if w.killed_at is not None]
@@ -311,12 +332,17 @@ def check_cluster_crawl(
     extra = sum(len(s) - 1 for s in twice.values())
     assert extra <= allowed, (
         f"{why}: {extra} duplicate GETs of {len(twice)} pages (allowed {allowed}): "
-        f"{sorted(site.url(k) for k in twice)}"
+        f"{sorted((site.url(k), s) for k, s in twice.items())}"
     )
     if not extra_dups:
-        first_kill = min((w.killed_at for w in killed if w.killed_at), default=float("inf"))
-        late = [site.url(k) for k, s in twice.items() if min(s) >= first_kill]
-        assert not late, f"{why}: fetched twice, yet first fetched after the kill: {late}"
+        # each page fetched again was first fetched by a killed worker, before its kill
+        dead = {w.label: w.killed_at for w in killed}
+        bad = [
+            (site.url(k), s)
+            for k, s in twice.items()
+            if s[0][1] not in dead or s[0][0] >= (dead[s[0][1]] or 0.0)
+        ]
+        assert not bad, f"{why}: fetched twice, yet not in flight at a kill: {bad}"
 
     # politeness across the cluster, as the server saw it
     stats = site.stats()
@@ -365,10 +391,12 @@ def _kill_and_restart(
     *,
     kill_after: int,
     restart_after: int,
+    victim_gets: int = 5,
     crash_redis: bool = False,
 ) -> Cluster:
-    """Three workers (the first seeds, two join); SIGKILL the second after ``kill_after``
-    requests; restart redis-server after ``restart_after``; the other two must finish."""
+    """Three workers (the first seeds, two join); SIGKILL the second once the site has seen
+    ``kill_after`` requests and it has sent ``victim_gets`` and has some in flight; restart
+    redis-server after ``restart_after`` requests; the other two must finish."""
     cluster = Cluster(redis, site, tmp_path)
     clusters.append(cluster)
     first = cluster.start(seed=True)
@@ -376,6 +404,12 @@ def _kill_and_restart(
     victim = cluster.start(seed=False)
     cluster.start(seed=False)
     wait_requests(site, kill_after, cluster.workers)
+
+    def working() -> bool:  # it has done some work, and has requests in flight to lose
+        done, now = requests_of(site, victim)
+        return done >= victim_gets and now > 0
+
+    wait_until(working, 30, f"{victim.label} to fetch {victim_gets} and have some in flight")
     assert victim.running(), f"{victim.label} ended before the kill:\n{victim.stderr()}"
     victim.kill()
     wait_requests(site, restart_after, cluster.workers)
@@ -423,7 +457,13 @@ def test_three_workers_random_schedules(
     kill_after = rng.randrange(5, n // 2)
     restart_after = rng.randrange(kill_after + 1, n * 3 // 4)
     cluster = _kill_and_restart(
-        clusters, redis_server, site, tmp_path, kill_after=kill_after, restart_after=restart_after
+        clusters,
+        redis_server,
+        site,
+        tmp_path,
+        kill_after=kill_after,
+        restart_after=restart_after,
+        victim_gets=rng.randrange(1, 30),
     )
     starts = check_cluster_crawl(cluster, why=f"seed {seed}: {describe(cluster.workers)}")
     print(f"seed {seed}: {summary(cluster, starts)}")
