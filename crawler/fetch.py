@@ -33,7 +33,6 @@ exchange with the body bytes as received (the session then reads raw and
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import random
 import socket
@@ -48,15 +47,22 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from crawler.auth import REDACTED, AuthMap, redact_userinfo
+from crawler.auth import AuthMap, redact_userinfo
 from crawler.config import CrawlConfig, header_problem
 from crawler.cookies import Cookie, check_save_path, fill_jar, load_cookies, save_cookies
-from crawler.fetch_decode import DecodeError, accept_encoding, decoder_for
+from crawler.fetch_archive import (
+    ArchiveFailed,
+    archive_only,
+    begin_record,
+    end_record,
+    read_archived,
+)
+from crawler.fetch_decode import DecodeError, accept_encoding
 from crawler.fetch_errors import OptionError
 from crawler.proxy import Proxy, ProxyChooser
 
 if TYPE_CHECKING:
-    from crawler.warc import WarcArchive, WarcRecord
+    from crawler.warc import WarcArchive
 
 __all__ = [
     "HTML_TYPES",
@@ -87,8 +93,7 @@ IDLE_PER_REQUEST = 2
 IDLE_MIN = 16
 # Kinds worth another try: the next attempt may well succeed.
 RETRY_KINDS = frozenset({"connect", "timeout", "disconnected", "proxy"})
-#: Request headers whose value never leaves the fetcher (the archive gets "[redacted]").
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization"})
+
 
 #: A body chunk consumer: returns None, or an awaitable that is awaited before the next read.
 Consumer = Callable[[bytes], "Awaitable[object] | None"]
@@ -116,6 +121,12 @@ class Response:
     @property
     def is_html(self) -> bool:
         return self.content_type in HTML_TYPES
+
+    def mark_too_large(self, cap: int) -> None:
+        """The body cap stopped the read."""
+        self.truncated = True
+        self.error = "too_large"
+        self.error_detail = f"body over {cap} bytes (decompressed); read stopped"
 
 
 class _RetryStatus(Exception):
@@ -166,7 +177,7 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
         detail = type(exc).__name__
     if isinstance(exc, DecodeError):
         return "decode", detail
-    if isinstance(exc, _ArchiveFailed):
+    if isinstance(exc, ArchiveFailed):
         return "archive", str(exc)
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "dns", detail
@@ -389,48 +400,6 @@ def check_options(config: CrawlConfig) -> None:
     ProxyChooser(config.proxy)
 
 
-def _version(v: Any) -> str:
-    try:
-        return f"HTTP/{v.major}.{v.minor}"
-    except AttributeError:
-        return "HTTP/1.1"
-
-
-def _peer_ip(r: aiohttp.ClientResponse) -> str | None:
-    """The server's address of a response's connection, None if it is gone or unknown."""
-    transport = None
-    conn = r.connection
-    if conn is not None:
-        transport = conn.transport
-    if transport is None:  # a short body: the connection went back to the pool already
-        proto = getattr(r, "_protocol", None)
-        transport = getattr(proto, "transport", None)
-    if transport is None:
-        return None
-    peer = transport.get_extra_info("peername")
-    if isinstance(peer, (tuple, list)) and peer and isinstance(peer[0], str):
-        return peer[0]
-    return None
-
-
-def _truncated_reason(exc: BaseException) -> str:
-    """WARC-Truncated for a body read that ``exc`` ended."""
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, aiohttp.ServerTimeoutError)):
-        return "time"
-    if isinstance(
-        exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionError)
-    ) or isinstance(exc, aiohttp.ClientOSError):
-        return "disconnect"
-    return "unspecified"
-
-
-def _end(record: WarcRecord, truncated: str | None) -> Awaitable[object] | None:
-    """End the record; its awaitable if it returned one (the protocol allows either)."""
-    end: Callable[[str | None], Any] = record.end
-    done = end(truncated)
-    return done if inspect.isawaitable(done) else None
-
-
 class Fetcher:
     """Streaming GETs with retries over one shared session.
 
@@ -632,23 +601,7 @@ class Fetcher:
             res.location = location_header(headers.get("Location"))
             record = None
             if archive is not None:
-                try:
-                    record = archive.begin(
-                        url=str(target),
-                        method="GET",
-                        request_headers=[
-                            (k, REDACTED if k.lower() in SECRET_HEADERS else v)
-                            for k, v in r.request_info.headers.items()
-                        ],
-                        http_version="HTTP/1.1",
-                        status=status,
-                        reason=r.reason or "",
-                        response_version=_version(r.version),
-                        response_headers=list(r.raw_headers),
-                        peer_ip=None if proxy is not None else _peer_ip(r),
-                    )
-                except Exception as exc:
-                    raise _ArchiveFailed(exc) from exc
+                record = begin_record(archive, r, target, direct=proxy is None)
             if status == 429 or status >= 500:
                 res.retry_after = headers.get("Retry-After")
                 if may_retry:
@@ -656,7 +609,7 @@ class Fetcher:
                     if wait is not None:
                         wait = min(wait, self.config.max_retry_after)
                     if record is not None:
-                        await _archive_only(r, record, cap)
+                        await archive_only(r, record, cap)
                     raise _RetryStatus(wait)
             if status >= 400:
                 res.error = f"http_{status}"
@@ -665,13 +618,13 @@ class Fetcher:
                 consumer = on_headers(res) if on_headers is not None else None
             except BaseException:
                 if record is not None:
-                    _end(record, "unspecified")
+                    end_record(record, "unspecified")
                 raise
             if record is not None:
                 if consumer is None:
-                    await _archive_only(r, record, cap)
+                    await archive_only(r, record, cap)
                 else:
-                    await _read_archived(r, res, record, consumer, cap)
+                    await read_archived(r, res, record, consumer, cap)
                 return
             if consumer is None:
                 return
@@ -685,7 +638,7 @@ class Fetcher:
                         pending = consumer(chunk)
                         if pending is not None:
                             await pending
-                    _too_large(res, cap)
+                    res.mark_too_large(cap)
                     break
                 read += n
                 res.bytes = read
@@ -698,19 +651,6 @@ class Fetcher:
     def describe(res: Response) -> dict[str, Any]:
         """A dict view of a Response (for logs and tests)."""
         return {k: getattr(res, k) for k in Response.__slots__}
-
-
-class _ArchiveFailed(Exception):
-    """The archive raised: error kind ``archive`` (a bug of the writer; not retried)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(f"the archive raised {type(exc).__name__}: {exc}")
-
-
-def _too_large(res: Response, cap: int) -> None:
-    res.truncated = True
-    res.error = "too_large"
-    res.error_detail = f"body over {cap} bytes (decompressed); read stopped"
 
 
 def _proxy_kind(exc: BaseException, kind: str, detail: str, proxy: Proxy) -> tuple[str, str]:
@@ -727,84 +667,3 @@ def _proxy_kind(exc: BaseException, kind: str, detail: str, proxy: Proxy) -> tup
         why = redact_userinfo(f"{type(cause).__name__}: {cause}")
         return "proxy", f"proxy {proxy.shown} unreachable ({why})"
     return kind, detail
-
-
-async def _archive_only(r: aiohttp.ClientResponse, record: WarcRecord, cap: int) -> None:
-    """Read a body nobody consumes into the archive (raw, up to ``cap``); end the record.
-
-    The Response is left as it is: a wire fault here ends the record (WARC-Truncated) but is
-    not the page's error, as the body was never the page's (a 404's, an image's, a redirect's).
-    """
-    truncated: str | None = None
-    raw = 0
-    try:
-        async for chunk in r.content.iter_any():
-            if cap and raw + len(chunk) > cap:
-                record.write(chunk[: cap - raw])
-                truncated = "length"
-                break
-            raw += len(chunk)
-            record.write(chunk)
-    except asyncio.CancelledError:
-        _end(record, "unspecified")
-        raise
-    except Exception as exc:
-        truncated = _truncated_reason(exc)
-    pending = _end(record, truncated)
-    if pending is not None:
-        await pending
-
-
-async def _read_archived(
-    r: aiohttp.ClientResponse,
-    res: Response,
-    record: WarcRecord,
-    consumer: Consumer,
-    cap: int,
-) -> None:
-    """The archive path of a consumed body: raw bytes to ``record``, decoded ones to ``consumer``.
-
-    The cap is on the decoded bytes, as on aiohttp's path (and on the raw bytes too: bytes
-    after the end of a deflate stream decode to nothing, and must not be read for ever).
-    """
-    decoder = decoder_for(r.headers.get("Content-Encoding"))
-    truncated: str | None = None
-    raw = 0
-    read = 0
-    try:
-        async for chunk in r.content.iter_any():
-            if cap and raw + len(chunk) > cap:
-                chunk = chunk[: cap - raw]
-                truncated = "length"
-            raw += len(chunk)
-            record.write(chunk)
-            for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
-                if cap and read + len(piece) > cap:
-                    piece = piece[: cap - read]
-                    truncated = "length"
-                if piece:
-                    read += len(piece)
-                    res.bytes = read
-                    pending = consumer(piece)
-                    if pending is not None:
-                        await pending
-                if cap and read >= cap and truncated:
-                    break  # the decoded cap: nothing more is inflated
-            if truncated:
-                _too_large(res, cap)
-                break
-        else:
-            if decoder is not None:
-                decoder.finish()
-    except asyncio.CancelledError:
-        _end(record, "unspecified")
-        raise
-    except BaseException as exc:
-        pending = _end(record, _truncated_reason(exc))
-        if pending is not None:
-            await pending
-        raise
-    res.bytes = read
-    pending = _end(record, truncated)
-    if pending is not None:
-        await pending

@@ -39,15 +39,6 @@ def _brotli() -> Any | None:
     return brotli
 
 
-def _brotli_bounded(brotli: Any) -> bool:
-    """Whether this brotli takes ``output_buffer_limit`` (brotli >= 1.2)."""
-    try:
-        brotli.Decompressor().process(b"", output_buffer_limit=PIECE)
-    except TypeError:
-        return False
-    return True
-
-
 def accept_encoding() -> str:
     """The Accept-Encoding the archive path sends: only what :func:`decoder_for` decodes."""
     return "gzip, deflate, br" if _brotli() is not None else "gzip, deflate"
@@ -56,20 +47,18 @@ def accept_encoding() -> str:
 class BodyDecoder:
     """One body's decoder: ``feed(raw)`` yields decoded pieces; ``finish()`` at the end."""
 
-    __slots__ = ("_brotli_bounded", "_d", "_encoding", "_members", "_seen")
+    __slots__ = ("_d", "_encoding", "_members", "_seen")
 
     def __init__(self, encoding: str) -> None:
         self._encoding = encoding
         self._d: Any = None
         self._seen = False
         self._members = 1
-        self._brotli_bounded = False
         if encoding == "br":
             brotli = _brotli()
             if brotli is None:
                 raise DecodeError("Can not decode content-encoding: brotli (br)")
             self._d = brotli.Decompressor()
-            self._brotli_bounded = _brotli_bounded(brotli)
         elif encoding == "gzip":
             self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
 
@@ -111,12 +100,7 @@ class BodyDecoder:
                 return
 
     def _feed_brotli(self, data: bytes) -> Iterator[bytes]:
-        d = self._d
-        if not self._brotli_bounded:  # brotli < 1.2: no output bound (see the README)
-            out = d.process(data)
-            for i in range(0, len(out), PIECE):
-                yield out[i : i + PIECE]
-            return
+        d = self._d  # brotli >= 1.2 (pyproject): process() takes output_buffer_limit
         # The limit is soft (a piece may be somewhat larger) and output can stay pending with
         # can_accept_more_data() already True: pull with empty input until nothing comes.
         out = d.process(data, output_buffer_limit=PIECE)

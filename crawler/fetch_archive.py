@@ -1,0 +1,196 @@
+"""The fetcher's archive tap: every exchange to the WARC writer, body bytes as received.
+
+With an archive the session reads bodies raw (``auto_decompress=False``). :func:`begin_record`
+hands the writer the request as sent and the response's raw header lines; then either
+:func:`archive_only` (a body nobody consumes: a 404's, an image's, a redirect's, a retried
+503's) or :func:`read_archived` (a consumed body: raw bytes to the record, decoded ones, by
+:mod:`crawler.fetch_decode`, to the consumer, under the same decoded-size cap as aiohttp's
+path). The record is always ended once, with the WARC-Truncated reason: None, ``length``
+(the cap), ``time`` (a read timeout), ``disconnect`` (a dropped connection), ``unspecified``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from yarl import URL
+
+from crawler.auth import REDACTED
+from crawler.fetch_decode import decoder_for
+
+if TYPE_CHECKING:
+    from crawler.fetch import Consumer, Response
+    from crawler.warc import WarcArchive, WarcRecord
+
+__all__ = [
+    "SECRET_HEADERS",
+    "ArchiveFailed",
+    "archive_only",
+    "begin_record",
+    "end_record",
+    "read_archived",
+]
+
+#: Request headers whose value never leaves the fetcher (the archive gets "[redacted]").
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization"})
+
+
+class ArchiveFailed(Exception):
+    """The archive raised: error kind ``archive`` (a bug of the writer; not retried)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"the archive raised {type(exc).__name__}: {exc}")
+
+
+def _version(v: Any) -> str:
+    try:
+        return f"HTTP/{v.major}.{v.minor}"
+    except AttributeError:
+        return "HTTP/1.1"
+
+
+def _peer_ip(r: aiohttp.ClientResponse) -> str | None:
+    """The server's address of a response's connection, None if it is gone or unknown."""
+    transport = None
+    conn = r.connection
+    if conn is not None:
+        transport = conn.transport
+    if transport is None:  # a short body: the connection went back to the pool already
+        proto = getattr(r, "_protocol", None)
+        transport = getattr(proto, "transport", None)
+    if transport is None:
+        return None
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, (tuple, list)) and peer and isinstance(peer[0], str):
+        return peer[0]
+    return None
+
+
+def _truncated_reason(exc: BaseException) -> str:
+    """WARC-Truncated for a body read that ``exc`` ended."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, aiohttp.ServerTimeoutError)):
+        return "time"
+    if isinstance(
+        exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionError)
+    ) or isinstance(exc, aiohttp.ClientOSError):
+        return "disconnect"
+    return "unspecified"
+
+
+def end_record(record: WarcRecord, truncated: str | None) -> Awaitable[object] | None:
+    """End the record; its awaitable if it returned one (the protocol allows either)."""
+    end: Callable[[str | None], Any] = record.end
+    done = end(truncated)
+    return done if inspect.isawaitable(done) else None
+
+
+def begin_record(
+    archive: WarcArchive, r: aiohttp.ClientResponse, target: URL, *, direct: bool
+) -> WarcRecord:
+    """``archive.begin(...)`` for a response whose headers are in: the request as sent
+    (credentials' values redacted), the response's status line and raw header lines.
+
+    ``direct``: no proxy (the peer address is the server's; through a proxy it is unknown).
+    """
+    try:
+        return archive.begin(
+            url=str(target),
+            method="GET",
+            request_headers=[
+                (k, REDACTED if k.lower() in SECRET_HEADERS else v)
+                for k, v in r.request_info.headers.items()
+            ],
+            http_version="HTTP/1.1",
+            status=r.status,
+            reason=r.reason or "",
+            response_version=_version(r.version),
+            response_headers=list(r.raw_headers),
+            peer_ip=_peer_ip(r) if direct else None,
+        )
+    except Exception as exc:
+        raise ArchiveFailed(exc) from exc
+
+
+async def archive_only(r: aiohttp.ClientResponse, record: WarcRecord, cap: int) -> None:
+    """Read a body nobody consumes into the archive (raw, up to ``cap``); end the record.
+
+    The Response is left as it is: a wire fault here ends the record (WARC-Truncated) but is
+    not the page's error, as the body was never the page's (a 404's, an image's, a redirect's).
+    """
+    truncated: str | None = None
+    raw = 0
+    try:
+        async for chunk in r.content.iter_any():
+            if cap and raw + len(chunk) > cap:
+                record.write(chunk[: cap - raw])
+                truncated = "length"
+                break
+            raw += len(chunk)
+            record.write(chunk)
+    except asyncio.CancelledError:
+        end_record(record, "unspecified")
+        raise
+    except Exception as exc:
+        truncated = _truncated_reason(exc)
+    pending = end_record(record, truncated)
+    if pending is not None:
+        await pending
+
+
+async def read_archived(
+    r: aiohttp.ClientResponse,
+    res: Response,
+    record: WarcRecord,
+    consumer: Consumer,
+    cap: int,
+) -> None:
+    """The archive path of a consumed body: raw bytes to ``record``, decoded ones to ``consumer``.
+
+    The cap is on the decoded bytes, as on aiohttp's path (and on the raw bytes too: bytes
+    after the end of a deflate stream decode to nothing, and must not be read for ever).
+    """
+    decoder = decoder_for(r.headers.get("Content-Encoding"))
+    truncated: str | None = None
+    raw = 0
+    read = 0
+    try:
+        async for chunk in r.content.iter_any():
+            if cap and raw + len(chunk) > cap:
+                chunk = chunk[: cap - raw]
+                truncated = "length"
+            raw += len(chunk)
+            record.write(chunk)
+            for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
+                if cap and read + len(piece) > cap:
+                    piece = piece[: cap - read]
+                    truncated = "length"
+                if piece:
+                    read += len(piece)
+                    res.bytes = read
+                    pending = consumer(piece)
+                    if pending is not None:
+                        await pending
+                if cap and read >= cap and truncated:
+                    break  # the decoded cap: nothing more is inflated
+            if truncated:
+                res.mark_too_large(cap)
+                break
+        else:
+            if decoder is not None:
+                decoder.finish()
+    except asyncio.CancelledError:
+        end_record(record, "unspecified")
+        raise
+    except BaseException as exc:
+        pending = end_record(record, _truncated_reason(exc))
+        if pending is not None:
+            await pending
+        raise
+    res.bytes = read
+    pending = end_record(record, truncated)
+    if pending is not None:
+        await pending
