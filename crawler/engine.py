@@ -93,6 +93,8 @@ _IDLE_RECHECK = 1.0
 #: leased anywhere before a worker stops (another worker may still be about to offer links).
 #: A state's own ``idle_grace`` attribute, if it has one, wins.
 SHARED_IDLE_GRACE = 2.0
+# Seconds a clean stop waits to give a shared state back its unfinished leases.
+_GIVE_BACK_TIMEOUT = 10.0
 # Seconds between two looks for the settings of a crawl a seedless worker waits to join.
 _SETTINGS_RECHECK = 0.5
 
@@ -154,7 +156,13 @@ class Crawler:
         self._state: CrawlState = (
             state
             if state is not None
-            else open_state(cfg.state, synchronous=cfg.state_sync, **_backend_options(cfg))
+            else open_state(
+                cfg.state,
+                synchronous=cfg.state_sync,
+                name=cfg.name,
+                lease_timeout=cfg.lease_timeout,
+                request_timeout=cfg.timeout,
+            )
         )
         self._shared = bool(getattr(self._state, "shared", False))
         self._state_open = False
@@ -206,6 +214,12 @@ class Crawler:
     @property
     def queued(self) -> int:
         return max(0, self._queued)
+
+    @property
+    def archive_error(self) -> OSError | None:
+        """The error that stopped the WARC file's writing (disk full...), if one did."""
+        error = getattr(self._archive, "error", None)
+        return error if isinstance(error, OSError) else None
 
     def stop(self) -> None:
         """Ask for a prompt, clean stop (safe from a signal handler callback in the loop)."""
@@ -277,11 +291,15 @@ class Crawler:
         if not self._shared or not held:
             return
         now = time.time()
-        for lease in held.values():
-            try:
-                await self._state.retry(lease, now, now)
-            except Exception:  # the lease expires in the state all the same
-                log.warning("could not give back the lease of %s", lease.url, exc_info=True)
+        state = self._state
+        try:
+            # bounded: a stop during an outage must not hang on it (the leases expire)
+            await asyncio.wait_for(
+                asyncio.gather(*(state.retry(lease, now, now) for lease in held.values())),
+                _GIVE_BACK_TIMEOUT,
+            )
+        except Exception as exc:
+            log.warning("could not give back %d leases: %s", len(held), exc or type(exc).__name__)
 
     async def _close_io(self) -> None:
         """Close what the open step made besides the state, each on its own (one failing
@@ -424,7 +442,9 @@ class Crawler:
         if cfg.warc:
             from crawler import warc  # noqa: PLC0415  (only with --warc)
 
-            self._archive = warc.open_archive(cfg, resumed=self._resumed)
+            # a write error (disk full) stops the crawl: an archive that silently stops
+            # archiving is worse than a stopped crawl (the writer keeps whole records)
+            self._archive = warc.open_archive(cfg, resumed=self._resumed, on_failure=self.stop)
             options["archive"] = self._archive
         return Fetcher(cfg, **options)
 
@@ -531,6 +551,10 @@ class Crawler:
         shared = self._shared
         grace = float(getattr(state, "idle_grace", SHARED_IDLE_GRACE)) if shared else 0.0
         idle_since: float | None = None  # shared: when nothing was queued or leased anywhere
+        # A shared backend whose lease takes the crawl-wide page budget (Redis) checks it in
+        # its lease step; otherwise it is read from counts() before each lease (racy across
+        # processes by up to another worker's room; exact for workers of one process).
+        budgeted = bool(max_pages) and shared and _takes_budget(state)
         try:
             while not self._stopped:
                 if self._done:
@@ -538,12 +562,15 @@ class Crawler:
                 # A finished page holds its slot until its completion is committed: a kill
                 # gives back at most `concurrency` leases (the pages "in flight").
                 room = limit - len(tasks) - len(self._done) - self._committing
-                if max_pages and room > 0:
+                if max_pages and room > 0 and not budgeted:
                     # shared: the budget is the whole crawl's, every worker's leases in it
                     used = await self._crawl_used() if shared else self._admitted
                     room = min(room, max_pages - used)
                 if room > 0:
-                    leases = await state.lease(room, time.time())
+                    if budgeted:  # checked in the state's lease, atomically across workers
+                        leases = await state.lease(room, time.time(), budget=max_pages)  # type: ignore[call-arg]
+                    else:
+                        leases = await state.lease(room, time.time())
                     self._queued -= len(leases)
                     for lease in leases:
                         self._admitted += 1
@@ -766,17 +793,17 @@ class Crawler:
             self.stats.errors["sink"] += 1
 
 
+def _takes_budget(state: CrawlState) -> bool:
+    try:
+        return "budget" in inspect.signature(state.lease).parameters
+    except (TypeError, ValueError):  # pragma: no cover  (a lease with no signature)
+        return False
+
+
 def _pages_done(counts: Counts) -> int:
     # robots.txt skips are completed without being pages (an approximation across workers:
     # a redirect target disallowed with report_skipped counts here too)
     return counts.done - counts.failed.get(ROBOTS_DISALLOWED, 0)
-
-
-def _backend_options(cfg: CrawlConfig) -> dict[str, Any]:
-    """``open_state`` keywords of a Redis state (the crawl's name, the lease timeout)."""
-    if cfg.state and cfg.state.startswith(("redis://", "rediss://", "unix://")):
-        return {"name": cfg.name, "lease_timeout": cfg.lease_timeout}
-    return {}
 
 
 async def crawl(

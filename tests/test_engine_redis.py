@@ -1,0 +1,128 @@
+"""The engine on a real Redis state: several workers (Crawlers, each with its own RedisState
+and connection pool, as separate processes would have) on one crawl in one database.
+
+A real redis-server on a free 127.0.0.1 port (tests/redisserver.py: skipped without the
+binary, failed under CI) and real aiohttp sites on 127.0.0.1. The cluster of real worker
+processes (SIGKILL, restarts through the CLI) is tests/test_redis_cluster.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+from crawler.config import CrawlConfig
+from crawler.engine import Crawler
+from crawler.state import open_state
+from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
+from tests.test_engine_shared import _pages, chain_site
+
+
+async def _counts(url: str, name: str | None = None):  # type: ignore[no-untyped-def]
+    state = open_state(url, name=name)
+    await state.open(per_host=8, delay=0.0, max_pages_per_host=0)
+    try:
+        return await state.counts()
+    finally:
+        await state.close()
+
+
+async def test_redis_workers_share_the_crawl_and_stop_by_themselves(
+    serve,  # type: ignore[no-untyped-def]
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    app, hits = chain_site(40, fanout=40, delay=0.05)
+    server = await serve(app)
+    url = redis_server.url
+    joiners = [
+        asyncio.ensure_future(Crawler(CrawlConfig(state=url, concurrency=3)).run())
+        for _ in range(2)
+    ]  # up before the crawl exists: they wait for it
+    await asyncio.sleep(0.3)
+    seed = str(server.make_url("/p/0.html"))
+    t0 = time.monotonic()
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            Crawler(CrawlConfig(seeds=(seed,), state=url, concurrency=3)).run(), *joiners
+        ),
+        30,
+    )
+    elapsed = time.monotonic() - t0
+    assert _pages(hits) == Counter({f"/p/{i}.html": 1 for i in range(40)})
+    own = [r.stats.pages - r.stats.resumed_pages for r in results]
+    assert sum(own) == 40 and min(own) > 0, own  # every worker took pages
+    assert not any(r.stats.cancelled for r in results)
+    assert elapsed < 40 * 0.05 + 2.0 + 5  # the grace period after the end, not a lease timeout
+    counts = await _counts(url)
+    assert (counts.queued, counts.leased, counts.done) == (0, 0, 40)
+
+
+async def test_max_pages_holds_for_the_whole_redis_crawl(
+    serve,  # type: ignore[no-untyped-def]
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    app, hits = chain_site(200, fanout=10, delay=0.01)
+    server = await serve(app)
+    url = redis_server.url
+    seed = str(server.make_url("/p/0.html"))
+    cfg = CrawlConfig(state=url, max_pages=25, concurrency=4)
+    first = Crawler(cfg.replace(seeds=(seed,)))
+    task = asyncio.ensure_future(first.run())
+    await asyncio.sleep(0.2)  # the crawl's settings are stored
+    others = [Crawler(cfg) for _ in range(2)]
+    results = await asyncio.wait_for(asyncio.gather(task, *(w.run() for w in others)), 30)
+    assert sum(_pages(hits).values()) == 25
+    assert (await _counts(url)).done == 25
+    assert not any(r.stats.cancelled for r in results)
+
+
+async def test_a_stopped_redis_worker_gives_back_its_leases(
+    serve,  # type: ignore[no-untyped-def]
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # The lease timeout is 60 s: the other worker must not wait for it.
+    app, hits = chain_site(16, fanout=16, delay=0.3)
+    server = await serve(app)
+    url = redis_server.url
+    seed = str(server.make_url("/p/0.html"))
+    a = Crawler(CrawlConfig(seeds=(seed,), state=url, concurrency=4, lease_timeout=60))
+    task_a = asyncio.ensure_future(a.run())
+    while a.in_flight < 2:
+        await asyncio.sleep(0.01)
+    b = Crawler(CrawlConfig(state=url, concurrency=4, lease_timeout=60))
+    task_b = asyncio.ensure_future(b.run())
+    await asyncio.sleep(0.1)
+    a.stop()
+    assert (await asyncio.wait_for(task_a, 10)).stats.cancelled
+    t0 = time.monotonic()
+    rb = await asyncio.wait_for(task_b, 30)
+    assert time.monotonic() - t0 < 15
+    assert not rb.stats.cancelled
+    assert set(_pages(hits)) == {f"/p/{i}.html" for i in range(16)}
+    counts = await _counts(url)
+    assert (counts.queued, counts.leased, counts.done) == (0, 0, 16)
+
+
+async def test_a_redis_restart_mid_crawl_is_ridden_out(
+    serve,  # type: ignore[no-untyped-def]
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # Redis is down for 1 s mid-crawl: the workers wait (the backend retries), then finish
+    # the crawl; no page fails for it, nobody is cancelled.
+    app, hits = chain_site(30, fanout=30, delay=0.1)
+    server = await serve(app)
+    url = redis_server.url
+    seed = str(server.make_url("/p/0.html"))
+    workers = [
+        Crawler(CrawlConfig(seeds=(seed,), state=url, concurrency=2)),
+        Crawler(CrawlConfig(state=url, concurrency=2)),
+    ]
+    tasks = [asyncio.ensure_future(w.run()) for w in workers]
+    while sum(_pages(hits).values()) < 8:
+        await asyncio.sleep(0.02)
+    await asyncio.to_thread(redis_server.restart, 1.0)
+    results = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    assert set(_pages(hits)) == {f"/p/{i}.html" for i in range(30)}
+    assert not any(r.stats.cancelled for r in results)
+    assert not any(r.stats.errors for r in results)
