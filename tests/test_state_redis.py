@@ -287,6 +287,30 @@ async def test_a_clean_close_hands_leases_back_at_once(workers: Workers) -> None
     assert (await b.counts()).recovered == 2
 
 
+async def test_close_with_redis_down_gives_up_in_bounded_time(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import crawler.state.redis as module  # noqa: PLC0415
+
+    monkeypatch.setattr(module, "CLOSE_TIMEOUT", 0.5)
+    a = await workers.open(lease_timeout=1.0)
+    await offer(a, "http://a.test/0")
+    (held,) = await a.lease(1, time.time())
+    redis_server.stop()
+    t = time.monotonic()
+    await a.close()
+    assert time.monotonic() - t < 3.0
+    assert any("could not hand leases back" in r.getMessage() for r in caplog.records)
+    redis_server.start()
+    b = await workers.open(lease_timeout=1.0)
+    await asyncio.sleep(1.1)
+    (again,) = await b.lease(1, time.time())  # it came back by expiring
+    assert again.url == held.url
+
+
 # -- Redis restarts and lost scripts --
 
 

@@ -86,6 +86,8 @@ DEFAULT_NAME = "default"
 ROBOTS_TTL = 86400
 #: Candidates per offer script call (one round trip each).
 OFFER_CHUNK = 512
+#: Seconds ``close`` tries to hand leases back while Redis is unreachable.
+CLOSE_TIMEOUT = 10.0
 #: Backoff bounds (seconds) when Redis is unreachable.
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
 
@@ -299,21 +301,29 @@ class RedisState:
         ]
 
     async def close(self) -> None:
-        """Hand open leases back, leave the workers list, close the pool. Safe twice."""
+        """Hand open leases back, leave the workers list, close the pool. Safe twice.
+
+        With Redis unreachable it gives up after ``CLOSE_TIMEOUT`` seconds (a warning):
+        the leases then come back when they expire."""
         if self._closed:
             return
         self._closed = True
         await self._stop_tasks()
         r = self._r
         errors: tuple[type[BaseException], ...] = (TimeoutError, *_redis_errors())
-        try:
+
+        async def leave() -> None:
             if self._delays:
-                await asyncio.wait_for(self._flush_delays(), 10.0)
+                await self._flush_delays()
             if self._mine:
                 ids = list(self._mine)
                 self._mine.clear()
-                await asyncio.wait_for(self._script("give_back", self._wid, *ids), 10.0)
-            await asyncio.wait_for(self._script("leave", self._wid), 10.0)
+                await self._script("give_back", self._wid, *ids)
+            await self._script("leave", self._wid)
+
+        try:
+            # bounded: with Redis down, the leases expire by themselves
+            await asyncio.wait_for(leave(), CLOSE_TIMEOUT)
         except errors as e:
             log.warning("%s: could not hand leases back at close: %s", self.location, _reason(e))
         finally:
