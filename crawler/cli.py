@@ -576,6 +576,22 @@ def check_fetch_options(config: CrawlConfig) -> str | None:
     return None
 
 
+def _warc_problem(path: str | None) -> str | None:
+    """Why the WARC file ``path`` cannot be written (its directory missing or read-only, the
+    file read-only), or None. The writer opens it once the state is open: say so first."""
+    if not path:
+        return None
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"--warc: cannot write {path}: no directory {directory}"
+    if os.path.isdir(path):
+        return f"--warc: {path} is a directory; give a file name (.warc.gz)"
+    target = path if os.path.exists(path) else directory
+    if not os.access(target, os.W_OK):
+        return f"--warc: cannot write {path}: permission denied"
+    return None
+
+
 def _proxy_env() -> bool:
     names = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
     return any(os.environ.get(n) for n in names)
@@ -698,11 +714,26 @@ async def _crawl(
     except ConfigError as exc:  # the stored settings changed since we read them
         _err(_explain(exc, args) if args is not None else str(exc))
         return EXIT_USAGE
+    except OSError as exc:
+        if not config.warc or exc.filename not in (config.warc, os.path.abspath(config.warc)):
+            raise
+        _err(f"--warc: cannot open {config.warc}: {exc.strerror or exc}")  # opened at start
+        return EXIT_USAGE
+    except Exception as exc:
+        if type(exc).__name__ != "WarcError":  # crawler.warc's (imported only with --warc)
+            raise
+        _err(f"--warc: {exc}")
+        return EXIT_USAGE
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
         sink.close()
-    return _exit_code(state, sink, stats, progress, resumed, is_redis_url(config.state))
+    code = _exit_code(state, sink, stats, progress, resumed, is_redis_url(config.state))
+    archive_error = getattr(state.crawler, "archive_error", None)
+    if archive_error is not None and not sink.broken_pipe:
+        _err(f"cannot write the WARC file {config.warc}: {archive_error.strerror or archive_error}")
+        return EXIT_ERRORS if code in (EXIT_OK, EXIT_ERRORS) else code
+    return code
 
 
 def _exit_code(
@@ -762,7 +793,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         where = f"{config.state} holds no crawl yet, " if config.state else ""
         _err(f"no seed URL: {where}give one or more URLs, or `seeds` in the --config file")
         return EXIT_USAGE
-    problem = check_fetch_options(config)
+    problem = check_fetch_options(config) or _warc_problem(config.warc)
     if problem:
         _err(problem)
         return EXIT_USAGE

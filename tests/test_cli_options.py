@@ -324,3 +324,39 @@ def test_a_seed_url_with_a_password_is_refused(capsys: pytest.CaptureFixture[str
         done.err
     )
     no_secret(done.err)
+
+
+# -- the WARC file's errors --
+
+
+async def test_a_warc_file_that_cannot_be_written_is_an_error(
+    secret_site: str, tmp_path: Path
+) -> None:
+    seed = (secret_site + "/p/0", "--auth", f"{USER}:{PASSWORD}", "-H", f"X-Api-Key: {TOKEN}")
+    done = await run_env("crawl", *seed, "--warc", str(tmp_path / "no" / "c.warc.gz"))
+    assert done.rc == 2 and done.out == ""
+    assert f"--warc: cannot write {tmp_path}/no/c.warc.gz: no directory {tmp_path}/no" in done.err
+    done = await run_env("crawl", *seed, "--warc", str(tmp_path))
+    assert done.rc == 2 and f"--warc: {tmp_path} is a directory" in done.err
+    # a resumed crawl does not append to a file that is not a WARC
+    state, bad = tmp_path / "state", tmp_path / "bad.warc.gz"
+    bad.write_bytes(b"not a warc\n")
+    done = await run_env("crawl", *seed, "--state", str(state), "--max-pages", "1", "-q")
+    assert done.rc == 0, done.err
+    done = await run_env("crawl", "--state", str(state), *seed[1:], "--warc", str(bad))
+    no_traceback(done)
+    assert done.rc == 2 and f"--warc: {bad}: not a gzip WARC file" in done.err, done.err
+    assert bad.read_bytes() == b"not a warc\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+async def test_a_warc_write_error_stops_the_crawl_with_exit_1(secret_site: str) -> None:
+    done = await run_env(
+        "crawl", secret_site + "/p/0", "--auth", f"{USER}:{PASSWORD}", "-H", f"X-Api-Key: {TOKEN}",
+        "--warc", "/dev/full",
+    )  # fmt: skip
+    no_traceback(done)
+    assert done.rc == 1, done.err
+    assert "crawler: error: cannot write the WARC file /dev/full: No space left on device" in (
+        done.err
+    )
