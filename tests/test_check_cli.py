@@ -153,3 +153,15 @@ async def test_sigint_stops_with_130() -> None:
         await site.close()
     assert proc.returncode == 130, err.decode()
     assert "Traceback" not in err.decode()
+
+
+async def test_bad_fetch_options_and_a_redis_state_exit_2(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/"  # never fetched: each run must stop at its option
+    code, _, err = await run(url, "--cookies", str(tmp_path / "missing.txt"))
+    assert code == 2 and "--cookies" in err and "Traceback" not in err, err
+    code, _, err = await run(url, "--auth-env", "CRAWLER_TEST_UNSET_VARIABLE")
+    assert code == 2 and "--auth-env" in err and "Traceback" not in err, err
+    code, _, err = await run(url, "--state", "redis://127.0.0.1:9/0")
+    assert code == 2 and "a redis:// state is for crawler crawl" in err, err
+    code, _, err = await run(url, "--name", "x")
+    assert code == 2 and "unrecognized arguments: --name" in err, err

@@ -27,7 +27,7 @@ EXIT_OK, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2
 #: Report formats; text and json are written here, the others by ``report_<name>.py``.
 FORMATS = ("text", "json", "junit", "sarif", "markdown", "html")
 # The crawl's output options that the checker replaces with its own.
-_NOT_FOR_CHECK = frozenset({"format", "output", "all_links"})
+_NOT_FOR_CHECK = frozenset({"format", "output", "all_links", "name", "lease_timeout"})
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -184,6 +184,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         if not config.seeds:
             _err("no URL: give one or more URLs, or `seeds` in the --config file")
+            return EXIT_USAGE
+        problem = importlib.import_module("crawler.cli").check_fetch_options(config)
+        if problem:
+            _err(problem)
+            return EXIT_USAGE
+        if config.state and config.state.lower().startswith(("redis://", "rediss://", "unix://")):
+            _err(
+                "--state: crawler check keeps its state in a directory (with its journal of"
+                " pages); a redis:// state is for crawler crawl"
+            )
             return EXIT_USAGE
         if args.cache_max_age < 0 or args.recheck_delay < 0:
             raise ConfigError("must be >= 0", key="--cache-max-age/--recheck-delay")
