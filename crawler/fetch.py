@@ -660,6 +660,8 @@ def _proxy_kind(exc: BaseException, kind: str, detail: str, proxy: Proxy) -> tup
     proxy's), so a connect-phase failure is the proxy's: refused, unresolvable, timed out,
     or a CONNECT tunnel the proxy refused.
     """
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return kind, detail  # TLS is with the server, through the tunnel: not the proxy's
     if isinstance(exc, aiohttp.ClientHttpProxyError):
         return "proxy", f"proxy {proxy.shown} refused the tunnel: HTTP {exc.status} {exc.message}"
     if kind in ("connect", "dns") or isinstance(exc, aiohttp.ConnectionTimeoutError):

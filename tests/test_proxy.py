@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
+from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 from yarl import URL
@@ -16,7 +19,7 @@ from crawler.config import CrawlConfig
 from crawler.fetch import Fetcher
 from crawler.fetch_errors import OptionError
 from crawler.proxy import ProxyChooser, proxy_problem
-from tests.proxyserver import VIA, ForwardProxy
+from tests.proxyserver import VIA, ForwardProxy, TunnelProxy
 
 PROXY_ENV = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY")
 
@@ -189,3 +192,65 @@ def test_cli_bad_proxy_exits_2() -> None:
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "--proxy" in proc.stderr and "not supported" in proc.stderr, proc.stderr
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> ssl.SSLContext:
+    """A server context with a self-signed certificate for 127.0.0.1 (openssl); the client's
+    context that trusts it is ``tls.client`` (a copy made here)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+         "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    client = ssl.create_default_context(cafile=str(cert))
+    server.client = client  # type: ignore[attr-defined]
+    return server
+
+
+async def _https_site(tls: ssl.SSLContext) -> tuple[ViaSite, web.AppRunner, str]:
+    site = ViaSite()
+    runner = web.AppRunner(site.app())
+    await runner.setup()
+    tcp = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
+    await tcp.start()
+    port = tcp._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return site, runner, f"https://127.0.0.1:{port}"
+
+
+async def test_https_goes_through_a_connect_tunnel(tls: ssl.SSLContext) -> None:
+    site, runner, origin = await _https_site(tls)
+    proxy = TunnelProxy(credentials="tu:tp")
+    await proxy.start()
+    # the test's CA, trusted through a session of our own (the crawl's session would
+    # verify against the system's CAs)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls.client))  # type: ignore[attr-defined]
+    fetcher = Fetcher(CrawlConfig(proxy=f"http://tu:tp@127.0.0.1:{proxy.port}", retries=0),
+                      session)  # fmt: skip
+    try:
+        ok = await fetcher.fetch(origin + "/")
+        # a target the proxy cannot reach: the proxy's 502 to CONNECT is kind proxy
+        dead = await fetcher.fetch(f"https://127.0.0.1:{_dead_port()}/")
+        # without the CA: a certificate error of the server's, through the tunnel
+        plain = Fetcher(CrawlConfig(proxy=f"http://tu:tp@127.0.0.1:{proxy.port}", retries=0))
+        try:
+            untrusted = await plain.fetch(origin + "/a")
+        finally:
+            await plain.close()
+    finally:
+        await fetcher.close()
+        await session.close()
+        await proxy.stop()
+        await runner.cleanup()
+    assert ok.status == 200, ok
+    assert site.log == [("/", None)]  # reached over TLS, through the tunnel
+    port = origin.rsplit(":", 1)[1]
+    assert proxy.log[0] == f"CONNECT 127.0.0.1:{port}"
+    assert set(proxy.auth_seen) == {"Basic dHU6dHA="}  # proxy_headers on the CONNECT
+    assert dead.error == "proxy" and "refused the tunnel: HTTP 502" in (dead.error_detail or "")
+    assert "tp@" not in (dead.error_detail or "")
+    assert untrusted.error == "connect" and "certificate" in (untrusted.error_detail or "").lower()
