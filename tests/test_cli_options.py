@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -360,3 +361,42 @@ async def test_a_warc_write_error_stops_the_crawl_with_exit_1(secret_site: str) 
     assert "crawler: error: cannot write the WARC file /dev/full: No space left on device" in (
         done.err
     )
+
+
+# -- start-up: the new dependencies are imported only when their feature is used --
+
+_PROBE = """
+import json, sys
+from crawler import cli
+try:
+    rc = cli.main(sys.argv[1:])
+except SystemExit as exc:  # --help
+    rc = exc.code
+heavy = ("redis", "warcio", "prometheus_client")
+print(json.dumps([rc, sorted({m.split(".")[0] for m in sys.modules} & set(heavy))]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "imported"),
+    [
+        (["--version"], []),
+        (["crawl", "--help"], []),
+        (["crawl", "SITE", "-q"], []),
+        (["crawl", "SITE", "-q", "--warc", "TMP/c.warc.gz"], ["warcio"]),
+    ],
+)
+async def test_redis_warcio_and_prometheus_are_imported_only_when_used(
+    secret_site: str, tmp_path: Path, argv: list[str], imported: list[str]
+) -> None:
+    args = [a.replace("SITE", secret_site + "/p/0").replace("TMP", str(tmp_path)) for a in argv]
+    if "crawl" in args and "--help" not in args:
+        args += ["--auth", f"{USER}:{PASSWORD}", "-H", f"X-Api-Key: {TOKEN}"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _PROBE, *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    rc, modules = json.loads(out.decode().splitlines()[-1])
+    assert rc == 0, err.decode()
+    assert modules == imported
