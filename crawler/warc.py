@@ -37,7 +37,10 @@ A resumed crawl (``--state``) appends to the same file after repairing its tail:
 have left a gzip member half-written, or a ``response`` member without its ``request``.
 :func:`repair_tail` finds the last complete member by scanning back from the end (the cost is
 that of the last records, not of the file) and cuts what follows; a trailing ``response``
-whose request record never made it is cut with it, so the file holds whole pairs. One file per
+whose request record never made it is cut with it, so the file holds whole pairs. To find
+member starts without mistaking a gzip body stored inside a record for one, every member
+this writer makes carries the file's random 16-byte tag in its gzip header's FEXTRA field
+(RFC 1952; readers skip it: gzip, zcat and warcio read the file as any .warc.gz). One file per
 crawl rather than a new numbered file per run: a numbered file would still leave the killed
 run's file with a cut member at its end, which is what readers reject.
 """
@@ -50,6 +53,7 @@ import json
 import logging
 import os
 import stat
+import struct
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -112,6 +116,9 @@ INFO_KEYS = (
 )
 _RENAMED = b"X-Crawler-Transfer-Encoding"
 _GZIP_MAGIC = b"\x1f\x8b\x08"
+#: The FEXTRA subfield id of our members' tag (see :func:`repair_tail`).
+_TAG_ID = b"CW"
+_TAG_LEN = 16
 
 
 class WarcError(Exception):
@@ -186,23 +193,42 @@ def _request_target(url: str) -> str:
     return target
 
 
+def _member_header(tag: bytes) -> bytes:
+    """A gzip member header (RFC 1952) with an FEXTRA field ``CW`` holding the file's tag."""
+    extra = _TAG_ID + struct.pack("<H", len(tag)) + tag
+    # ID1 ID2 CM=deflate FLG=FEXTRA, MTIME 0, XFL 0, OS 255 (unknown), XLEN, the field
+    return b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff" + struct.pack("<H", len(extra)) + extra
+
+
 class _GzipMembers:
     """A file-like warcio writes one record to; each ``flush()`` (warcio calls it at the end
-    of every record) ends a gzip member."""
+    of every record) ends a gzip member. Each member starts with :func:`_member_header`."""
 
-    def __init__(self, out: IO[bytes]) -> None:
+    def __init__(self, out: IO[bytes], tag: bytes) -> None:
         self._out = out
+        self._header = _member_header(tag)
         self._zip: Any = None
+        self._crc = 0
+        self._size = 0
 
     def write(self, data: bytes) -> None:
         if self._zip is None:
-            self._zip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+            self._zip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+            self._crc = self._size = 0
+            self._out.write(self._header)
+        self._crc = zlib.crc32(data, self._crc)
+        self._size += len(data)
         self._out.write(self._zip.compress(data))
 
     def flush(self) -> None:
         if self._zip is not None:
             self._out.write(self._zip.flush())
+            self._out.write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
             self._zip = None
+
+    def reset(self) -> None:
+        """Drop a member half-written (a write failed): the next write starts a new one."""
+        self._zip = None
 
 
 class _Record:
@@ -264,9 +290,12 @@ class WarcWriter:
         *,
         filename: str,
         on_failure: Callable[[], object] | None = None,
+        tag: bytes | None = None,
     ) -> None:
         self._stream = stream
-        self._members = _GzipMembers(stream)
+        #: marks every gzip member of this file (16 random bytes; kept across resumed runs)
+        self.tag = tag or os.urandom(_TAG_LEN)
+        self._members = _GzipMembers(stream, self.tag)
         self._writer = WARCWriter(self._members, gzip=False, warc_version="1.1")
         self._builder = self._writer  # a WARCWriter is warcio's RecordBuilder too
         self.filename = filename
@@ -390,7 +419,7 @@ class WarcWriter:
                 self._writer.write_record(record)
             stream.flush()
         except OSError as exc:
-            self._members = _GzipMembers(stream)
+            self._members.reset()
             if start is not None:
                 try:
                     stream.seek(start)
@@ -479,14 +508,17 @@ def open_archive(
     if not path:
         raise ValueError("open_archive: no WARC path (config.warc is not set)")
     fh: IO[bytes]
+    tag: bytes | None = None
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
         fh = open(path, "ab")  # /dev/null, a FIFO: written as it is
     elif resumed and os.path.exists(path):
         repair_tail(path)
+        with open(path, "rb") as existing:
+            tag = _file_tag(existing)  # the resumed run marks its members the same way
         fh = open(path, "ab")
     else:
         fh = open(path, "wb")
-    writer = WarcWriter(fh, filename=os.path.basename(path), on_failure=on_failure)
+    writer = WarcWriter(fh, filename=os.path.basename(path), on_failure=on_failure, tag=tag)
     writer.write_warcinfo(warcinfo_fields(config, resumed=resumed))
     return writer
 
@@ -517,18 +549,29 @@ def _member_at(fh: IO[bytes], offset: int, *, block: int = 65536) -> tuple[int, 
     return pos - len(unzip.unused_data), head
 
 
-def _candidates(fh: IO[bytes], end: int, *, block: int = 65536) -> Iterable[int]:
-    """Offsets of the gzip magic before ``end``, last first."""
+def _file_tag(fh: IO[bytes]) -> bytes | None:
+    """The tag in the FEXTRA field of the file's first member (None: not one of ours)."""
+    fh.seek(0)
+    head = fh.read(len(_member_header(b"\0" * _TAG_LEN)))
+    if len(head) < 16 or head[:4] != b"\x1f\x8b\x08\x04" or head[12:14] != _TAG_ID:
+        return None
+    (length,) = struct.unpack("<H", head[14:16])
+    tag = head[16 : 16 + length]
+    return tag if length == _TAG_LEN and len(tag) == length else None
+
+
+def _candidates(fh: IO[bytes], end: int, marker: bytes, *, block: int = 65536) -> Iterable[int]:
+    """Offsets of ``marker`` (a member's first bytes) before ``end``, last first."""
     while end > 0:
         start = max(0, end - block)
         fh.seek(start)
-        # read 2 bytes past the block so a magic across its end is seen
-        data = fh.read(end - start + len(_GZIP_MAGIC) - 1)
-        i = data.rfind(_GZIP_MAGIC, 0, len(data))
+        # read past the block so that a marker across its end is seen
+        data = fh.read(end - start + len(marker) - 1)
+        i = data.rfind(marker)
         while i >= 0:
             if start + i < end:
                 yield start + i
-            i = data.rfind(_GZIP_MAGIC, 0, i)
+            i = data.rfind(marker, 0, i + len(marker) - 1)
         end = start
 
 
@@ -545,9 +588,16 @@ def repair_tail(path: str) -> int:
     """Cut what follows the last complete record pair of the gzip WARC file ``path``; return
     the number of bytes cut (0: the file was whole).
 
-    The last complete gzip member is found by trying each gzip magic from the end backwards
-    (each try decompresses and checks the CRC). If it is a ``response`` (its ``request``
-    member, written right after it, is missing) it is cut too.
+    The last complete gzip member is found from the end backwards: each candidate start is
+    decompressed and its CRC checked. The candidates are where our member header occurs:
+    every member the writer makes starts with the same header, whose FEXTRA field holds a
+    tag of 16 random bytes drawn when the file was created (read back from its first
+    member). A bare gzip magic is not enough: a gzip body is archived as sent, deflate keeps
+    incompressible bytes as they are, so a whole, valid gzip member of a body (a .warc.gz
+    fetched from an archive) can sit byte for byte inside one of ours. A file whose first
+    member has no tag (not written by this writer) falls back to the bare magic, a member
+    that decompresses to a WARC record. If the last complete member is a ``response`` (its
+    ``request``, written right after it, is missing) it is cut too.
 
     Raises:
         WarcError: the file holds no complete member and does not start like a gzip file
@@ -557,10 +607,12 @@ def repair_tail(path: str) -> int:
         size = fh.seek(0, os.SEEK_END)
         if size == 0:
             return 0
+        tag = _file_tag(fh)
+        marker = _GZIP_MAGIC if tag is None else _member_header(tag)
         keep: int | None = None
-        for offset in _candidates(fh, size):
+        for offset in _candidates(fh, size, marker):
             found = _member_at(fh, offset)
-            if found is None:
+            if found is None or not found[1].startswith(b"WARC/"):
                 continue
             end, head = found
             keep = offset if _warc_type(head) == "response" else end

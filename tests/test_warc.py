@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
+from warcio.warcwriter import WARCWriter
 
 from crawler import warc
 from crawler.config import CrawlConfig
@@ -234,6 +235,71 @@ def test_repair_tail_cuts_back_to_the_last_whole_pair(tmp_path: Path) -> None:
     path.write_bytes(whole[: ends[0] - 5])
     warc.repair_tail(str(path))
     assert path.read_bytes() == b""
+
+
+def test_repair_is_not_fooled_by_a_gzip_body_inside_a_record(tmp_path: Path) -> None:
+    """A gzip body is archived as sent, and deflate stores incompressible bytes as they are:
+    the members of a multi-member gzip body (a .warc.gz fetched from a web archive, a BGZF
+    file) sit whole, CRC-valid, and byte for byte inside our record's member. A cut after
+    one of them must not be taken for the end of a complete member of the file."""
+    members = [
+        gzip.compress(b"WARC/1.1\r\nWARC-Type: request\r\n\r\n" + os.urandom(1_500), mtime=i)
+        for i in range(12)
+    ]
+    # random bytes between them: deflate emits stored blocks, where they stay as they are
+    body = b"".join(os.urandom(20_000) + m for m in members)
+    path = tmp_path / "t.warc.gz"
+    writer = new_writer(path)
+    exchange(writer, "http://127.0.0.1/first", b"<p>first</p>")
+    exchange(
+        writer,
+        "http://127.0.0.1/archive.warc.gz",
+        body,
+        response_headers=[(b"Content-Type", b"application/warc"), (b"Content-Encoding", b"gzip")],
+    )
+    writer.close()
+    whole = path.read_bytes()
+    assert any(whole.find(m) > 0 for m in members)  # deflate kept some byte for byte
+    assert read_back(path)[-2]["payload"] == body
+    good = _end_of_pair(whole, 1)  # the file after the first pair: what a repair comes back to
+    for m in members:
+        at = whole.find(m)
+        if at < 0:
+            continue
+        for cut in (at + len(m), at + len(m) + 1):
+            path.write_bytes(whole[:cut])
+            warc.repair_tail(str(path))
+            assert path.read_bytes() == whole[:good], cut
+    path.write_bytes(whole[:-2])  # the request member of the second pair cut
+    warc.repair_tail(str(path))
+    assert path.read_bytes() == whole[:good]
+
+
+def _end_of_pair(data: bytes, pairs: int) -> int:
+    """Offset after the warcinfo member and ``pairs`` pairs (members walked from the start)."""
+    pos = 0
+    for _ in range(1 + 2 * pairs):
+        unzip = zlib.decompressobj(zlib.MAX_WBITS + 16)
+        unzip.decompress(data[pos:])
+        pos = len(data) - len(unzip.unused_data)
+    return pos
+
+
+def test_repair_of_a_file_without_our_tag_uses_the_gzip_magic(tmp_path: Path) -> None:
+    """A .warc.gz written by warcio itself (no tag in its members) is repaired too."""
+    path = tmp_path / "other.warc.gz"
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True, warc_version="1.1")
+        for i in range(3):
+            record = writer.create_warc_record(
+                f"urn:x:{i}", "resource", payload=io.BytesIO(b"x" * 500), length=500
+            )
+            writer.write_record(record)
+    whole = path.read_bytes()
+    ends = [m.start() for m in re.finditer(b"\x1f\x8b\x08", whole)]
+    path.write_bytes(whole[:-7])
+    assert warc.repair_tail(str(path)) == len(whole) - 7 - ends[-1]
+    assert [r["warc"]["WARC-Target-URI"] for r in read_back(path)] == ["urn:x:0", "urn:x:1"]
 
 
 def test_repair_refuses_a_file_that_is_not_ours(tmp_path: Path) -> None:
