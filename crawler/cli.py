@@ -172,7 +172,7 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
     "headers": (
         ("--header", "-H"),
         {"action": "append", "metavar": "'NAME: VALUE'"},
-        "send this request header (repeatable); stored with a --state crawl",
+        "send this request header (repeatable)",
     ),
     "cookies": (
         ("--cookies",),
@@ -246,7 +246,7 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
         ("--lease-timeout",),
         {"type": float, "metavar": "S"},
         "with a redis:// state: seconds before a dead worker's requests go back to the queue;"
-        " 0 = automatic (a small multiple of --timeout)",
+        " 0 = automatic: 3 x --timeout, at least 60",
     ),
     "metrics_port": (
         ("--metrics-port",),

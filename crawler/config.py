@@ -127,7 +127,7 @@ class CrawlConfig:
     #: crawls share one database.
     name: str | None = None
     #: Seconds a leased request stays with its worker before another may take it (a worker
-    #: that died); 0 = automatic (a small multiple of ``timeout``).
+    #: that died); 0 = automatic: 3 x ``timeout``, at least 60 s.
     lease_timeout: float = 0.0
 
     # -- metrics --
