@@ -93,6 +93,9 @@ _IDLE_RECHECK = 1.0
 #: leased anywhere before a worker stops (another worker may still be about to offer links).
 #: A state's own ``idle_grace`` attribute, if it has one, wins.
 SHARED_IDLE_GRACE = 2.0
+# Seconds between two reads of the queue's length from a shared state (``queued``, for
+# progress lines and the frontier gauge: other workers change it too).
+_QUEUED_REFRESH = 2.0
 # Seconds a clean stop waits to give a shared state back its unfinished leases.
 _GIVE_BACK_TIMEOUT = 10.0
 # Seconds between two looks for the settings of a crawl a seedless worker waits to join.
@@ -213,6 +216,8 @@ class Crawler:
 
     @property
     def queued(self) -> int:
+        """Requests waiting in the state: an estimate kept between reads of ``counts()``
+        (with a shared state, read again every couple of seconds)."""
         return max(0, self._queued)
 
     @property
@@ -555,10 +560,15 @@ class Crawler:
         # its lease step; otherwise it is read from counts() before each lease (racy across
         # processes by up to another worker's room; exact for workers of one process).
         budgeted = bool(max_pages) and shared and _takes_budget(state)
+        refresh = time.monotonic() + _QUEUED_REFRESH
         try:
             while not self._stopped:
                 if self._done:
                     await self._commit()
+                if shared and time.monotonic() >= refresh:
+                    # other workers lease and offer too: the local estimate drifts
+                    refresh = time.monotonic() + _QUEUED_REFRESH
+                    self._queued = (await state.counts()).queued
                 # A finished page holds its slot until its completion is committed: a kill
                 # gives back at most `concurrency` leases (the pages "in flight").
                 room = limit - len(tasks) - len(self._done) - self._committing

@@ -327,3 +327,23 @@ async def test_a_busy_worker_takes_work_another_worker_offers(serve) -> None:  #
     await asyncio.wait_for(asyncio.gather(task_a, b.run()), 20)
     assert len(_pages(hits)) == 13 and set(_pages(hits).values()) == {1}
     assert len(taken_while_slow) >= 3, taken_while_slow
+
+
+async def test_queued_follows_the_whole_crawl(serve, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # `queued` (progress lines, the frontier gauge) is read from the shared state again
+    # every _QUEUED_REFRESH seconds: other workers lease from the same queue.
+    monkeypatch.setattr("crawler.engine._QUEUED_REFRESH", 0.2)
+    app, _ = chain_site(80, fanout=80, delay=0.2)
+    server = await serve(app)
+    state = SharedMemory(idle_grace=0.5)
+    a = Crawler(CrawlConfig(seeds=(str(server.make_url("/p/0.html")),), concurrency=2), state=state)
+    task_a = asyncio.ensure_future(a.run())
+    while (await state.inner.counts()).queued < 70:
+        await asyncio.sleep(0.02)
+    b = Crawler(CrawlConfig(concurrency=2), state=state)
+    task_b = asyncio.ensure_future(b.run())
+    await asyncio.sleep(1.5)
+    real = (await state.inner.counts()).queued
+    assert 10 < real < 60  # mid-crawl
+    assert abs(b.queued - real) <= 6 and abs(a.queued - real) <= 6, (a.queued, b.queued, real)
+    await asyncio.wait_for(asyncio.gather(task_a, task_b), 30)
