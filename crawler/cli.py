@@ -7,7 +7,11 @@ only a command line has: exit codes, signals, a closed stdout pipe, progress on 
 With ``--state DIR`` the stored settings are read (read-only, before the engine takes the
 state's lock) and merged with this run's (``crawler.settings.resume``) first, so that a
 conflicting flag is refused, and the output of the stored crawl is known, before anything is
-written; the output file is then appended to, not truncated (``crawler.output``).
+written; the output file is then appended to, not truncated (``crawler.output``). With
+``--state redis://...`` the same, through ``RedisState.read_settings``; a worker given no URL
+before the crawl exists waits for it (``_wait_for_crawl``). Bad fetch options (a cookies file,
+``--auth-env``, a proxy ...) and an unwritable ``--warc`` are refused before anything starts.
+Credentials never reach a message: options that hold them are named, never quoted.
 
 Exit codes: 0 done; 1 the crawl finished with errors only (no page fetched successfully) or
 the output could not be written; 2 usage or config error; 130 SIGINT; 143 SIGTERM.
