@@ -55,7 +55,7 @@ from crawler.fetch_archive import (
     archive_only,
     begin_record,
     end_record,
-    read_archived,
+    read_decoded,
 )
 from crawler.fetch_decode import DecodeError, accept_encoding
 from crawler.fetch_errors import OptionError
@@ -624,9 +624,14 @@ class Fetcher:
                 if consumer is None:
                     await archive_only(r, record, cap)
                 else:
-                    await read_archived(r, res, record, consumer, cap)
+                    await read_decoded(r, res, record, consumer, cap)
                 return
             if consumer is None:
+                return
+            encoding = headers.get("Content-Encoding")
+            if encoding is not None and encoding.strip().lower() == "x-gzip":
+                # gzip by another name (RFC 9110 8.4.1.3), which aiohttp does not decode
+                await read_decoded(r, res, None, consumer, cap)
                 return
             read = 0
             async for chunk in r.content.iter_any():

@@ -3,7 +3,7 @@
 With an archive the session reads bodies raw (``auto_decompress=False``). :func:`begin_record`
 hands the writer the request as sent and the response's raw header lines; then either
 :func:`archive_only` (a body nobody consumes: a 404's, an image's, a redirect's, a retried
-503's) or :func:`read_archived` (a consumed body: raw bytes to the record, decoded ones, by
+503's) or :func:`read_decoded` (a consumed body: raw bytes to the record, decoded ones, by
 :mod:`crawler.fetch_decode`, to the consumer, under the same decoded-size cap as aiohttp's
 path). The record is always ended once, with the WARC-Truncated reason: None, ``length``
 (the cap), ``time`` (a read timeout), ``disconnect`` (a dropped connection), ``unspecified``.
@@ -32,7 +32,7 @@ __all__ = [
     "archive_only",
     "begin_record",
     "end_record",
-    "read_archived",
+    "read_decoded",
 ]
 
 #: Request headers whose value never leaves the fetcher (the archive gets "[redacted]").
@@ -141,17 +141,19 @@ async def archive_only(r: aiohttp.ClientResponse, record: WarcRecord, cap: int) 
         await pending
 
 
-async def read_archived(
+async def read_decoded(
     r: aiohttp.ClientResponse,
     res: Response,
-    record: WarcRecord,
+    record: WarcRecord | None,
     consumer: Consumer,
     cap: int,
 ) -> None:
-    """The archive path of a consumed body: raw bytes to ``record``, decoded ones to ``consumer``.
+    """A consumed body read raw: raw bytes to ``record``, decoded ones to ``consumer``.
 
-    The cap is on the decoded bytes, as on aiohttp's path (and on the raw bytes too: bytes
-    after the end of a deflate stream decode to nothing, and must not be read for ever).
+    The archive path; also, without an archive, an ``x-gzip`` body (aiohttp leaves it
+    encoded). The cap is on the decoded bytes, as on aiohttp's path (and on the raw bytes
+    too: bytes after the end of a deflate stream decode to nothing, and must not be read for
+    ever).
     """
     decoder = decoder_for(r.headers.get("Content-Encoding"))
     truncated: str | None = None
@@ -163,7 +165,8 @@ async def read_archived(
                 chunk = chunk[: cap - raw]
                 truncated = "length"
             raw += len(chunk)
-            record.write(chunk)
+            if record is not None:
+                record.write(chunk)
             for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
                 if cap and read + len(piece) > cap:
                     piece = piece[: cap - read]
@@ -183,14 +186,17 @@ async def read_archived(
             if decoder is not None:
                 decoder.finish()
     except asyncio.CancelledError:
-        end_record(record, "unspecified")
+        if record is not None:
+            end_record(record, "unspecified")
         raise
     except BaseException as exc:
-        pending = end_record(record, _truncated_reason(exc))
-        if pending is not None:
-            await pending
+        if record is not None:
+            pending = end_record(record, _truncated_reason(exc))
+            if pending is not None:
+                await pending
         raise
     res.bytes = read
-    pending = end_record(record, truncated)
-    if pending is not None:
-        await pending
+    if record is not None:
+        pending = end_record(record, truncated)
+        if pending is not None:
+            await pending

@@ -10,7 +10,8 @@ The rules are aiohttp's own (so both paths give the consumer the same bytes and 
 ``deflate`` is zlib-wrapped unless its first byte says raw deflate; gzip members may be
 concatenated; a deflate stream that stops before its end is a decode error, a gzip or brotli
 one is not. One addition: ``x-gzip`` is gzip (RFC 9110 section 8.4.1.3; aiohttp passes it
-through undecoded). Unknown codings pass through as they are, as in aiohttp.
+through undecoded, so the fetcher decodes it here on both paths). Unknown codings pass
+through as they are, as in aiohttp.
 """
 
 from __future__ import annotations
