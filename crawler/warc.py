@@ -291,8 +291,11 @@ class WarcWriter:
         filename: str,
         on_failure: Callable[[], object] | None = None,
         tag: bytes | None = None,
+        path: str | None = None,
     ) -> None:
         self._stream = stream
+        #: for messages (WARC-Filename is ``filename``, the base name)
+        self.path = path or filename
         #: marks every gzip member of this file (16 random bytes; kept across resumed runs)
         self.tag = tag or os.urandom(_TAG_LEN)
         self._members = _GzipMembers(stream, self.tag)
@@ -434,7 +437,7 @@ class WarcWriter:
     def _failed(self, exc: OSError) -> None:
         if self.error is None:
             self.error = exc
-            log.error("cannot write the WARC file %s: %s; archiving stopped", self.filename, exc)
+            log.error("cannot write the WARC file %s: %s; archiving stopped", self.path, exc)
             if self.on_failure is not None:
                 self.on_failure()
 
@@ -518,7 +521,9 @@ def open_archive(
         fh = open(path, "ab")
     else:
         fh = open(path, "wb")
-    writer = WarcWriter(fh, filename=os.path.basename(path), on_failure=on_failure, tag=tag)
+    writer = WarcWriter(
+        fh, filename=os.path.basename(path), on_failure=on_failure, tag=tag, path=path
+    )
     writer.write_warcinfo(warcinfo_fields(config, resumed=resumed))
     return writer
 

@@ -505,3 +505,22 @@ async def test_ctrl_c_leaves_a_valid_file(serve, tmp_path: Path) -> None:  # typ
     kinds = [r["type"] for r in records[1:]]
     assert kinds == ["response", "request"] * (len(kinds) // 2) and len(kinds) >= 8
     assert sum(site.hits.values()) < 9 + 40  # it did stop before the end
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+async def test_a_full_disk_stops_the_crawl_with_an_error(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--warc /dev/full``: every write fails with ENOSPC; the crawl stops and says so."""
+    site = Origin()
+    server = await serve(site.app())
+    origin = str(server.make_url("")).rstrip("/")
+    cmd = [sys.executable, "-m", "crawler", "crawl", origin + "/", "--warc", "/dev/full"]
+    proc = await asyncio.create_subprocess_exec(
+        *cmd,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, err = await proc.communicate()
+    assert proc.returncode == 1, err.decode()
+    assert "cannot write the WARC file /dev/full: No space left on device" in err.decode()
+    assert sum(site.hits.values()) <= 2  # stopped at once (robots.txt and the seed at most)
