@@ -526,6 +526,32 @@ async def test_round_trips_per_page_are_constant(workers: Workers) -> None:
     assert pages == 20 and per_page <= 1.3, per_page  # 1 offer + 2 calls a batch of 10
 
 
+async def test_two_engine_workers_crawl_a_site_once_between_them(
+    serve: Any,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # the engine on this backend, two workers in one process (RC's tests run processes):
+    # the one with the seed starts the crawl, the other joins with none; between them they
+    # fetch what one memory crawl fetches, each page once, and both stop by themselves
+    from crawler.engine import crawl  # noqa: PLC0415
+    from tests.sitegen import start_site  # noqa: PLC0415
+
+    site, _ = await start_site(serve, n=120)
+    seed = site.url("/p/0.html")
+    ref = await crawl(seed, concurrency=8)
+    options: dict[str, Any] = {"state": redis_server.url, "name": "site", "concurrency": 4}
+    first = asyncio.ensure_future(crawl(seed, **options))
+    await asyncio.sleep(0.2)
+    joined = asyncio.ensure_future(crawl((), **options))
+    a, b = await asyncio.wait_for(asyncio.gather(first, joined), 60)
+    pages_a, pages_b = [p.url for p in a.pages], [p.url for p in b.pages]
+    assert pages_a and pages_b  # both worked
+    assert sorted(pages_a + pages_b) == sorted(p.url for p in ref.pages)  # each page once
+    status = RedisState.read_status(redis_server.url, "site")
+    assert (status.counts.queued, status.counts.leased, status.workers) == (0, 0, 0)
+    assert status.counts.done == len(ref.pages) + status.counts.failed.get("robots_disallowed", 0)
+
+
 def test_crawler_version_does_not_import_redis() -> None:
     code = (
         "import sys, crawler.cli, crawler.state\n"
