@@ -462,6 +462,21 @@ def _check_item(name: str, i: int, item: str, fail: Any) -> None:
             raise fail(f"item {i}: {reason}")
 
 
+# Header names whose values are credentials (see secret_header).
+_SECRET_HEADER_RE = re.compile(
+    r"authorization|cookie|token|secret|passw|api-?key|(^|-)key$|auth|session|signature", re.I
+)
+
+
+def secret_header(header: str) -> bool:
+    """Whether the value of request header ``header`` ("Name: value", or a bare name) is a
+    credential: Authorization, Proxy-Authorization, Cookie and names that say token, secret,
+    password, key, auth, session or signature. Such a value is never stored with the crawl's
+    settings nor printed (the name is)."""
+    name = header.partition(":")[0].strip()
+    return bool(_SECRET_HEADER_RE.search(name))
+
+
 # RFC 9110 token characters: what a header field name may be made of.
 _TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
@@ -636,5 +651,6 @@ __all__ = [
     "proxy_problem",
     "redact_url",
     "redis_url_problem",
+    "secret_header",
     "seed_problem",
 ]

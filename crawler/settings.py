@@ -35,7 +35,6 @@ gives its own.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +48,7 @@ from crawler.config import (
     from_mapping,
     is_redis_url,
     redact_url,
+    secret_header,
 )
 from crawler.state.base import StateError
 
@@ -151,24 +151,11 @@ LOCAL = frozenset(
 _NOT_STORED = frozenset({"seeds", *NOT_STORED})
 # Per-run keys stored as absolute paths (a resumed run may start in another directory).
 _PATHS = ("output", "cookies", "save_cookies", "warc")
-# Header names whose values are credentials: never stored (see secret_header).
-_SECRET_HEADER_RE = re.compile(
-    r"authorization|cookie|token|secret|passw|api-?key|(^|-)key$|auth|session|signature", re.I
-)
 
 
 def is_shared(state: str | None) -> bool:
     """Whether ``state`` addresses a state many workers share (a Redis URL)."""
     return is_redis_url(state)
-
-
-def secret_header(header: str) -> bool:
-    """Whether the value of request header ``header`` ("Name: value") is a credential.
-
-    Authorization, Proxy-Authorization, Cookie and names that say token, secret, password,
-    key, auth, session or signature: such a value is not stored or printed (the name is)."""
-    name = header.partition(":")[0].strip()
-    return bool(_SECRET_HEADER_RE.search(name))
 
 
 def origin_of(url: str) -> str | None:
