@@ -436,7 +436,6 @@ class Fetcher:
         self._auth = AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
         self._proxies = ProxyChooser(config.proxy)
         self._observer_failed = False
-        self._closed_jar: aiohttp.abc.AbstractCookieJar | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -444,19 +443,11 @@ class Fetcher:
             self._session = make_session(self.config, cookies=self._cookies)
         return self._session
 
-    @property
-    def cookie_jar(self) -> aiohttp.abc.AbstractCookieJar:
-        """The crawl's cookie jar (the session's)."""
-        if self._session is None and self._closed_jar is not None:
-            return self._closed_jar
-        return self.session.cookie_jar
-
     async def close(self) -> None:
         """Save the cookies (``save_cookies``) and close the session if it is ours."""
         session, self._session = self._session, None
         if session is None:
             return
-        self._closed_jar = session.cookie_jar
         try:
             path = self.config.save_cookies
             jar = session.cookie_jar
