@@ -65,7 +65,9 @@ __all__ = [
 
 MAX_ROBOTS_BYTES = 500 * 1024
 MAX_ROBOTS_REDIRECTS = 5
-UNREACHABLE_KINDS = frozenset({"dns", "connect"})
+#: Fetch errors that mean the origin (or the proxy every request goes through) cannot be
+#: reached: the page gets that error and its detail, instead of a silent "disallow all".
+UNREACHABLE_KINDS = frozenset({"dns", "connect", "proxy"})
 #: Seconds a robots.txt verdict is used (RFC 9309 section 2.4: no more than 24 hours).
 ROBOTS_TTL = 24 * 3600.0
 #: Origins whose verdict is kept at once; beyond it the least recently used is dropped.

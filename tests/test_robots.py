@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from crawler.config import CrawlConfig
+from crawler.engine import crawl
 from crawler.fetch import Fetcher
 from crawler.robots import (
     MAX_ROBOTS_BYTES,
@@ -196,6 +197,20 @@ async def test_unreachable_host_reports_its_kind() -> None:
     finally:
         await fetcher.close()
     assert rules.error == "connect" and not rules.allowed(f"http://127.0.0.1:{port}/")
+
+
+async def test_a_dead_proxy_is_the_pages_error_not_a_silent_disallow(serve) -> None:  # type: ignore[no-untyped-def]
+    # robots.txt through a proxy that is not there: the seed is a page with error "proxy"
+    # that names the proxy (a crawl of nothing that says nothing is what this prevents).
+    server = await serve(web.Application())
+    with socket.socket() as s:  # a port with nothing listening: the dead proxy
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proxy = f"http://127.0.0.1:{port}"
+    result = await crawl(str(server.make_url("/")), proxy=proxy, retries=0)
+    assert result.stats.pages == 1 and result.stats.errors == Counter({"proxy": 1})
+    (page,) = result.pages
+    assert page.error == "proxy" and proxy in (page.error_detail or "")
 
 
 def test_sitemap_parser_any_chunking() -> None:
