@@ -503,9 +503,14 @@ def open_archive(
             (:func:`repair_tail`), and appended to. False: created or truncated.
         on_failure: called once when a write fails (the engine may stop the crawl).
 
+    The file is locked (``flock``, exclusive) until it is closed: two processes appending to
+    one file would interleave records, and one's tail repair could cut the other's record in
+    progress. Workers sharing a crawl (a redis:// state) each need their own file.
+
     Raises:
         OSError: the file cannot be opened.
-        WarcError: resumed, and the file is not a gzip file written by us.
+        WarcError: resumed, and the file is not a gzip file written by us; or another
+            process holds the file.
     """
     path = path or config.warc
     if not path:
@@ -514,18 +519,39 @@ def open_archive(
     tag: bytes | None = None
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
         fh = open(path, "ab")  # /dev/null, a FIFO: written as it is
-    elif resumed and os.path.exists(path):
-        repair_tail(path)
-        with open(path, "rb") as existing:
-            tag = _file_tag(existing)  # the resumed run marks its members the same way
-        fh = open(path, "ab")
     else:
-        fh = open(path, "wb")
+        fh = open(path, "ab")  # created if missing; nothing cut before the lock is ours
+        try:
+            _lock(fh, path)
+            if resumed:
+                repair_tail(path)
+                with open(path, "rb") as existing:
+                    tag = _file_tag(existing)  # the resumed run marks its members the same way
+            else:
+                fh.truncate(0)
+            fh.seek(0, os.SEEK_END)  # the offsets a failed write is cut back to
+        except BaseException:
+            fh.close()
+            raise
     writer = WarcWriter(
         fh, filename=os.path.basename(path), on_failure=on_failure, tag=tag, path=path
     )
     writer.write_warcinfo(warcinfo_fields(config, resumed=resumed))
     return writer
+
+
+def _lock(fh: IO[bytes], path: str) -> None:
+    try:
+        import fcntl  # noqa: PLC0415  (POSIX only)
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise WarcError(
+            f"{path}: another process is writing this WARC file; give each crawler process"
+            " its own --warc file"
+        ) from None
 
 
 # -- tail repair --

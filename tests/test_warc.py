@@ -302,6 +302,22 @@ def test_repair_of_a_file_without_our_tag_uses_the_gzip_magic(tmp_path: Path) ->
     assert [r["warc"]["WARC-Target-URI"] for r in read_back(path)] == ["urn:x:0", "urn:x:1"]
 
 
+def test_one_writer_a_file(tmp_path: Path) -> None:
+    """Two crawls on one file would interleave records (and one's repair cut the other's
+    record in progress): the second is refused, the first's file untouched."""
+    path = tmp_path / "t.warc.gz"
+    first = new_writer(path)
+    exchange(first, "http://127.0.0.1/a", b"<p>a</p>")
+    before = path.read_bytes()
+    for resumed in (False, True):
+        with pytest.raises(warc.WarcError, match="another process is writing"):
+            new_writer(path, resumed=resumed)
+        assert path.read_bytes() == before
+    first.close()
+    new_writer(path, resumed=True).close()  # free again once closed
+    assert [r["type"] for r in read_back(path)] == ["warcinfo", "response", "request", "warcinfo"]
+
+
 def test_repair_refuses_a_file_that_is_not_ours(tmp_path: Path) -> None:
     path = tmp_path / "t.warc.gz"
     path.write_bytes(b"WARC/1.1\r\nnot gzip at all\r\n")
