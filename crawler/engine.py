@@ -36,6 +36,28 @@ or ``stop()`` cancels the dispatcher and page tasks; the pages finished by then 
 committed, the state and the session are closed and the stats completed when the crawler is
 closed; ``Sink.close()`` is called once at the end in every case.
 
+A shared state (``CrawlState.shared``: Redis, many worker processes on one crawl) changes
+four things, and nothing else:
+
+* joining: a worker may start with no seeds; if the crawl does not exist yet it waits for the
+  first worker's settings (their seeds are its scope) instead of storing a crawl of nothing;
+* waiting: other workers' leases are work in progress (their pages may offer more links); a
+  worker with room and nothing to lease waits on ``state.wait`` (the state's wake-up when any
+  worker offers, completes or retries) as well as on its own pages, never a poll loop;
+* stopping: only after nothing was queued and nothing leased anywhere for a grace period
+  (``SHARED_IDLE_GRACE``, or the state's ``idle_grace``), as a normal end; a clean stop gives
+  the unfinished leases back (``retry`` due now), so that no one waits for them to expire;
+* ``max_pages`` is the whole crawl's budget: checked by the backend's lease (``budget=``)
+  when it takes one (Redis: atomic across workers), else read from ``counts()``.
+A state call that blocks (the Redis backend retrying through an outage) just blocks: the
+engine puts no timeout on a state call while crawling.
+
+The open step also starts what the config asks for besides the state, each imported only
+then: the metrics server (``metrics_port``: ``crawler.metrics``, fed by the fetcher's
+observer and each page's Tally) and the WARC writer (``warc``: ``crawler.warc``, given to
+the fetcher). They are closed when the crawler is, after the fetcher (which saves the cookie
+jar), on every path: a normal end, a stop, a cancelled task, an open step that failed.
+
 Limits not in CrawlConfig are module constants: ``crawler.page.MAX_CRAWL_DELAY`` caps a
 robots.txt Crawl-delay, ITER_QUEUE bounds the pages buffered for ``async for``.
 """
