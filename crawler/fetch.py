@@ -429,7 +429,9 @@ class Fetcher:
         self._rng = random.Random()
         self.observer = observer
         self.archive = archive
-        self._headers = parse_headers(config.headers)
+        headers = parse_headers(config.headers)
+        # a user's Accept-Encoding is sent as given, also with an archive
+        self._user_accept_encoding = any(k.lower() == "accept-encoding" for k, _ in headers)
         self._cookies = load_cookies(config.cookies) if config.cookies else None
         if config.save_cookies:
             check_save_path(config.save_cookies)
@@ -539,9 +541,9 @@ class Fetcher:
             # puts ``proxy_headers`` only on a CONNECT, the https case, below).
             extra = dict(extra or {})
             extra["Proxy-Authorization"] = proxy.authorization
-        if self.archive is not None:
+        if self.archive is not None and not self._user_accept_encoding:
             extra = dict(extra or {})
-            extra["Accept-Encoding"] = accept_encoding()
+            extra["Accept-Encoding"] = accept_encoding()  # what fetch_decode can decode
         return target, proxy, extra
 
     def _finish(self, res: Response, start: float) -> Response:

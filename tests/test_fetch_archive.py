@@ -339,3 +339,14 @@ async def test_the_real_writer_reads_back_with_warcio(serve, tmp_path: Path) -> 
             if record.rec_type == "response":
                 bodies.append(record.raw_stream.read())  # the payload as stored
     assert bodies == [ENCODINGS[name][1] for name in ("gzip", "br", "identity")]
+
+
+async def test_a_users_accept_encoding_is_sent_as_given_with_an_archive(serve) -> None:  # type: ignore[no-untyped-def]
+    server = await serve(_app())
+    archive = Archive()
+    fetcher = Fetcher(_cfg(headers=("Accept-Encoding: identity",)), archive=archive)
+    try:
+        await fetcher.fetch(str(server.make_url("/enc/identity")))
+    finally:
+        await fetcher.close()
+    assert ("Accept-Encoding", "identity") in archive.records[0].meta["request_headers"]
