@@ -3,7 +3,7 @@
 Served by its OWN PROCESS (it must outlive crawler workers killed with SIGKILL and see the
 requests of every worker, on every origin)::
 
-    python -m tests.countsite --pages 300 --origins 3 --seed 1 --latency 0.05
+    python -m tests.countsite --pages 300 --origins 3 --seed 1 --latency 0.05 [--port 8090]
 
 prints one JSON line, ``{"control": "http://127.0.0.1:C", "origins": ["http://127.0.0.1:P0",
 "http://127.0.0.2:P1", ...]}``, then serves until SIGTERM/SIGINT. Origin k listens on
@@ -190,10 +190,10 @@ def control_app(counter: Counter) -> web.Application:
     return app
 
 
-async def _listen(app: web.Application, host: str) -> tuple[web.AppRunner, int]:
+async def _listen(app: web.Application, host: str, port: int = 0) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    tcp = web.TCPSite(runner, host, 0)
+    tcp = web.TCPSite(runner, host, port)
     await tcp.start()
     server = tcp._server  # noqa: SLF001 - the bound port of port 0
     assert server is not None
@@ -201,17 +201,20 @@ async def _listen(app: web.Application, host: str) -> tuple[web.AppRunner, int]:
     return runner, port
 
 
-async def serve(site: CountSite) -> None:
-    """Bind every origin and the control port, print them, serve until a signal."""
+async def serve(site: CountSite, port: int = 0) -> None:
+    """Bind every origin and the control port, print them, serve until a signal.
+
+    ``port``: every origin on this port (each on its own address); 0: free ports."""
     counter = Counter(site.origins)
     origins: list[str] = []
     runners = []
     for k in range(site.origins):
         # the app needs every origin's address to render absolute links: fill the list in
         # place once all are bound (nothing is served before the JSON line is printed)
-        runner, port = await _listen(site_app(site, k, origins, counter), f"127.0.0.{k + 1}")
+        app = site_app(site, k, origins, counter)
+        runner, bound = await _listen(app, f"127.0.0.{k + 1}", port)
         runners.append(runner)
-        origins.append(f"http://127.0.0.{k + 1}:{port}")
+        origins.append(f"http://127.0.0.{k + 1}:{bound}")
     runner, cport = await _listen(control_app(counter), "127.0.0.1")
     runners.append(runner)
     print(json.dumps({"control": f"http://127.0.0.1:{cport}", "origins": origins}), flush=True)
@@ -233,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--latency", type=float, default=0.05)
     ap.add_argument("--slow-seconds", type=float, default=0.3)
+    ap.add_argument("--port", type=int, default=0, help="every origin's port (0: free ports)")
     args = ap.parse_args(argv)
     site = CountSite(
         pages=args.pages,
@@ -241,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         latency=args.latency,
         slow_seconds=args.slow_seconds,
     )
-    asyncio.run(serve(site))
+    asyncio.run(serve(site, args.port))
     return 0
 
 
