@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import os
 import socket
 import subprocess
@@ -195,3 +196,16 @@ def serve_thread():  # type: ignore[no-untyped-def]
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
     loop.close()
+
+
+async def test_the_warc_holds_no_credential(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The request records say ``Authorization: [redacted]``; the secret is nowhere in the file."""
+    site, origin, _log, _other = await _sites(serve)
+    path = tmp_path / "crawl.warc.gz"
+    result = await crawl(origin + "/", auth=CRED, warc=str(path), retries=0)
+    assert site.refused == [] and len(result.pages) >= 3
+    data = gzip.decompress(path.read_bytes())  # every member
+    assert data.count(b"WARC-Type: request") >= 4  # robots.txt, /, /a, /b, /away
+    assert data.count(b"Authorization: [redacted]") == data.count(b"WARC-Type: request")
+    for secret in (PASSWORD, TOKEN, CRED):
+        assert secret.encode() not in data

@@ -193,3 +193,28 @@ def test_cli_malformed_cookies_file_exits_2(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "--cookies" in proc.stderr and "line 3" in proc.stderr, proc.stderr
+
+
+async def test_a_cookie_set_on_a_redirect_is_sent_to_its_target(serve) -> None:  # type: ignore[no-untyped-def]
+    """A login-style hop: 302 + Set-Cookie, the target demands the cookie (hop by hop)."""
+    seen: list[str | None] = []
+
+    async def login(request: web.Request) -> web.Response:
+        res = web.Response(status=302, headers={"Location": "/home"})
+        res.set_cookie("auth", "t0k=n", path="/")
+        return res
+
+    async def home(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Cookie"))
+        if request.cookies.get("auth") != "t0k=n":
+            return web.Response(status=403)
+        return web.Response(text="welcome", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/login", login)
+    app.router.add_get("/home", home)
+    server = await serve(app)
+    result = await crawl(str(server.make_url("/login")), retries=0, ignore_robots=True)
+    [page] = result.pages
+    assert page.status == 200 and page.final_url == str(server.make_url("/home"))
+    assert seen == ["auth=t0k=n"]
