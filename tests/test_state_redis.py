@@ -311,6 +311,28 @@ async def test_close_with_redis_down_gives_up_in_bounded_time(
     assert again.url == held.url
 
 
+async def test_idle_origins_are_forgotten_after_their_delay(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    a = await workers.open(per_host=1, delay=0.4)
+    await offer(a, *(f"http://h{i}.test/" for i in range(5)))
+    now = time.time()
+    leases = await a.lease(10, now)
+    await a.complete_many([(x, Outcome()) for x in leases], now)  # within their delay
+    origins = prefix_of("t") + "o:*"
+    assert len(command(redis_server, "KEYS", origins)) == 5  # kept while the delay runs
+    await offer(a, "http://h0.test/again")  # new work on one of them: it stays
+    assert await a.lease(10, time.time()) == []  # and the delay still holds for it
+    await asyncio.sleep(0.6)
+    assert [k.decode() for k in command(redis_server, "KEYS", origins)] == [
+        prefix_of("t") + "o:http://h0.test"
+    ]
+    (again,) = await a.lease(10, time.time())
+    await a.complete(again, Outcome(), time.time() + 1.0)  # past its delay: forgotten at once
+    assert command(redis_server, "KEYS", origins) == []
+
+
 # -- Redis restarts and lost scripts --
 
 

@@ -85,7 +85,10 @@ end
 
 local function add_work(o, n)
   local w = redis.call('HINCRBY', okey(o), 'w', n)
-  if n > 0 and w == n then redis.call('HINCRBY', C, 'origins', 1) end
+  if n > 0 and w == n then
+    redis.call('HINCRBY', C, 'origins', 1)
+    redis.call('PERSIST', okey(o))  -- it had work no more and was to be forgotten
+  end
   if n < 0 and w <= 0 then redis.call('HINCRBY', C, 'origins', -1) end
   return w
 end
@@ -123,13 +126,18 @@ local function requeue(id, rec, hold_until)
   schedule(o)
 end
 
--- forget an idle origin (nothing queued or open, no own delay, its delay passed)
+-- forget an idle origin (nothing queued or open, no own delay) once its delay has passed:
+-- at once, or by a TTL of what is left of it (new work before then cancels the TTL)
 local function forget(o, now)
   local ok = okey(o)
   local st = redis.call('HMGET', ok, 'w', 'd', 'l')
   if (tonumber(st[1]) or 0) > 0 or st[2] then return end
-  if (tonumber(st[3]) or 0) + DELAY > now then return end
-  redis.call('DEL', ok)
+  local left = (tonumber(st[3]) or 0) + DELAY - now
+  if left > 0 then
+    redis.call('PEXPIRE', ok, math.ceil(left * 1000))
+  else
+    redis.call('DEL', ok)
+  end
 end
 
 -- the earliest time a waiting request becomes leasable: an origin's delay or a not_before
@@ -369,6 +377,7 @@ for i = 1, #ARGV, 2 do
   local ok = okey(ARGV[i])
   if tonumber(ARGV[i + 1]) > DELAY then
     redis.call('HSET', ok, 'd', ARGV[i + 1])
+    redis.call('PERSIST', ok)
   else
     redis.call('HDEL', ok, 'd')
   end
