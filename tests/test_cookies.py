@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -218,3 +220,44 @@ async def test_a_cookie_set_on_a_redirect_is_sent_to_its_target(serve) -> None: 
     [page] = result.pages
     assert page.status == 200 and page.final_url == str(server.make_url("/home"))
     assert seen == ["auth=t0k=n"]
+
+
+async def test_one_file_carries_the_cookies_across_a_ctrl_c(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--cookies F --save-cookies F``: the jar is written at Ctrl-C too; the next run uses it."""
+
+    async def page(request: web.Request) -> web.Response:
+        i = int(request.match_info["i"])
+        if i > 0 and request.cookies.get("sid") != SESSION:
+            return web.Response(status=403)
+        await asyncio.sleep(0.05)
+        res = web.Response(text=f"<a href='/n/{i + 1}'>next</a>", content_type="text/html")
+        if i == 0:
+            res.headers.add("Set-Cookie", f"sid={SESSION}; Path=/")
+        return res
+
+    app = web.Application()
+    app.router.add_get("/n/{i}", page)
+    server = await serve(app)
+    jar = _write(tmp_path / "jar.txt", [f"{server.host}\tFALSE\t/\tFALSE\t0\tpref\tdark"])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", "crawl", str(server.make_url("/n/0")), "-f", "jsonl",
+        "--ignore-robots", "--cookies", str(jar), "--save-cookies", str(jar),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        first = [await asyncio.wait_for(proc.stdout.readline(), 30) for _ in range(3)]
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130, err
+    assert all(b'"status":200' in line for line in first), first
+    saved = {c.name: c.value for c in load_cookies(jar)}
+    assert saved == {"pref": "dark", "sid": SESSION}
+    again = await crawl(
+        str(server.make_url("/n/7")), cookies=str(jar), max_pages=1, ignore_robots=True
+    )
+    assert [p.status for p in again.pages] == [200]
