@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import socket
 import time
@@ -384,6 +385,20 @@ def make_session(
     return session
 
 
+def _initial_cookies(config: CrawlConfig) -> list[Cookie] | None:
+    """The cookies the jar starts with: ``config.cookies``, read now.
+
+    The same file for ``cookies`` and ``save_cookies`` (the jar carried from run to run)
+    may not exist yet: the first run starts with an empty jar.
+    """
+    path = config.cookies
+    if not path:
+        return None
+    if path == config.save_cookies and not os.path.lexists(path):
+        return []
+    return load_cookies(path)
+
+
 def check_options(config: CrawlConfig) -> None:
     """OptionError now for a fetch option that cannot work (the CLI's exit 2, before crawling).
 
@@ -392,8 +407,7 @@ def check_options(config: CrawlConfig) -> None:
     or the environment's). Messages name the option and the reason, never a secret.
     """
     parse_headers(config.headers)
-    if config.cookies:
-        load_cookies(config.cookies)
+    _initial_cookies(config)
     if config.save_cookies:
         check_save_path(config.save_cookies)
     AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
@@ -432,7 +446,7 @@ class Fetcher:
         headers = parse_headers(config.headers)
         # a user's Accept-Encoding is sent as given, also with an archive
         self._user_accept_encoding = any(k.lower() == "accept-encoding" for k, _ in headers)
-        self._cookies = load_cookies(config.cookies) if config.cookies else None
+        self._cookies = _initial_cookies(config)
         if config.save_cookies:
             check_save_path(config.save_cookies)
         self._auth = AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)

@@ -238,7 +238,16 @@ async def test_one_file_carries_the_cookies_across_a_ctrl_c(serve, tmp_path: Pat
     app = web.Application()
     app.router.add_get("/n/{i}", page)
     server = await serve(app)
-    jar = _write(tmp_path / "jar.txt", [f"{server.host}\tFALSE\t/\tFALSE\t0\tpref\tdark"])
+    jar = tmp_path / "jar.txt"  # not there yet: the first run starts empty
+    first_run = await crawl(
+        str(server.make_url("/n/0")), cookies=str(jar), save_cookies=str(jar), max_pages=1,
+        ignore_robots=True,
+    )  # fmt: skip
+    assert [p.status for p in first_run.pages] == [200]
+    assert {c.name for c in load_cookies(jar)} == {"sid"}
+    with pytest.raises(OptionError, match="missing.txt: No such file"):
+        check_options(CrawlConfig(cookies=str(tmp_path / "missing.txt"), save_cookies=str(jar)))
+    _write(jar, [f"{server.host}\tFALSE\t/\tFALSE\t0\tpref\tdark"])
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "crawler", "crawl", str(server.make_url("/n/0")), "-f", "jsonl",
         "--ignore-robots", "--cookies", str(jar), "--save-cookies", str(jar),
