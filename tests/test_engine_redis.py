@@ -12,6 +12,9 @@ import asyncio
 import time
 from collections import Counter
 
+import redis.asyncio as aioredis
+from aiohttp import web
+
 from crawler.config import CrawlConfig
 from crawler.engine import Crawler
 from crawler.state import open_state
@@ -126,3 +129,46 @@ async def test_a_redis_restart_mid_crawl_is_ridden_out(
     assert set(_pages(hits)) == {f"/p/{i}.html" for i in range(30)}
     assert not any(r.stats.cancelled for r in results)
     assert not any(r.stats.errors for r in results)
+
+
+async def test_idle_workers_do_not_poll_redis(
+    serve,  # type: ignore[no-untyped-def]
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # Worker A waits on one slow page; workers B and C have nothing to lease. For those
+    # seconds each sends Redis about two round trips a second (a lease re-check, counts),
+    # not a busy poll's thousands.
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await release.wait()
+        return web.Response(text="<p>done</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    server = await serve(app)
+    url = redis_server.url
+    cfg = CrawlConfig(state=url, ignore_robots=True)
+    a = Crawler(cfg.replace(seeds=(str(server.make_url("/slow")),)))
+    task_a = asyncio.ensure_future(a.run())
+    while a.in_flight == 0:
+        await asyncio.sleep(0.01)
+    others = [asyncio.ensure_future(Crawler(cfg).run()) for _ in range(2)]
+    client = aioredis.from_url(url)
+    try:
+        await asyncio.sleep(0.5)  # all three settled into waiting
+        await client.config_resetstat()
+        await asyncio.sleep(3.0)
+        stats = await client.info("commandstats")
+    finally:
+        await client.aclose()
+    # commands run inside the Lua scripts are counted too; EVALSHA calls are round trips
+    calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()}
+    scripts = calls.get("evalsha", 0) + calls.get("eval", 0)
+    total = sum(n for k, n in calls.items() if not k.startswith(("config", "info")))
+    print(f"3 idle workers, 3 s: {scripts} script calls, {total} commands ({calls})")
+    release.set()
+    results = await asyncio.wait_for(asyncio.gather(task_a, *others), 20)
+    assert not any(r.stats.cancelled for r in results)
+    assert scripts <= 3 * 3 * 2, calls  # a lease re-check a second a worker, at most two
+    assert total < 3 * 3 * 20, calls  # a busy poll would be thousands
