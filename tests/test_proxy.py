@@ -119,10 +119,16 @@ async def test_an_unreachable_proxy_is_an_error_never_a_direct_connection(serve)
     assert res.error_detail.startswith(f"proxy http://127.0.0.1:{dead} unreachable (")
     assert "hunter22" not in res.error_detail and "user" not in res.error_detail
     assert site.log == []  # not one request went around it
-    result = await crawl(
-        str(server.make_url("/")), proxy=f"http://127.0.0.1:{dead}", retries=0, ignore_robots=True
-    )
-    assert [p.error for p in result.pages] == ["proxy"] and site.log == []
+    for ignore_robots in (True, False):  # with robots.txt: its fetch fails the same way
+        result = await crawl(
+            str(server.make_url("/")),
+            proxy=f"http://127.0.0.1:{dead}",
+            retries=0,
+            ignore_robots=ignore_robots,
+        )
+        assert [p.error for p in result.pages] == ["proxy"], ignore_robots
+        assert f"proxy http://127.0.0.1:{dead} unreachable" in (result.pages[0].error_detail or "")
+    assert site.log == []
 
 
 async def test_a_proxy_host_that_does_not_resolve_is_a_proxy_error() -> None:
