@@ -11,7 +11,12 @@ response headers (every redirect hop, every retried attempt, 404s and images too
 * per exchange a ``response`` record (WARC-Target-URI, WARC-Date with microseconds, as
   WARC 1.1 allows, WARC-IP-Address when known, WARC-Block-Digest and WARC-Payload-Digest as
   ``sha1:`` base32, the form readers expect, WARC-Truncated when the body was cut) followed by
-  its ``request`` record (WARC-Concurrent-To the response's WARC-Record-ID).
+  its ``request`` record (WARC-Concurrent-To the response's WARC-Record-ID). In the request
+  record the values of credential headers are ``[redacted]``: Authorization,
+  Proxy-Authorization, Cookie (a user's ``-H 'Cookie: ...'`` and a loaded cookies.txt are
+  credentials, and a request's cookies cannot be told apart) and whatever
+  ``crawler.config.secret_header`` calls a credential (the names the stored settings keep
+  out). Responses are kept as received (their Set-Cookie lines too: what the server sent).
 
 Streaming, bounded memory: ``write()`` feeds both digests and spools the body to a
 SpooledTemporaryFile (in memory up to :data:`SPOOL_MEMORY`, then on disk). ``end()`` builds the
@@ -65,6 +70,7 @@ from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-unty
 from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
 from crawler._version import __version__
+from crawler.config import secret_header
 
 if TYPE_CHECKING:
     from crawler.config import CrawlConfig
@@ -91,8 +97,10 @@ SPOOL_MEMORY = 512 * 1024
 GZIP_LEVEL = 6
 #: WARC-Truncated values (WARC 1.1, section 5.13).
 TRUNCATED_REASONS = frozenset({"length", "time", "disconnect", "unspecified"})
-#: Request headers whose values never reach the file.
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization"})
+#: Request headers whose values never reach the file, besides those that
+#: ``crawler.config.secret_header`` calls credentials (the rule the stored settings follow:
+#: Cookie, and names that say token, secret, password, key, auth, session, signature).
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
 REDACTED = "[redacted]"
 #: Settings written to the warcinfo record: none of them can hold a secret (headers' values,
 #: auth, cookies' contents and the proxy URL, which may hold a password, are left out).
@@ -325,7 +333,7 @@ class WarcWriter:
         """See :meth:`WarcArchive.begin`; the WARC-Date is taken now (the response's time)."""
         lines = [f"{method} {_request_target(url)} {http_version}\r\n".encode("ascii", "replace")]
         for name, value in request_headers:
-            if name.lower() in SECRET_HEADERS:
+            if name.lower() in SECRET_HEADERS or secret_header(name):
                 value = REDACTED
             lines.append(_text(name) + b": " + _text(value) + b"\r\n")
         lines.append(b"\r\n")

@@ -129,6 +129,30 @@ def test_a_pair_per_exchange_with_the_standards_fields(tmp_path: Path) -> None:
     assert b"dTpzZWtyaXQ=" not in raw
 
 
+def test_credential_headers_are_redacted_in_request_records(tmp_path: Path) -> None:
+    path = tmp_path / "t.warc.gz"
+    writer = new_writer(path)
+    sent = [
+        ("Host", "127.0.0.1"),
+        ("Accept", "text/html"),
+        ("Cookie", "sid=abc999"),
+        ("X-Api-Key", "k-123"),
+        ("X-Session-Id", "s-456"),
+        ("Proxy-Authorization", "Basic cDpx"),
+        ("X-Trace", "visible-1"),
+    ]
+    exchange(writer, "http://127.0.0.1/", b"<p>x</p>", request_headers=sent,
+             response_headers=[(b"Set-Cookie", b"sid=new1; Path=/")])  # fmt: skip
+    writer.close()
+    raw = gzip.decompress(path.read_bytes())
+    for secret in (b"abc999", b"k-123", b"s-456", b"cDpx"):
+        assert secret not in raw
+    request = read_back(path)[2]["http"]
+    assert ("Cookie", "[redacted]") in request and ("X-Api-Key", "[redacted]") in request
+    assert ("X-Trace", "visible-1") in request and ("Accept", "text/html") in request
+    assert b"Set-Cookie: sid=new1; Path=/\r\n" in raw  # the response as the server sent it
+
+
 def test_one_gzip_member_per_record(tmp_path: Path) -> None:
     path = tmp_path / "t.warc.gz"
     writer = new_writer(path)
@@ -450,6 +474,27 @@ async def test_a_crawl_archives_every_exchange_as_sent(serve, tmp_path: Path) ->
     assert ("X-Crawler-Transfer-Encoding", "chunked") in got["/chunked"]["http"]
     assert got["/missing"]["status"] == "404" and got["/moved"]["status"] == "302"
     assert all(r["warc"].get("WARC-IP-Address") == "127.0.0.1" for r in got.values())
+
+
+async def test_a_crawl_with_credentials_archives_none_of_them(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    site = Origin()
+    server = await serve(site.app())
+    origin = str(server.make_url("")).rstrip("/")
+    path = tmp_path / "crawl.warc.gz"
+    config = CrawlConfig(
+        seeds=(origin + "/",),
+        warc=str(path),
+        auth="alice:pw-s3cr3t",
+        headers=("X-Api-Key: k-123", "Cookie: sid=abc999", "X-Visible: yes-1"),
+        retries=0,
+    )
+    async with Crawler(config) as crawler:
+        await crawler.run()
+    raw = gzip.decompress(path.read_bytes())
+    assert raw.count(b"X-Visible: yes-1\r\n") >= 8  # the headers were sent, and archived
+    assert raw.count(b"\r\nAuthorization: [redacted]\r\n") >= 8
+    for secret in (b"pw-s3cr3t", b"YWxpY2U6cHctczNjcjN0", b"k-123", b"abc999"):
+        assert secret not in raw
 
 
 async def test_sigkill_then_resume_leaves_a_valid_file(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
