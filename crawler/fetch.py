@@ -479,10 +479,6 @@ class Fetcher:
         base = self.config.backoff * (2.0**attempt)
         return base * (0.5 + self._rng.random())
 
-    def redact(self, text: str) -> str:
-        """``text`` without any credential of this crawl (nor URL userinfo)."""
-        return self._auth.redact(text)
-
     async def fetch(
         self,
         url: str,
