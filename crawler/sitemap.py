@@ -12,8 +12,8 @@ must live to list its URLs) plus the file's name: ``https://example.com/sitemap-
 
 Each file is written to a temporary file beside it and renamed into place, parts before the
 index, so a reader (or a kill) never sees a half-written sitemap or an index naming a part
-that is not there yet. Numbered files of an earlier, bigger build that the new index no longer
-lists are removed.
+that is not there yet. Numbered files that the earlier index at ``OUTPUT`` listed and the new
+one does not are removed (only those: a ``sitemap-1.xml`` no index of ours named is left be).
 
 URLs are deduplicated (first occurrence kept, order kept) in a temporary SQLite database on
 disk, so memory stays flat however many pages: the list of URLs is never held in memory.
@@ -90,10 +90,13 @@ def loc(url: str) -> str | None:
     return url
 
 
+def _stem(path: str) -> str:
+    return path[:-4] if path.lower().endswith(".xml") else path
+
+
 def part_path(path: str, number: int) -> str:
     """The ``number``-th sitemap of the index ``path``: ``sitemap.xml`` -> ``sitemap-1.xml``."""
-    stem = path[:-4] if path.lower().endswith(".xml") else path
-    return f"{stem}-{number}.xml"
+    return f"{_stem(path)}-{number}.xml"
 
 
 def unique(lines: Iterable[str]) -> Iterator[str]:
@@ -172,6 +175,7 @@ def write_sitemaps(
     max_urls = MAX_URLS if max_urls is None else max_urls
     max_bytes = MAX_BYTES if max_bytes is None else max_bytes
     directory = (os.path.dirname(path) or ".") if path is not None else None
+    listed = _listed_parts(path) if path is not None else []
     result = SitemapResult()
     parts: list[_Part] = []
     first: str | None = None
@@ -213,7 +217,7 @@ def write_sitemaps(
             _write_index(path, names, base or _origin(first or ""), directory)
             result.index = True
             result.files = [path, *names]
-        _remove_stale(path, len(parts) if result.index else 0)
+        _remove_stale(path, len(parts) if result.index else 0, listed)
         return result
     finally:
         for part in parts:
@@ -249,12 +253,38 @@ def _write_index(path: str, names: list[str], base: str, directory: str | None) 
             os.unlink(tmp)
 
 
-def _remove_stale(path: str, kept: int) -> None:
-    """Numbered sitemaps of an earlier build past the ``kept`` ones: not listed any more."""
-    number = kept + 1
-    while os.path.isfile(name := part_path(path, number)):
-        os.unlink(name)
-        number += 1
+def _listed_parts(path: str) -> list[int]:
+    """The numbers of our numbered sitemaps that the index now at ``path`` lists (none if it
+    is not a sitemap index): the files an earlier build made, which only we may remove."""
+    try:
+        with open(path, "rb") as fh:
+            if b"<sitemapindex" not in fh.read(512):
+                return []
+    except OSError:
+        return []
+    import xml.etree.ElementTree as ET  # noqa: PLC0415  (only for a sitemap)
+
+    own = re.compile(re.escape(os.path.basename(_stem(path))) + r"-(\d+)\.xml")
+    numbers = []
+    try:
+        for _, element in ET.iterparse(path):
+            if element.tag == f"{{{NAMESPACE}}}loc" and element.text:
+                match = own.fullmatch(urlsplit(element.text.strip()).path.rpartition("/")[2])
+                if match:
+                    numbers.append(int(match.group(1)))
+            element.clear()
+    except ET.ParseError:
+        pass
+    return numbers
+
+
+def _remove_stale(path: str, kept: int, listed: list[int]) -> None:
+    """Numbered sitemaps the earlier index listed past the ``kept`` ones: not listed now."""
+    for number in listed:
+        if number > kept:
+            name = part_path(path, number)
+            if os.path.isfile(name):
+                os.unlink(name)
 
 
 def _copy(src: IO[bytes], dst: IO[bytes] | None) -> None:

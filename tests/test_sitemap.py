@@ -150,6 +150,22 @@ def test_byte_limit_splits_too_and_no_file_passes_it(tmp_path: Path) -> None:
     assert len(names) == len(list(tmp_path.glob("map-*.xml")))
 
 
+def test_only_our_own_stale_parts_are_removed(tmp_path: Path) -> None:
+    out = tmp_path / "site0.xml"
+    theirs = tmp_path / "site0-1.xml"
+    theirs.write_bytes(b"someone else's file")
+    urls = [f"https://example.com/{i:03d}" for i in range(7)]
+    sitemap.write_sitemaps(urls[:1], str(out))  # a single sitemap: site0-1.xml is not ours
+    assert theirs.read_bytes() == b"someone else's file"
+    result = sitemap.write_sitemaps(urls, str(out), max_urls=2)  # an index and 4 parts
+    assert result.files == [str(out), *(str(tmp_path / f"site0-{i}.xml") for i in (1, 2, 3, 4))]
+    sitemap.write_sitemaps(urls, str(out), max_urls=3)  # 3 parts: site0-4.xml goes
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "site0-1.xml", "site0-2.xml", "site0-3.xml", "site0.xml",
+    ]  # fmt: skip
+    assert [u for i in (1, 2, 3) for u in locs(tmp_path / f"site0-{i}.xml")] == urls
+
+
 def test_loc_is_ascii_escaped_and_bounded() -> None:
     assert sitemap.loc("https://example.com/a?b=1&c='2'") == (
         "https://example.com/a?b=1&amp;c=&apos;2&apos;"
