@@ -189,21 +189,27 @@ _OFFER = (
     + r"""
 local flags = {}
 local new, queued = 0, 0
+local work, order, depths = {}, {}, {}
 for i = 2, #ARGV, 7 do
   if redis.call('SADD', P .. 's:' .. ARGV[i], ARGV[i + 1]) == 1 then
     new = new + 1
     flags[#flags + 1] = '1'
     if ARGV[i + 5] == '1' then
       local host = ARGV[i + 3]
-      local ok = true
-      if BUDGET > 0 and (tonumber(redis.call('HGET', P .. 'h', host)) or 0) >= BUDGET then
-        ok = false
-      end
-      if ok then
+      if BUDGET <= 0 or (tonumber(redis.call('HGET', P .. 'h', host)) or 0) < BUDGET then
         redis.call('HINCRBY', P .. 'h', host, 1)
-        local o = ARGV[i + 2]
-        add_work(o, 1)
-        push(o, ARGV[i + 4], '0\t' .. ARGV[i + 6])
+        local o, d = ARGV[i + 2], ARGV[i + 4]
+        redis.call('RPUSH', P .. 'q:' .. o .. '\t' .. d, '0\t' .. ARGV[i + 6])
+        local od = o .. '\t' .. d
+        if not depths[od] then
+          redis.call('ZADD', P .. 'qd:' .. o, d, d)
+          depths[od] = true
+        end
+        if not work[o] then
+          work[o] = 0
+          order[#order + 1] = o
+        end
+        work[o] = work[o] + 1
         queued = queued + 1
       end
     end
@@ -211,8 +217,16 @@ for i = 2, #ARGV, 7 do
     flags[#flags + 1] = '0'
   end
 end
+-- once per origin and per depth, not per URL: the origins in the order they came
+if queued > 0 then
+  redis.call('HINCRBY', C, 'queued', queued)
+  for _, o in ipairs(order) do
+    add_work(o, work[o])
+    schedule(o)
+  end
+  redis.call('PUBLISH', P .. 'wake', ARGV[1])
+end
 if new > 0 then redis.call('INCRBY', P .. 'n', new) end
-if queued > 0 then redis.call('PUBLISH', P .. 'wake', ARGV[1]) end
 return {due(), table.concat(flags)}
 """
 )
@@ -287,8 +301,6 @@ while got < n do
       redis.call('ZADD', P .. 'E', ARGV[3], id)
       busy = busy + 1
       redis.call('HSET', ok, 'b', busy, 'l', ARGV[1])
-      redis.call('HINCRBY', C, 'queued', -1)
-      redis.call('HINCRBY', C, 'leased', 1)
       out[#out + 1] = id
       out[#out + 1] = o
       out[#out + 1] = depth
@@ -303,6 +315,10 @@ while got < n do
       end
     end
   end
+end
+if got > 0 then
+  redis.call('HINCRBY', C, 'queued', -got)
+  redis.call('HINCRBY', C, 'leased', got)
 end
 out[1] = due()
 return out
