@@ -5,6 +5,11 @@
 fed in 64 KiB chunks as the fetcher does; prints MB/s of body archived (CPU time) and the
 file's size against the bodies' (``--level`` sets the gzip level: 6 is ours, 9 warcio's).
 
+``python benchmarks/warc.py repair [--records N]``: a file of N pairs with 100 KB random
+bodies (200 MB at the default 2,000), cut 50,000 bytes before its end as a kill would leave
+it; prints the time :func:`crawler.warc.repair_tail` takes to find the last whole pair and
+cut the rest (it scans back from the end: the file's size should not matter).
+
 ``python benchmarks/warc.py sitemap [--urls N]``: N page URLs (default 1,000,000, each once
 plus 10% reported twice) through the sitemap sink to a file, then its close (dedup on disk,
 index and parts written); prints the time and the process's peak RSS, in a child process so
@@ -66,6 +71,37 @@ def bench_warc(repeat: int, level: int) -> None:
     )
 
 
+def bench_repair(records: int) -> None:
+    body = os.urandom(100_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.warc.gz")
+        writer = warc.open_archive(CrawlConfig(seeds=("http://127.0.0.1/",)), path=path)
+        for i in range(records):
+            record = writer.begin(
+                url=f"http://127.0.0.1/{i}",
+                method="GET",
+                request_headers=[("Host", "127.0.0.1")],
+                http_version="HTTP/1.1",
+                status=200,
+                reason="OK",
+                response_version="HTTP/1.1",
+                response_headers=[(b"Content-Type", b"application/octet-stream")],
+                peer_ip="127.0.0.1",
+            )
+            record.write(body)
+            record.end(None)
+        writer.close()
+        size = os.path.getsize(path)
+        os.truncate(path, size - 50_000)
+        t0 = time.perf_counter()
+        cut = warc.repair_tail(path)
+        took = time.perf_counter() - t0
+    print(
+        f"repair: a {size / 1e6:.1f} MB file ({records} pairs) cut 50,000 bytes before its end:"
+        f" {cut:,} bytes cut back to the last whole pair in {took * 1000:.1f} ms"
+    )
+
+
 def sitemap_child(urls: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "sitemap.xml")
@@ -99,12 +135,16 @@ def main() -> None:
     w = sub.add_parser("warc")
     w.add_argument("--repeat", type=int, default=3)
     w.add_argument("--level", type=int, default=6)
+    r = sub.add_parser("repair")
+    r.add_argument("--records", type=int, default=2000)
     s = sub.add_parser("sitemap")
     s.add_argument("--urls", type=int, default=1_000_000)
     s.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.what == "warc":
         bench_warc(args.repeat, args.level)
+    elif args.what == "repair":
+        bench_repair(args.records)
     elif args.child:
         sitemap_child(args.urls)
     else:
