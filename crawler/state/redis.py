@@ -162,7 +162,8 @@ class RedisStatus:
         seeds: the settings' seeds (if stored).
         created: server time the crawl was created.
         workers: workers whose heartbeat has not lapsed.
-        pages_per_second: completions a second over the last minute.
+        pages_per_second: completions a second over the last minute (over the crawl's age
+            if it is younger; by Redis's clock and the completing workers' clocks).
         redis_memory: Redis's ``used_memory`` (bytes, the whole database).
     """
 
@@ -724,7 +725,7 @@ class RedisState:
             seeds=seeds,
             created=float(created or 0.0),
             workers=int(workers),
-            pages_per_second=_rate(rate, time.time()),
+            pages_per_second=_rate(rate, server_now, float(created or 0.0)),
             redis_memory=memory,
         )
 
@@ -744,13 +745,16 @@ def _counts(c: dict[bytes, bytes], f: dict[bytes, bytes], n: Any) -> Counts:
     )
 
 
-def _rate(buckets: dict[bytes, bytes], now: float, window: int = 60) -> float:
+def _rate(buckets: dict[bytes, bytes], now: float, created: float, window: int = 60) -> float:
     """Completions a second over the last ``window`` seconds (10-second buckets; the
-    bucket in progress counts for the part of it that has passed)."""
+    bucket in progress counts for the part of it that has passed), or over the crawl's
+    age when it is younger (at least a second)."""
     current = int(now // 10)
     first = current - window // 10
     total = sum(int(v) for k, v in buckets.items() if first < int(k) <= current)
     span = window - 10 + (now - current * 10)
+    if created > 0:
+        span = min(span, max(1.0, now - created))
     return total / span if span > 0 else 0.0
 
 
