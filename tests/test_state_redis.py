@@ -333,6 +333,29 @@ async def test_idle_origins_are_forgotten_after_their_delay(
     assert command(redis_server, "KEYS", origins) == []
 
 
+async def test_a_lease_id_handed_out_again_does_not_end_anothers_lease(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # a Redis crash with appendfsync everysec may lose the last INCR of the lease ids: the
+    # same id then goes to another worker for another request
+    a = await workers.open(per_host=1)
+    b = await workers.open(per_host=1)
+    await offer(a, "http://a.test/0", "http://a.test/1")
+    (old,) = await a.lease(1, T0)
+    await a.complete(old, Outcome(), T0)
+    command(redis_server, "SET", prefix_of("t") + "ids", "0")  # the lost write
+    (theirs,) = await b.lease(1, T0)
+    assert theirs.id == old.id and theirs.url != old.url
+    await a.complete(old, Outcome(error="timeout"), T0)  # A's stale lease: no effect
+    await a.retry(old, T0, T0)
+    counts = await b.counts()
+    assert (counts.leased, counts.done, dict(counts.failed)) == (1, 1, {})
+    assert await a.lease(1, T0) == []  # B's request still holds the origin's one slot
+    await b.complete(theirs, Outcome(), T0)
+    assert (await b.counts()).done == 2
+
+
 # -- Redis restarts and lost scripts --
 
 

@@ -101,10 +101,12 @@ local function push(o, d, item)
   schedule(o)
 end
 
--- end an open lease: nil if it is not open (completed already, or expired and requeued)
-local function end_lease(id)
+-- end an open lease: nil if it is not open (completed already, or expired and requeued), or
+-- if its request is not `url` (an id handed out again after Redis lost its last writes)
+local function end_lease(id, url)
   local rec = redis.call('HGET', P .. 'L', id)
   if not rec then return nil end
+  if url and url ~= '' and string.sub(rec, -#url) ~= url then return nil end
   redis.call('HDEL', P .. 'L', id)
   redis.call('ZREM', P .. 'E', id)
   redis.call('HINCRBY', C, 'leased', -1)
@@ -325,17 +327,18 @@ return out
 """
 )
 
-# ARGV: worker id, now, then pairs: lease id, error kind ("" for success) -> {due, completed}
+# ARGV: worker id, now, then triples: lease id, its URL, error kind ("" for success)
+# -> {due, completed}
 _COMPLETE = (
     _COMMON
     + r"""
 local now = tonumber(ARGV[2])
 local done = 0
-for i = 3, #ARGV, 2 do
-  local o = end_lease(ARGV[i])
+for i = 3, #ARGV, 3 do
+  local o = end_lease(ARGV[i], ARGV[i + 1])
   if o then
     done = done + 1
-    if ARGV[i + 1] ~= '' then redis.call('HINCRBY', P .. 'f', ARGV[i + 1], 1) end
+    if ARGV[i + 2] ~= '' then redis.call('HINCRBY', P .. 'f', ARGV[i + 2], 1) end
     if add_work(o, -1) <= 0 then forget(o, now) else schedule(o) end
   end
 end
@@ -348,14 +351,14 @@ return {due(), done}
 """
 )
 
-# ARGV: worker id, now, not_before, lease id -> {due, 1 if it was open}
+# ARGV: worker id, now, not_before, lease id, its URL -> {due, 1 if it was open}
 # (not_before <= now: queued at once)
 _RETRY = (
     _COMMON
     + r"""
 local now = tonumber(ARGV[2])
 local nb = tonumber(ARGV[3])
-local o, rec = end_lease(ARGV[4])
+local o, rec = end_lease(ARGV[4], ARGV[5])
 if not o then return {due(), 0} end
 if nb > now then requeue(ARGV[4], rec, ARGV[3]) else requeue(ARGV[4], rec, nil) end
 redis.call('PUBLISH', P .. 'wake', ARGV[1])
@@ -363,14 +366,14 @@ return {due(), 1}
 """
 )
 
-# ARGV: worker id, lease ids -> {due, given back}: a worker's clean stop hands its open
-# leases back at once (they count as recovered), so that nobody waits for them to expire
+# ARGV: worker id, then pairs: lease id, its URL -> {due, given back}: a worker's clean stop
+# hands its open leases back at once (they count as recovered), so nobody waits for them
 _GIVE_BACK = (
     _COMMON
     + r"""
 local n = 0
-for i = 2, #ARGV do
-  local o, rec = end_lease(ARGV[i])
+for i = 2, #ARGV, 2 do
+  local o, rec = end_lease(ARGV[i], ARGV[i + 1])
   if o then
     requeue(ARGV[i], rec, nil)
     n = n + 1

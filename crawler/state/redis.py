@@ -126,6 +126,12 @@ def _encode(kind: int, referrer: str | None, url: str) -> bytes:
     return f"{kind}\t{n}\t{ref}{url}".encode("utf-8", "surrogatepass")
 
 
+def _url_bytes(url: str) -> bytes:
+    # a lease is ended by its id AND its URL: an id Redis handed out again after losing its
+    # last writes (a crash with appendfsync everysec) must not end another worker's lease
+    return url.encode("utf-8", "surrogatepass")
+
+
 def _decode(payload: str) -> tuple[int, str | None, str]:
     kind, n, rest = payload.split("\t", 2)
     if n == "":
@@ -229,7 +235,7 @@ class RedisState:
         self._sha: dict[str, str] = {}
         self._fp: Fingerprinter | None = None
         self._due: float | None = None
-        self._mine: dict[int, float] = {}  # open leases of this worker: id -> expiry
+        self._mine: dict[int, bytes] = {}  # open leases of this worker: id -> URL
         self._delays: dict[str, float] = {}  # set_delay calls not yet written
         self._event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -317,9 +323,9 @@ class RedisState:
             if self._delays:
                 await self._flush_delays()
             if self._mine:
-                ids = list(self._mine)
+                held = [x for pair in self._mine.items() for x in pair]
                 self._mine.clear()
-                await self._script("give_back", self._wid, *ids)
+                await self._script("give_back", self._wid, *held)
             await self._script("leave", self._wid)
 
         try:
@@ -409,8 +415,6 @@ class RedisState:
         expires = time.time() + self.lease_timeout
         alive = repr(self.heartbeat * 3.0)
         await self._script("heartbeat", self._wid, alive, repr(expires), *self._mine)
-        for lease_id in self._mine:
-            self._mine[lease_id] = max(self._mine[lease_id], expires)
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -520,7 +524,7 @@ class RedisState:
             attempts, payload = raw[i + 3].decode("utf-8", "surrogatepass").split("\t", 1)
             kind, referrer, url = _decode(payload)
             out.append(Lease(lease_id, url, depth, referrer, origin, kind, int(attempts), expires))
-            self._mine[lease_id] = expires
+            self._mine[lease_id] = url.encode("utf-8", "surrogatepass")
         return out
 
     async def complete(self, lease: Lease, outcome: Outcome, now: float) -> None:
@@ -533,7 +537,7 @@ class RedisState:
             await self._flush_delays()
         args: list[Any] = [self._wid, repr(now)]
         for lease, outcome in done:
-            args += (lease.id, outcome.error or "")
+            args += (lease.id, _url_bytes(lease.url), outcome.error or "")
             self._mine.pop(lease.id, None)
         due, n = await self._script("complete", *args)
         self._set_due(due)
@@ -544,7 +548,9 @@ class RedisState:
         if self._delays:
             await self._flush_delays()
         self._mine.pop(lease.id, None)
-        due, n = await self._script("retry", self._wid, repr(now), repr(not_before), lease.id)
+        due, n = await self._script(
+            "retry", self._wid, repr(now), repr(not_before), lease.id, _url_bytes(lease.url)
+        )
         self._set_due(due)
         if n:
             self._event.set()
