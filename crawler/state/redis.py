@@ -43,7 +43,11 @@ What each worker gets (issue 11):
 * **Persistence** is Redis's: with AOF ``appendfsync everysec`` a crash of Redis loses up
   to the last second of writes (leases of that second come back when they expire; links
   offered in it are lost unless found again); ``always`` loses nothing but costs an fsync a
-  write; RDB snapshots alone lose everything since the last snapshot.
+  write; RDB snapshots alone lose everything since the last snapshot. Whatever is lost, the
+  state stays consistent: Redis writes a script's effects to the AOF as one MULTI/EXEC, and
+  on loading drops a block a crash cut short (``aof-load-truncated yes``, the default); a
+  lease id handed out again after such a loss cannot end another worker's lease (leases are
+  ended by id and URL).
 
 Memory per origin: a hash and a queue per origin with work, forgotten when it has none left
 (unless it has its own Crawl-delay); ``P h`` keeps a count per host (the budget and status).
