@@ -71,6 +71,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from functools import partial
 from typing import Any
 
 from crawler import settings as crawl_settings
@@ -610,7 +611,7 @@ class Crawler:
                         self._held[lease.id] = lease
                         task = loop.create_task(self._process(lease))
                         tasks.add(task)
-                        task.add_done_callback(self._task_done)
+                        task.add_done_callback(partial(self._task_done, lease))
                     if leases:
                         idle_since = None
                         if len(leases) == room:
@@ -688,10 +689,15 @@ class Crawler:
         self._queued = counts.queued
         return _pages_done(counts) + counts.leased
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, lease: Lease, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("page task failed", exc_info=task.exception())
+            log.error("page task failed on %s", lease.url, exc_info=task.exception())
+            if self._held.pop(lease.id, None) is not None:
+                # It died before its completion was queued (a bug outside the page job's own
+                # guard): complete it as failed, or its lease would stay open forever (and a
+                # shared state's heartbeat would keep it alive: no worker would ever stop).
+                self._done.append((lease, Outcome("internal")))
         if self._wakeup is not None:
             self._wakeup.set()
 

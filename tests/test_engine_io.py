@@ -210,3 +210,40 @@ async def test_a_redirect_is_fetched_hop_by_hop_with_auth_per_origin(serve) -> N
     assert b_url in fetched
     assert got["a"] and all(h is not None and h.startswith("Basic ") for h in got["a"])
     assert got["b"] and all(h is None for h in got["b"])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+async def test_a_page_task_that_crashes_does_not_hold_the_crawl(
+    serve,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shared: bool,
+) -> None:
+    # A bug that escapes the page job's own guard (here: handing a page on) kills its task
+    # before the lease is completed. The lease must end anyway (failed, "internal"), or the
+    # crawl would wait for it forever; the WARC file is still closed whole.
+    from tests.test_engine_shared import SharedMemory  # noqa: PLC0415
+
+    app, _ = cookie_site(6, delay=0.0)
+    server = await serve(app)
+    real_finish = Crawler._finish
+
+    async def finish(self, page, *, counted=True):  # type: ignore[no-untyped-def]
+        if page.url.endswith("/3.html"):
+            raise RuntimeError("a bug")
+        await real_finish(self, page, counted=counted)
+
+    monkeypatch.setattr(Crawler, "_finish", finish)
+    inner = MemoryState()
+    state = SharedMemory(inner, idle_grace=0.3) if shared else inner
+    warc_path = tmp_path / "c.warc.gz"
+    cfg = CrawlConfig(
+        seeds=(str(server.make_url("/p/0.html")),), ignore_robots=True, warc=str(warc_path)
+    )
+    crawler = Crawler(cfg, state=state)  # type: ignore[arg-type]
+    result = await asyncio.wait_for(crawler.run(), 10)
+    assert not result.stats.cancelled
+    counts = await inner.counts()
+    assert (counts.queued, counts.leased, counts.done) == (0, 0, 6)
+    assert counts.failed == {"internal": 1}
+    assert read_warc(warc_path).count("response") == 6 and open_fds_to(warc_path) == 0
