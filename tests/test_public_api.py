@@ -72,3 +72,21 @@ def test_unknown_attribute_raises() -> None:
 
 def test_version() -> None:
     assert crawler.__version__.count(".") == 2
+
+
+def test_a_plain_crawl_imports_no_optional_dependency() -> None:
+    # redis, warcio and prometheus_client are imported only by the options that use them
+    # (a redis:// state, warc, metrics_port): a crawl without them pays for none.
+    code = (
+        "import socket, sys\n"
+        "from crawler import crawl_sync\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
+        "crawl_sync(f'http://127.0.0.1:{port}/', retries=0)\n"
+        "mods = ('redis', 'warcio', 'prometheus_client', 'crawler.metrics', 'crawler.warc',"
+        " 'crawler.state.redis')\n"
+        "print(sorted(m for m in mods if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
