@@ -421,7 +421,8 @@ class RedisState:
         await self._script("heartbeat", self._wid, alive, repr(expires), *self._mine)
 
     async def _heartbeat_loop(self) -> None:
-        while True:
+        # the flag as well as the cancel: redis-py may turn a cancel in a read into an error
+        while not self._closed:
             await asyncio.sleep(self.heartbeat)
             try:
                 await self._beat()
