@@ -887,7 +887,7 @@ def test_open_state_picks_the_backend(tmp_path: Path) -> None:
     assert isinstance(open_state(None, synchronous="full"), MemoryState)  # nothing to sync
     from crawler.state.redis import RedisState  # noqa: PLC0415
 
-    for url in ("redis://127.0.0.1:6379/0", "rediss://h:1/2", "unix:///tmp/redis.sock"):
+    for url in ("redis://127.0.0.1:6379/0", "rediss://h:1/2", "unix:///r.sock", "REDIS://h/0"):
         state = open_state(url, name="n", lease_timeout=7.0)
         assert isinstance(state, RedisState) and state.shared
         assert (state.name, state.lease_timeout, state.prefix) == ("n", 7.0, "crawler:{n}:")

@@ -8,6 +8,7 @@ for SQLite.
 
 from __future__ import annotations
 
+from crawler.config import is_redis_url  # the one rule (case-insensitive), with the config's
 from crawler.state.base import (
     KIND_PAGE,
     KIND_SITEMAP,
@@ -33,15 +34,6 @@ __all__ = [
     "is_redis_url",
     "open_state",
 ]
-
-
-#: State URL schemes served by the Redis backend.
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def is_redis_url(url: str | None) -> bool:
-    """Whether state URL ``url`` names a Redis database."""
-    return bool(url) and str(url).startswith(REDIS_SCHEMES)
 
 
 def open_state(
