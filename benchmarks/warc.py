@@ -10,6 +10,11 @@ bodies (200 MB at the default 2,000), cut 50,000 bytes before its end as a kill 
 it; prints the time :func:`crawler.warc.repair_tail` takes to find the last whole pair and
 cut the rest (it scans back from the end: the file's size should not matter).
 
+``python benchmarks/warc.py crawl [--pages N] [--runs R]``: a local aiohttp site (its own
+process) of N pages, each a corpus page plus links to the next ones, crawled by ``crawler
+crawl`` child processes without and with ``--warc`` (alternating, R runs each); prints each
+run's wall time and CPU seconds (user+sys, from os.wait4) and the medians' ratio.
+
 ``python benchmarks/warc.py sitemap [--urls N]``: N page URLs (default 1,000,000, each once
 plus 10% reported twice) through the sitemap sink to a file, then its close (dedup on disk,
 index and parts written); prints the time and the process's peak RSS, in a child process so
@@ -129,12 +134,89 @@ def sitemap_child(urls: int) -> None:
     )
 
 
+def serve_site(pages: int) -> None:
+    """The crawl benchmark's site (a child process): prints its port, serves until killed."""
+    import asyncio  # noqa: PLC0415
+
+    from aiohttp import web  # noqa: PLC0415
+
+    bodies = [p.read_bytes() for p in sorted(CORPUS.glob("*.html"))]
+
+    async def page(request: web.Request) -> web.Response:
+        n = request.match_info["n"]
+        if not n.isdigit():
+            return web.Response(status=404)
+        i = int(n)
+        links = "".join(f'<a href="/p/{(i * 7 + k) % pages}">x</a>' for k in range(1, 6))
+        body = bodies[i % len(bodies)] + links.encode()
+        return web.Response(body=body, content_type="text/html")
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_get("/p/{n}", page)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(port, flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def bench_crawl(pages: int, runs: int) -> None:
+    site = subprocess.Popen(
+        [sys.executable, __file__, "site", "--pages", str(pages)], stdout=subprocess.PIPE
+    )
+    try:
+        assert site.stdout is not None
+        port = int(site.stdout.readline())
+        seed = f"http://127.0.0.1:{port}/p/0"
+        cpu: dict[bool, list[float]] = {False: [], True: []}
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in range(runs):
+                for archive in (False, True):
+                    cmd = [sys.executable, "-m", "crawler", "crawl", seed, "-q", "-o", os.devnull]
+                    # the corpus pages' own relative links are not followed: only /p/N
+                    cmd += ["--ignore-robots", "--concurrency", "16", "--include", r"/p/\d+$"]
+                    if archive:
+                        cmd += ["--warc", os.path.join(tmp, f"run{run}.warc.gz")]
+                    t0 = time.perf_counter()
+                    child = subprocess.Popen(cmd, cwd=ROOT)
+                    _, status, usage = os.wait4(child.pid, 0)
+                    wall = time.perf_counter() - t0
+                    assert os.waitstatus_to_exitcode(status) == 0
+                    used = usage.ru_utime + usage.ru_stime
+                    cpu[archive].append(used)
+                    size = ""
+                    if archive:
+                        size = f", file {os.path.getsize(cmd[-1]) / 1e6:.1f} MB"
+                    label = "with --warc" if archive else "without   "
+                    print(
+                        f"crawl: {pages} pages {label}: {wall:.2f} s wall, {used:.2f} CPU s{size}"
+                    )
+        mid = {k: sorted(v)[len(v) // 2] for k, v in cpu.items()}
+        print(
+            f"crawl: median CPU s {mid[False]:.2f} without, {mid[True]:.2f} with --warc"
+            f" ({mid[True] / mid[False]:.2f}x)"
+        )
+    finally:
+        site.kill()
+        site.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     w = sub.add_parser("warc")
     w.add_argument("--repeat", type=int, default=3)
     w.add_argument("--level", type=int, default=6)
+    c = sub.add_parser("crawl")
+    c.add_argument("--pages", type=int, default=2000)
+    c.add_argument("--runs", type=int, default=3)
+    t = sub.add_parser("site")
+    t.add_argument("--pages", type=int, default=2000)
     r = sub.add_parser("repair")
     r.add_argument("--records", type=int, default=2000)
     s = sub.add_parser("sitemap")
@@ -143,6 +225,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "warc":
         bench_warc(args.repeat, args.level)
+    elif args.what == "crawl":
+        bench_crawl(args.pages, args.runs)
+    elif args.what == "site":
+        serve_site(args.pages)
     elif args.what == "repair":
         bench_repair(args.records)
     elif args.child:
