@@ -120,6 +120,9 @@ SHARED_IDLE_GRACE = 2.0
 # Seconds between two reads of the queue's length from a shared state (``queued``, for
 # progress lines and the frontier gauge: other workers change it too).
 _QUEUED_REFRESH = 2.0
+# Seconds, with a shared state, from a lease that found nothing to the next one another
+# worker's wake-up may trigger (see _dispatch).
+_SHARED_RELEASE_GAP = 0.1
 # Seconds a clean stop waits to give a shared state back its unfinished leases.
 _GIVE_BACK_TIMEOUT = 10.0
 # Seconds between two looks for the settings of a crawl a seedless worker waits to join.
@@ -585,6 +588,11 @@ class Crawler:
         # processes by up to another worker's room; exact for workers of one process).
         budgeted = bool(max_pages) and shared and _takes_budget(state)
         refresh = time.monotonic() + _QUEUED_REFRESH
+        # When the last lease found nothing: with a shared state, another worker's wake-up
+        # leads to the next try no sooner than _SHARED_RELEASE_GAP after it (every worker's
+        # offers and completions wake every worker: without it, a worker waiting for a slot
+        # would ask once per wake, several futile leases a page).
+        futile = 0.0
         try:
             while not self._stopped:
                 if self._done:
@@ -616,6 +624,8 @@ class Crawler:
                         idle_since = None
                         if len(leases) == room:
                             continue  # the room is full, or more may be due: look again
+                    else:
+                        futile = time.monotonic()
                 if not tasks:
                     if self._done:
                         continue
@@ -637,13 +647,13 @@ class Crawler:
                         left = grace - (now - idle_since)
                         if left <= 0:
                             break
-                        await state.wait(min(left, _IDLE_RECHECK))
+                        await self._state_wait(min(left, _IDLE_RECHECK), futile)
                         continue
                     idle_since = None
                     # queued but not leasable here (politeness, other workers' leases): wait
                     due = state.next_due(time.time())
                     timeout = max(0.0, due - time.time()) if due is not None else _IDLE_RECHECK
-                    await state.wait(min(timeout, _IDLE_RECHECK))
+                    await self._state_wait(min(timeout, _IDLE_RECHECK), futile)
                     continue
                 due = state.next_due(time.time()) if room > 0 else None
                 timer = (
@@ -658,7 +668,7 @@ class Crawler:
                         if shared and room > 0:
                             # Other workers' completions and offers free slots and add work:
                             # the state's wake-up counts as much as our own page finishing.
-                            await self._wait_local_or_state(wakeup)
+                            await self._wait_local_or_state(wakeup, futile)
                         else:
                             await wakeup.wait()
                 finally:
@@ -671,10 +681,20 @@ class Crawler:
                 self.stats.cancelled = True
                 await self._cancel_tasks()
 
-    async def _wait_local_or_state(self, wakeup: asyncio.Event) -> None:
-        """Until the local wake-up is set or ``state.wait`` returns (at most _IDLE_RECHECK)."""
+    async def _state_wait(self, timeout: float, futile: float) -> None:
+        """``state.wait(timeout)``; with a shared state, not over before _SHARED_RELEASE_GAP
+        has passed since ``futile`` (the last lease that found nothing)."""
+        if self._shared:
+            gap = futile + _SHARED_RELEASE_GAP - time.monotonic()
+            if gap > 0:
+                await asyncio.sleep(min(gap, timeout))
+                timeout -= gap
+        await self._state.wait(max(0.0, timeout))
+
+    async def _wait_local_or_state(self, wakeup: asyncio.Event, futile: float) -> None:
+        """Until the local wake-up is set or the state's wait returns (at most _IDLE_RECHECK)."""
         local = asyncio.ensure_future(wakeup.wait())
-        remote = asyncio.ensure_future(self._state.wait(_IDLE_RECHECK))
+        remote = asyncio.ensure_future(self._state_wait(_IDLE_RECHECK, futile))
         try:
             await asyncio.wait({local, remote}, return_when=asyncio.FIRST_COMPLETED)
         finally:
