@@ -181,3 +181,31 @@ async def test_idle_workers_do_not_poll_redis(
     assert not any(r.stats.cancelled for r in results)
     assert scripts <= 3 * 3 * 2, calls  # a lease re-check a second a worker, at most two
     assert total < 3 * 3 * 20, calls  # a busy poll would be thousands
+
+
+async def test_workers_waiting_for_a_slot_do_not_flood_redis_with_leases(
+    serve,  # type: ignore[no-untyped-def]
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # Four workers, one origin, 2 requests at once cluster-wide: most workers wait for a
+    # slot most of the time, and every completion wakes them all. The script calls (offer,
+    # lease, complete...) per page stay about what one worker alone needs (~3), not one
+    # futile lease per worker per wake.
+    app, hits = chain_site(80, fanout=12, delay=0.02)
+    server = await serve(app)
+    url = redis_server.url
+    client = aioredis.from_url(url)
+    await client.config_resetstat()
+    cfg = CrawlConfig(state=url, concurrency=4, per_host=2)
+    seeded = Crawler(cfg.replace(seeds=(str(server.make_url("/p/0.html")),)))
+    workers = [seeded] + [Crawler(cfg) for _ in range(3)]
+    try:
+        results = await asyncio.wait_for(asyncio.gather(*(w.run() for w in workers)), 60)
+        stats = await client.info("commandstats")
+    finally:
+        await client.aclose()
+    pages = sum(r.stats.pages - r.stats.resumed_pages for r in results)
+    assert pages == 80 and len(_pages(hits)) == 80
+    scripts = stats["cmdstat_evalsha"]["calls"]
+    print(f"4 workers, per_host 2: {scripts} script calls for {pages} pages")
+    assert scripts / pages < 5, scripts
