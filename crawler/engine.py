@@ -44,7 +44,8 @@ four things, and nothing else:
 * waiting: other workers' leases are work in progress (their pages may offer more links); a
   worker with room and nothing to lease waits on ``state.wait`` (the state's wake-up when any
   worker offers, completes or retries) as well as on its own pages: never a busy poll (at
-  most one re-check a second while idle);
+  most one re-check a second while idle, and after a lease that found nothing, the next
+  one a wake-up triggers no sooner than ``_SHARED_RELEASE_GAP``);
 * stopping: only after nothing was queued and nothing leased anywhere for a grace period
   (``SHARED_IDLE_GRACE``, or the state's ``idle_grace``), as a normal end; a clean stop gives
   the unfinished leases back (``retry`` due now), so that no one waits for them to expire;
