@@ -7,15 +7,17 @@ temporary directory) and measures, with ``INFO memory`` ``used_memory`` before a
    the bucket count, their encodings (``OBJECT ENCODING``) and the fullest bucket against
    ``set-max-intset-entries``;
 2. the whole state: N URLs offered and queued (on ``--origins`` origins), bytes per URL;
-3. the engine's pattern (lease a batch, offer each page's links, complete the batch):
-   round trips per page (client calls), Redis commands per page (``INFO commandstats``,
-   which counts the commands run inside the scripts too) and Redis CPU seconds per 1,000
-   pages (``INFO cpu``).
+3. the engine's pattern of state calls (lease a batch, offer each page's links, complete the
+   batch), and 4. the engine itself crawling tests/sitegen.py's site (one worker): round
+   trips per page (client calls), Redis commands per page (``INFO commandstats``, which
+   counts the commands run inside the scripts too) and Redis CPU seconds per 1,000 pages
+   (``INFO cpu``).
 
 Run (nice: the machine is shared)::
 
     nice -n 10 python benchmarks/redis_memory.py            # 1,000,000 URLs
     nice -n 10 python benchmarks/redis_memory.py --urls 100000 --pages 2000
+    nice -n 10 python benchmarks/redis_memory.py --per-page-only     # 3 and 4 only
 
 Prints a JSON object (and a readable summary on stderr).
 """
@@ -142,65 +144,120 @@ async def engine_pattern(state: RedisState, client: Any, pages: int) -> dict[str
     }
 
 
+async def real_crawl(server: RedisServer, client: Any, n: int) -> dict[str, Any]:
+    """The engine itself (one worker) crawling tests/sitegen.py's site of ``n`` pages."""
+    from aiohttp.test_utils import TestServer  # noqa: PLC0415
+
+    from crawler.config import CrawlConfig  # noqa: PLC0415
+    from crawler.engine import Crawler  # noqa: PLC0415
+    from tests.sitegen import Site  # noqa: PLC0415
+
+    site = Site(n=n)
+    web = TestServer(site.app(), host="127.0.0.1", port=0)
+    await web.start_server()
+    try:
+        site.origin = str(web.make_url("")).rstrip("/")
+        cfg = CrawlConfig(
+            seeds=(site.origin + "/p/0.html",), state=server.url, name="site", concurrency=8
+        )
+        state = RedisState(server.url, name="site")
+        cmds0, cpu0 = command_calls(client), cpu_seconds(client)
+        t = time.perf_counter()
+        pages = 0
+        async with Crawler(cfg, state=state) as crawler:
+            async for _ in crawler:
+                pages += 1
+        wall = time.perf_counter() - t
+        cmds = command_calls(client) - cmds0 - 2  # the two INFO calls of this measurement
+        cpu = cpu_seconds(client) - cpu0
+    finally:
+        await web.close()
+    return {
+        "pages": pages,
+        "round_trips_per_page": round(state.calls / pages, 3),
+        "redis_commands_per_page": round(cmds / pages, 1),
+        "redis_cpu_seconds_per_1000_pages": round(cpu / pages * 1000, 3),
+        "wall_seconds": round(wall, 2),
+    }
+
+
+async def memory_runs(server: RedisServer, client: Any, args: Any) -> dict[str, Any]:
+    """Runs 1 and 2: the seen set alone, then the whole state, each from an empty database."""
+    out: dict[str, Any] = {}
+    seen = RedisState(server.url, name="seen", seen_bits=args.seen_bits)
+    await seen.open(per_host=8, delay=0.0, max_pages_per_host=0)
+    empty = used_memory(client)
+    secs = await offer_urls(seen, args.urls, args.origins, queue=False)
+    after = used_memory(client)
+    out["seen_set"] = {
+        "bytes_per_url": round((after - empty) / args.urls, 2),
+        "used_memory_before": empty,
+        "used_memory_after": after,
+        "offers_per_second": round(args.urls / secs),
+        **bucket_report(client, prefix_of("seen")),
+    }
+    await seen.close()
+    client.flushall()
+
+    base = used_memory(client)
+    full = RedisState(server.url, name="full", seen_bits=args.seen_bits)
+    await full.open(per_host=8, delay=0.0, max_pages_per_host=0)
+    secs = await offer_urls(full, args.urls, args.origins, queue=True)
+    after = used_memory(client)
+    out["queued"] = {
+        "bytes_per_url": round((after - base) / args.urls, 2),
+        "origins": args.origins,
+        "used_memory_before": base,
+        "used_memory_after": after,
+        "offers_per_second": round(args.urls / secs),
+    }
+    await full.close()
+    client.flushall()
+    return out
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--urls", type=int, default=1_000_000)
     ap.add_argument("--origins", type=int, default=1000)
     ap.add_argument("--pages", type=int, default=5000)
     ap.add_argument("--seen-bits", type=int, default=16)
+    ap.add_argument("--site-pages", type=int, default=400)
+    ap.add_argument("--per-page-only", action="store_true", help="skip runs 1 and 2 (memory)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
         client = _sync(server)
         version = client.info("server")["redis_version"]
-        result: dict[str, Any] = {"urls": args.urls, "redis": version}
-
-        seen = RedisState(server.url, name="seen", seen_bits=args.seen_bits)
-        await seen.open(per_host=8, delay=0.0, max_pages_per_host=0)
-        empty = used_memory(client)
-        secs = await offer_urls(seen, args.urls, args.origins, queue=False)
-        after = used_memory(client)
-        result["seen_set"] = {
-            "bytes_per_url": round((after - empty) / args.urls, 2),
-            "used_memory_before": empty,
-            "used_memory_after": after,
-            "offers_per_second": round(args.urls / secs),
-            **bucket_report(client, prefix_of("seen")),
-        }
-        await seen.close()
-        client.flushall()
-
-        base = used_memory(client)
-        full = RedisState(server.url, name="full", seen_bits=args.seen_bits)
-        await full.open(per_host=8, delay=0.0, max_pages_per_host=0)
-        secs = await offer_urls(full, args.urls, args.origins, queue=True)
-        after = used_memory(client)
-        result["queued"] = {
-            "bytes_per_url": round((after - base) / args.urls, 2),
-            "origins": args.origins,
-            "used_memory_before": base,
-            "used_memory_after": after,
-            "offers_per_second": round(args.urls / secs),
-        }
-        await full.close()
-        client.flushall()
-
+        result: dict[str, Any] = {"redis": version}
+        if not args.per_page_only:
+            result["urls"] = args.urls
+            result.update(await memory_runs(server, client, args))
         pattern = RedisState(server.url, name="engine")
         await pattern.open(per_host=4, delay=0.0, max_pages_per_host=0)
         result["engine_pattern"] = await engine_pattern(pattern, client, args.pages)
         await pattern.close()
+        result["engine_crawl"] = await real_crawl(server, client, args.site_pages)
         client.close()
     print(json.dumps(result, indent=2))
-    s, q, e = result["seen_set"], result["queued"], result["engine_pattern"]
-    print(
-        f"seen set: {s['bytes_per_url']} B/URL at {args.urls:,} URLs"
-        f" ({s['buckets']} buckets, fullest {s['fullest_bucket']}"
-        f" of {s['set_max_intset_entries']}, {'/'.join(s['encodings_sampled'])});"
-        f" queued state: {q['bytes_per_url']} B/URL;"
-        f" per page: {e['round_trips_per_page']} round trips,"
-        f" {e['redis_commands_per_page']} Redis commands,"
-        f" {e['redis_cpu_seconds_per_1000_pages']} Redis CPU s per 1000 pages",
-        file=sys.stderr,
-    )
+    if not args.per_page_only:
+        s, q = result["seen_set"], result["queued"]
+        print(
+            f"seen set: {s['bytes_per_url']} B/URL at {args.urls:,} URLs"
+            f" ({s['buckets']} buckets, fullest {s['fullest_bucket']}"
+            f" of {s['set_max_intset_entries']}, {'/'.join(s['encodings_sampled'])});"
+            f" queued state: {q['bytes_per_url']} B/URL",
+            file=sys.stderr,
+        )
+    for what, d in (
+        ("state calls as the engine makes them", result["engine_pattern"]),
+        ("the engine crawling a site", result["engine_crawl"]),
+    ):
+        print(
+            f"{what}: {d['pages']} pages, {d['round_trips_per_page']} round trips,"
+            f" {d['redis_commands_per_page']} Redis commands,"
+            f" {d['redis_cpu_seconds_per_1000_pages']} Redis CPU s per 1000 pages",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":
