@@ -208,6 +208,28 @@ async def test_wait_wakes_on_another_workers_offer(workers: Workers) -> None:
     assert (await b.counts()).queued == 1
 
 
+async def test_wake_ups_come_back_after_a_redis_restart(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    a = await workers.open()
+    b = await workers.open()
+    redis_server.restart()
+    await a.counts()  # A's pool reconnects
+    deadline = time.monotonic() + 10
+    while True:  # both readers subscribe again
+        await b.wait(0.5)
+        if command(redis_server, "PUBSUB", "NUMSUB", prefix_of("t") + "wake")[1] == 2:
+            break
+        assert time.monotonic() < deadline
+    await b.wait(0.01)
+    waiter = asyncio.ensure_future(b.wait(10.0))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await offer(a, "http://a.test/")
+    await asyncio.wait_for(waiter, 3.0)
+
+
 async def test_a_budget_holds_across_workers(workers: Workers) -> None:
     a = await workers.open()
     b = await workers.open()
