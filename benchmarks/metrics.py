@@ -4,6 +4,8 @@
     python benchmarks/metrics.py                  # 2,000-page site, 3 runs of each, alternating
     python benchmarks/metrics.py --runs 5 --pages 20000
     python benchmarks/metrics.py --micro-only     # only the per-call cost of the hot path
+    python benchmarks/metrics.py --valgrind --runs 3 --scrape-interval 100
+                                                  # instructions (callgrind) instead of CPU s
 
 Uses benchmarks/crawl.py's pieces: the same generated site (30-60 KB pages, ~100 links
 each, under /tmp/crawlbench), nginx pinned to core 0, ``crawler crawl`` pinned to core 1
@@ -12,6 +14,10 @@ each, under /tmp/crawlbench), nginx pinned to core 0, ``crawler crawl`` pinned t
 machine's load hits both alike. With metrics on, this script scrapes /metrics every
 ``--scrape-interval`` seconds during the run (a pessimistic Prometheus: its default is 15 s)
 and checks the last scrape's page count against nginx's.
+
+CPU seconds on a shared 2-core machine move by 20% between runs; ``--valgrind`` runs each
+crawl under ``valgrind --tool=callgrind`` and reports the instructions it executed, which move
+far less (about 50x slower, so use the 2,000-page site).
 
 Also measures the hot path alone: ``Metrics.on_response`` and ``Metrics.on_tally`` per call
 (timeit, best of 5), the two calls the crawl makes per fetch and per page.
@@ -33,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from prometheus_client import generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from crawler.admission import Tally  # noqa: E402
@@ -63,9 +70,11 @@ def micro() -> dict[str, float]:
         ("on_response (404)", lambda: m.on_response(bad)),
         ("on_tally", lambda: m.on_tally(t)),
         ("empty call (baseline)", lambda: None),
+        ("one scrape (exposition)", lambda: generate_latest(m.registry)),
     ):
-        best = min(timeit.repeat(fn, number=n, repeat=5))
-        out[name] = best / n * 1e9
+        number = n // 100 if name.startswith("one scrape") else n
+        best = min(timeit.repeat(fn, number=number, repeat=5))
+        out[name] = best / number * 1e9
     return out
 
 
@@ -97,6 +106,14 @@ def pages_in(text: str) -> float | None:
     return None
 
 
+def instructions(err: Path) -> float:
+    """The instruction count callgrind printed ("==PID== Collected : N") in a stderr file."""
+    for line in err.read_text(errors="replace").splitlines():
+        if "Collected :" in line:
+            return float(line.rsplit(":", 1)[1])
+    raise SystemExit(f"no callgrind summary in {err}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -106,12 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each (default 3)")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--scrape-interval", type=float, default=1.0)
-    ap.add_argument("--time-limit", type=float, default=300)
+    ap.add_argument("--time-limit", type=float, default=None, help="s (default 300, 1200)")
     ap.add_argument("--site-dir", default="/tmp/crawlbench")
     ap.add_argument("--micro-only", action="store_true")
+    ap.add_argument("--valgrind", action="store_true", help="count instructions (callgrind)")
     args = ap.parse_args(argv)
+    if args.time_limit is None:
+        args.time_limit = 1200.0 if args.valgrind else 300.0
 
-    print("hot path, ns per call (best of 5 x 200,000):")
+    print("hot path, ns per call (best of 5 x 200,000; a scrape: x 2,000):")
     for name, ns in micro().items():
         print(f"  {name:24s} {ns:7.0f}")
     if args.micro_only:
@@ -125,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     nginx = cb.Nginx(cb._apt_install("nginx", "nginx"), site_root, 0)
     workdir = Path(tempfile.mkdtemp(prefix="metricsbench-"))
     results: dict[str, list[tuple[float, float, int]]] = {"off": [], "on": []}
+    unit = "G instructions" if args.valgrind else "CPU s"
     try:
         url = nginx.base + "/"
         base = [
@@ -135,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs):
             for mode in ("off", "on"):
                 cmd = list(base)
+                if args.valgrind:
+                    out = workdir / f"callgrind.{mode}{i}"
+                    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd]
                 scraper = None
                 if mode == "on":
                     port = cb._free_port()
@@ -143,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                     scraper.start()
                 run = cb.Run(f"{mode}{i}", cmd)
                 cb.run_one(run, nginx, 1, args.time_limit, workdir)
+                if args.valgrind:
+                    run.cpu = instructions(workdir / f"{run.name}.err") / 1e9
                 note = ""
                 if scraper is not None:
                     scraper.stopping.set()
@@ -150,26 +176,32 @@ def main(argv: list[str] | None = None) -> int:
                     last = pages_in(scraper.last) if scraper.last else None
                     note = f", {scraper.count} scrapes, last says {last} pages"
                 print(
-                    f"  {mode:3s} run {i}: {run.pages} pages, {run.cpu:.2f} CPU s, "
+                    f"  {mode:3s} run {i}: {run.pages} pages, {run.cpu:.3f} {unit}, "
                     f"{run.wall:.2f} s wall, exit {run.exit}{note}",
                     flush=True,
                 )
-                results[mode].append((run.cpu, run.wall, run.pages))
+                if run.exit == 0 and not run.timed_out and run.pages == args.pages:
+                    results[mode].append((run.cpu, run.wall, run.pages))
+                else:
+                    print(f"  (run {mode}{i} left out: not a complete crawl)", flush=True)
     finally:
         nginx.stop()
     print(f"\n{args.pages}-page site, {args.runs} runs each (median):")
     med = {}
     for mode, rows in results.items():
+        if not rows:
+            print(f"  metrics {mode}: no complete run")
+            return 1
         cpu = statistics.median(r[0] for r in rows)
         wall = statistics.median(r[1] for r in rows)
         pages = statistics.median(r[2] for r in rows)
         med[mode] = cpu
         print(
-            f"  metrics {mode:3s}: {cpu:.2f} CPU s, {wall:.2f} s wall, {pages:.0f} pages, "
-            f"{pages / wall:.0f} pages/s; CPU runs: " + ", ".join(f"{r[0]:.2f}" for r in rows)
+            f"  metrics {mode:3s}: {cpu:.3f} {unit}, {wall:.2f} s wall, {pages:.0f} pages, "
+            f"{pages / wall:.0f} pages/s; runs: " + ", ".join(f"{r[0]:.3f}" for r in rows)
         )
     diff = med["on"] - med["off"]
-    print(f"  difference: {diff:+.2f} CPU s ({diff / med['off'] * 100:+.1f}%)")
+    print(f"  difference: {diff:+.3f} {unit} ({diff / med['off'] * 100:+.2f}%)")
     return 0
 
 

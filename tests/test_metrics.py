@@ -380,6 +380,31 @@ async def test_two_crawls_in_one_process_keep_their_own_metrics(serve) -> None: 
         assert one(s, "crawler_response_bytes_total") == stats.bytes + len(ROBOTS)
 
 
+async def test_a_resumed_crawl_counts_this_run_only(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Counters start at 0 in each process (Prometheus' rule), whatever the stored totals.
+    site, log = await start_logged_site(serve, n=60)
+    state = str(tmp_path / "state")
+    seed = (site.url("/p/0.html"),)
+    first = CrawlConfig(seeds=seed, state=state, max_pages=20, retries=0)
+    async with Crawler(first) as crawler:
+        await crawler.run()
+        before = crawler.stats
+    assert before.pages == 20
+    log.statuses.clear()
+    port = free_port()
+    again = CrawlConfig(seeds=seed, state=state, max_pages=10_000, retries=0, metrics_port=port)
+    async with Crawler(again) as crawler:
+        await crawler.run()
+        s = await scrape(f"http://127.0.0.1:{port}/metrics")
+        after = crawler.stats
+    assert after.resumed_pages == 20 < after.pages
+    assert one(s, "crawler_pages_total") == after.pages - 20
+    assert by_label(s, "crawler_requests_total", "status_class") == classes(log.statuses)
+    assert one(s, "crawler_links_extracted_total") == after.links_found - before.links_found > 0
+    assert one(s, "crawler_urls_discovered_total") == after.links_new - before.links_new > 0
+    assert one(s, "crawler_response_bytes_total") == after.bytes - before.bytes
+
+
 # -- off by default --
 
 _WITHOUT = """
