@@ -72,7 +72,7 @@ def _load_crawlbench() -> Any:
 crawlbench = _load_crawlbench()
 sitegen = crawlbench.sitegen
 
-CRAWLERS = ("ours", "scrapy-redis")
+CRAWLERS = ("ours-memory", "ours", "scrapy-redis")
 DRIVER_COMMANDS = {"info", "config|resetstat", "config", "flushall", "lpush", "ping", "hello"}
 
 
@@ -173,6 +173,7 @@ class Result:
     redis_by_command: dict[str, int] = field(default_factory=dict)
     redis_memory: int = 0  # used_memory at the end, before the flush
     redis_memory_base: int = 0
+    seen: int = 0  # URLs in the seen set / dupefilter at the end
     nginx_cpu_s: float = 0.0
     exits: list[int] = field(default_factory=list)
     timed_out: bool = False
@@ -188,26 +189,28 @@ def worker_commands(
     name: str, n: int, url: str, redis_url: str, conc: int, limit: float
 ) -> list[list[str]]:
     py = sys.executable
+    base = [
+        py,
+        "-m",
+        "crawler",
+        "crawl",
+        "--state",
+        redis_url,
+        "--ignore-robots",
+        "--concurrency",
+        str(conc),
+        "--per-host",
+        str(conc * n),
+        "--max-depth",
+        "1000",
+        "--output",
+        os.devnull,
+        "--quiet",
+    ]
     if name == "ours":
-        base = [
-            py,
-            "-m",
-            "crawler",
-            "crawl",
-            "--state",
-            redis_url,
-            "--ignore-robots",
-            "--concurrency",
-            str(conc),
-            "--per-host",
-            str(conc * n),
-            "--max-depth",
-            "1000",
-            "--output",
-            os.devnull,
-            "--quiet",
-        ]
-        return [base[:3] + [url] + base[3:]] + [base] * (n - 1)
+        return [base[:4] + [url] + base[4:]] + [base] * (n - 1)
+    if name == "ours-memory":  # the baseline: one process, the state in memory, no Redis
+        return [[py, "-m", "crawler", "crawl", url, *base[6:]]]
     if name == "scrapy-redis":
         host = url.split("//", 1)[1].split(":", 1)[0]
         cmd = [
@@ -265,6 +268,8 @@ def run(
         for i, cmd in enumerate(cmds):
             if i == 1 and name == "ours":  # the crawl exists once the first page is served
                 while nginx.requests() <= before + 1 and time.perf_counter() < deadline:
+                    if procs[0].poll() is not None:
+                        break  # it ended (or failed) first: the others are started anyway
                     time.sleep(0.01)
             out = open(workdir / f"{name}-{n}-{i}.out", "wb")  # noqa: SIM115
             err = open(workdir / f"{name}-{n}-{i}.err", "wb")  # noqa: SIM115
@@ -283,6 +288,10 @@ def run(
                 if pid:
                     usage[p.pid] = ru
                     statuses[p.pid] = os.waitstatus_to_exitcode(status)
+            first = procs[0].pid
+            if statuses.get(first, 0) != 0 and not res.timed_out and len(usage) < len(procs):
+                log(f"  worker 0 exited {statuses[first]}: stopping the others")
+                deadline = 0.0  # the crawl may never have started: joiners would wait for it
             now = time.perf_counter()
             count = nginx.requests()
             if count != last_count:
@@ -309,6 +318,7 @@ def run(
     res.redis_by_command = redis.commands()
     res.redis_calls = sum(res.redis_by_command.values())
     res.redis_memory = redis.memory()
+    res.seen = seen_urls(name, redis)
     res.cpu_s = sum(ru.ru_utime + ru.ru_stime for ru in usage.values())
     res.exits = [statuses[p.pid] for p in procs]
     lines = [ln.split(" ", 2) for ln in nginx.log_since(log_at)]
@@ -328,6 +338,25 @@ def run(
     if any(c.get("finish_reason") == "closespider_timeout" for c in res.child):
         res.timed_out = True
     return res
+
+
+def seen_urls(name: str, redis: Redis) -> int:
+    """URLs the crawl's seen set (ours) or dupefilter (scrapy-redis) holds."""
+    if name == "ours-memory":
+        return 0
+    if name == "scrapy-redis":
+        return int(redis.client.scard("bench:dupefilter"))
+    res = subprocess.run(
+        [sys.executable, "-m", "crawler", "status", "--state", redis.url, "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    if res.returncode != 0:
+        log(f"crawler status exited {res.returncode}: {res.stderr.strip()}")
+        return 0
+    return int(json.loads(res.stdout).get("seen", 0))
 
 
 def table(results: list[Result], site_pages: int) -> str:
@@ -368,7 +397,7 @@ def table(results: list[Result], site_pages: int) -> str:
         if any(r.exits):
             notes.append(f"exits {r.exits}")
         notes.append(f"load {r.load:.2f}")
-        mem = (r.redis_memory - r.redis_memory_base) / r.pages if r.pages else 0
+        mem = (r.redis_memory - r.redis_memory_base) / r.seen if r.seen else 0
         x1 = f"{r.rate / one[r.crawler]:.2f}" if one.get(r.crawler) else "-"
         lines.append(
             row(
@@ -403,8 +432,17 @@ def table(results: list[Result], site_pages: int) -> str:
                 f"{(a.redis_calls / a.pages) / (b.redis_calls / b.pages):.3f}x, Redis CPU s/page "
                 f"{(a.redis_cpu_s / a.pages) / (b.redis_cpu_s / b.pages):.3f}x"
             )
+    mem, one_ours = by.get(("ours-memory", 1)), by.get(("ours", 1))
+    if mem and one_ours and mem.rate and mem.cpu_s and one_ours.cpu_s:
+        cpu = (one_ours.cpu_s / one_ours.pages) / (mem.cpu_s / mem.pages)
+        ratios.append(
+            f"one worker on Redis / in memory: pages/s x{one_ours.rate / mem.rate:.2f}, "
+            f"worker CPU s per page x{cpu:.2f}"
+        )
     if ratios:
-        lines += ["", "ours / scrapy-redis:"] + ["  " + s for s in ratios]
+        lines += ["", "ratios (ours / scrapy-redis at the same N; ours on Redis / in memory):"] + [
+            "  " + s for s in ratios
+        ]
     return "\n".join(lines)
 
 
@@ -446,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         url = nginx.base + "/"
         for name in names:
             for n in counts:
+                if name == "ours-memory" and n != 1:
+                    continue  # one process: the baseline without Redis
                 limit = args.time_limit
                 if name == "scrapy-redis" and args.scrapy_time_limit is not None:
                     limit = args.scrapy_time_limit
@@ -469,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
         "pages: distinct URIs served 200 (nginx log); dup: GETs - pages; crawl s: first start to "
         "the last request served; wall s: to the last exit;\npages/s = pages / crawl s; CPU s: "
         "all workers; cmds/page: Redis commands (INFO commandstats) / pages; Redis B/URL: "
-        "used_memory growth / pages"
+        "used_memory growth / URLs seen\n(at this size mostly fixed costs "
+        "and queued requests: see benchmarks/redis_memory.py for the seen set at 1M URLs)"
     )
     for r in results:
         top = sorted(r.redis_by_command.items(), key=lambda kv: -kv[1])[:8]
