@@ -1,5 +1,6 @@
-"""A minimal scrapy-redis worker for benchmarks/redis.py: the crawl benchmark's link-following
-spider (benchmarks/crawl/scrapy_spider.py) on scrapy-redis' shared scheduler and dupefilter.
+"""A minimal scrapy-redis worker for benchmarks/redis_workers.py: the crawl benchmark's
+link-following spider (benchmarks/crawl/scrapy_spider.py) on scrapy-redis' shared scheduler and
+dupefilter.
 
     python benchmarks/scrapy_redis_spider.py --redis redis://127.0.0.1:PORT/0 --host 127.0.0.1 \
         --concurrency 16 --idle-close 2 --time-limit 60
@@ -27,19 +28,13 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-# benchmarks/redis.py sits beside this file: keep this directory off sys.path (it would shadow
-# the redis package scrapy-redis imports); benchmarks/redis.py runs us with `python -P` too.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-import scrapy  # noqa: E402
-from scrapy.crawler import CrawlerProcess  # noqa: E402
-from scrapy.http import Response, TextResponse  # noqa: E402
-from scrapy.linkextractors import LinkExtractor  # noqa: E402
-from scrapy_redis.spiders import RedisSpider  # noqa: E402
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import Response, TextResponse
+from scrapy.linkextractors import LinkExtractor
+from scrapy_redis.spiders import RedisSpider
 
 
 class BenchRedisSpider(RedisSpider):  # type: ignore[misc]

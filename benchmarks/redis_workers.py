@@ -3,10 +3,10 @@
 crawler (``crawler crawl --state redis://``) side by side with scrapy-redis, on the crawl
 benchmark's nginx site.
 
-    python benchmarks/redis.py                          # 20,000 pages; 1, 2, 4 workers; both
-    python benchmarks/redis.py --quick                  # the 2,000-page site
-    python benchmarks/redis.py --crawlers ours --workers 1,2
-    python benchmarks/redis.py --scrapy-time-limit 60   # scrapy-redis runs end after 60 s
+    python benchmarks/redis_workers.py                  # 20,000 pages; 1, 2, 4 workers; all
+    python benchmarks/redis_workers.py --quick          # the 2,000-page site
+    python benchmarks/redis_workers.py --crawlers ours --workers 1,2
+    python benchmarks/redis_workers.py --scrapy-time-limit 60   # scrapy-redis: 60 s a run
 
 What it does, in one run:
 1. builds (or reuses) the crawl benchmark's site (benchmarks/crawl/sitegen.py) and serves it
@@ -47,14 +47,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis  # the driver's own client: INFO, FLUSHALL, LPUSH
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# This file is benchmarks/redis.py: its directory, which `python benchmarks/redis.py` puts first
-# on sys.path, would shadow the redis package (for us and for scrapy-redis' workers, which are
-# started with `python -P`).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-import redis  # noqa: E402
 
 
 def _load_crawlbench() -> Any:
@@ -215,7 +211,6 @@ def worker_commands(
         host = url.split("//", 1)[1].split(":", 1)[0]
         cmd = [
             py,
-            "-P",
             str(HERE / "scrapy_redis_spider.py"),
             "--redis",
             redis_url,
