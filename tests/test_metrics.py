@@ -35,6 +35,7 @@ from crawler.metrics import (
     error_label,
 )
 from crawler.results import CrawlStats
+from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
 from tests.sitegen import ROBOTS, Site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -403,6 +404,37 @@ async def test_a_resumed_crawl_counts_this_run_only(serve, tmp_path: Path) -> No
     assert one(s, "crawler_links_extracted_total") == after.links_found - before.links_found > 0
     assert one(s, "crawler_urls_discovered_total") == after.links_new - before.links_new > 0
     assert one(s, "crawler_response_bytes_total") == after.bytes - before.bytes
+
+
+async def test_each_redis_worker_serves_its_own_share(
+    serve,  # type: ignore[no-untyped-def]
+    redis_server: RedisServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two workers on one redis:// crawl, each with its own metrics port: every response the
+    # server sent is counted by exactly one of them, and each counts the pages it did.
+    from crawler.state.redis import RedisState  # noqa: PLC0415  (needs the redis package)
+
+    monkeypatch.setattr(RedisState, "idle_grace", 0.5)  # stop 0.5 s after the work ran out
+    site, log = await start_logged_site(serve, n=60, delay_all=0.01)
+    seed = (site.url("/p/0.html"),)
+
+    async def worker(seeds: tuple[str, ...]) -> tuple[CrawlStats, Samples]:
+        port = free_port()
+        cfg = CrawlConfig(seeds=seeds, state=redis_server.url, concurrency=2, metrics_port=port)
+        async with Crawler(cfg) as crawler:
+            await crawler.run()
+            return crawler.stats, await scrape(f"http://127.0.0.1:{port}/metrics")
+
+    joiner = asyncio.ensure_future(worker(()))  # waits for the crawl to exist
+    await asyncio.sleep(0.3)
+    results = await asyncio.wait_for(asyncio.gather(worker(seed), joiner), 60)
+    total: Counter[str] = Counter()
+    for stats, s in results:
+        mine = one(s, "crawler_pages_total")
+        assert mine == stats.pages - stats.resumed_pages > 0  # both did a share
+        total.update(by_label(s, "crawler_requests_total", "status_class"))
+    assert dict(total) == classes(log.statuses)
 
 
 # -- off by default --

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """What ``--metrics-port`` costs: the crawl benchmark's site crawled with and without it.
 
-    python benchmarks/metrics.py                  # 2,000-page site, 3 runs of each, alternating
-    python benchmarks/metrics.py --runs 5 --pages 20000
-    python benchmarks/metrics.py --micro-only     # only the per-call cost of the hot path
-    python benchmarks/metrics.py --valgrind --runs 3 --scrape-interval 100
+    python benchmarks/metrics_overhead.py                  # 2,000-page site, 3 runs of each, alternating
+    python benchmarks/metrics_overhead.py --runs 5 --pages 20000
+    python benchmarks/metrics_overhead.py --micro-only     # only the per-call cost of the hot path
+    python benchmarks/metrics_overhead.py --valgrind --runs 3 --scrape-interval 100
                                                   # instructions (callgrind) instead of CPU s
 
 Uses benchmarks/crawl.py's pieces: the same generated site (30-60 KB pages, ~100 links
