@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """What ``--metrics-port`` costs: the crawl benchmark's site crawled with and without it.
 
-    python benchmarks/metrics_overhead.py                  # 2,000-page site, 3 runs of each, alternating
+    python benchmarks/metrics_overhead.py               # 2,000-page site, 3 runs each, alternating
     python benchmarks/metrics_overhead.py --runs 5 --pages 20000
-    python benchmarks/metrics_overhead.py --micro-only     # only the per-call cost of the hot path
+    python benchmarks/metrics_overhead.py --micro-only  # only the per-call cost of the hot path
     python benchmarks/metrics_overhead.py --valgrind --runs 3 --scrape-interval 100
-                                                  # instructions (callgrind) instead of CPU s
+                                                        # instructions (callgrind), not CPU s
 
 Uses benchmarks/crawl.py's pieces: the same generated site (30-60 KB pages, ~100 links
 each, under /tmp/crawlbench), nginx pinned to core 0, ``crawler crawl`` pinned to core 1

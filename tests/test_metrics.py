@@ -235,6 +235,30 @@ async def test_server_serves_the_registry_and_reads_gauges_at_scrape_time() -> N
     await m.stop()  # idempotent
 
 
+async def test_openmetrics_is_served_to_a_prometheus_that_asks_for_it() -> None:
+    # Prometheus asks for OpenMetrics first; its parser is strict (types, suffixes, # EOF).
+    from prometheus_client.openmetrics.parser import (  # noqa: PLC0415
+        text_string_to_metric_families as parse_openmetrics,
+    )
+
+    m = Metrics()
+    m.on_response(Response("http://h/", status=200, bytes=3, elapsed_ms=2.0))
+    port = free_port()
+    await m.start("127.0.0.1", port, View(queued=1))
+    try:
+        accept = {"Accept": "application/openmetrics-text; version=1.0.0"}
+        async with aiohttp.ClientSession() as session, session.get(m.url, headers=accept) as r:
+            assert r.content_type == "application/openmetrics-text"
+            text = await r.text()
+    finally:
+        await m.stop()
+    types = {f.name: f.type for f in parse_openmetrics(text)}
+    assert types["crawler"] == "info"
+    assert types["crawler_requests"] == types["crawler_pages"] == "counter"
+    assert types["crawler_request_duration_seconds"] == "histogram"
+    assert types["crawler_frontier_queued"] == types["crawler_in_flight"] == "gauge"
+
+
 async def test_port_in_use_is_a_clear_error_naming_host_and_port() -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
