@@ -184,7 +184,8 @@ redis.call('HSETNX', P .. 'cfg', 'bits', ARGV[6])
 return {ARGV[1], redis.call('GET', P .. 'fpkey'), redis.call('HGET', P .. 'cfg', 'bits')}
 """
 
-# ARGV: worker id, then 7 per candidate: bucket, member, origin, host, depth, queue, payload
+# ARGV: worker id, then one per candidate: "bucket \t member \t queue \t depth \t origin \t
+# host \t payload" (one argument, not seven: packing arguments is most of a client's cost)
 # -> {due, flags ("1" new, "0" seen before, one a candidate)}
 _OFFER = (
     _COMMON
@@ -192,16 +193,16 @@ _OFFER = (
 local flags = {}
 local new, queued = 0, 0
 local work, order, depths = {}, {}, {}
-for i = 2, #ARGV, 7 do
-  if redis.call('SADD', P .. 's:' .. ARGV[i], ARGV[i + 1]) == 1 then
+local FIELDS = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
+for i = 2, #ARGV do
+  local _, _, bucket, member, q, d, o, host, payload = string.find(ARGV[i], FIELDS)
+  if redis.call('SADD', P .. 's:' .. bucket, member) == 1 then
     new = new + 1
     flags[#flags + 1] = '1'
-    if ARGV[i + 5] == '1' then
-      local host = ARGV[i + 3]
+    if q == '1' then
       if BUDGET <= 0 or (tonumber(redis.call('HGET', P .. 'h', host)) or 0) < BUDGET then
         redis.call('HINCRBY', P .. 'h', host, 1)
-        local o, d = ARGV[i + 2], ARGV[i + 4]
-        redis.call('RPUSH', P .. 'q:' .. o .. '\t' .. d, '0\t' .. ARGV[i + 6])
+        redis.call('RPUSH', P .. 'q:' .. o .. '\t' .. d, '0\t' .. payload)
         local od = o .. '\t' .. d
         if not depths[od] then
           redis.call('ZADD', P .. 'qd:' .. o, d, d)

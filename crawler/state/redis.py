@@ -124,12 +124,6 @@ def prefix_of(name: str | None) -> str:
     return f"crawler:{{{name or DEFAULT_NAME}}}:"
 
 
-def _encode(kind: int, referrer: str | None, url: str) -> bytes:
-    ref = "" if referrer is None else referrer
-    n = "" if referrer is None else str(len(ref))
-    return f"{kind}\t{n}\t{ref}{url}".encode("utf-8", "surrogatepass")
-
-
 def _url_bytes(url: str) -> bytes:
     # a lease is ended by its id AND its URL: an id Redis handed out again after losing its
     # last writes (a crash with appendfsync everysec) must not end another worker's lease
@@ -137,6 +131,7 @@ def _url_bytes(url: str) -> bytes:
 
 
 def _decode(payload: str) -> tuple[int, str | None, str]:
+    # "kind \t len(referrer) or "" \t referrer + url", as offer_many packs it
     kind, n, rest = payload.split("\t", 2)
     if n == "":
         return int(kind), None, rest
@@ -485,19 +480,19 @@ class RedisState:
         accepted: list[Candidate] = []
         shift = 64 - self._bits
         low = (1 << shift) - 1
-        width = (self._bits + 3) // 4
+        width = f"0{(self._bits + 3) // 4}x"
         for start in range(0, len(candidates), OFFER_CHUNK):
             chunk = candidates[start : start + OFFER_CHUNK]
             args: list[Any] = [self._wid]
             for c in chunk:
-                args += (
-                    format(c.fp >> shift, f"0{width}x"),
-                    c.fp & low,
-                    c.origin,
-                    c.host,
-                    c.depth,
-                    1 if c.queue else 0,
-                    _encode(c.kind, c.referrer, c.url),
+                ref = c.referrer
+                fp = c.fp
+                args.append(
+                    (
+                        f"{fp >> shift:{width}}\t{fp & low}\t{1 if c.queue else 0}\t{c.depth}"
+                        f"\t{c.origin}\t{c.host}\t{c.kind}\t{'' if ref is None else len(ref)}"
+                        f"\t{ref or ''}{c.url}"
+                    ).encode("utf-8", "surrogatepass")
                 )
             due, flags = await self._script("offer", *args)
             self._set_due(due)
