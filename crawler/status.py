@@ -4,7 +4,8 @@ so it also works while the crawl runs).
 
 ``crawler status --state redis://HOST:PORT/DB [--name NAME]``: the cluster's view of a shared
 crawl (``RedisState.read_status``: reads only, while workers run): the same counts, plus the
-workers alive (by heartbeat), pages a second over the last minute and Redis's memory.
+workers alive (by heartbeat), pages a second (over the last minute, or the crawl's age if
+shorter) and Redis's memory.
 """
 
 from __future__ import annotations
@@ -129,7 +130,10 @@ def _text(status: Any) -> str:
         done,
     ]
     if _shared(status):
-        lines.append(f"rate:      {d['pages_per_second']:.1f} pages/s over the last minute")
+        lines.append(
+            f"rate:      {d['pages_per_second']:.1f} pages/s over the last minute (or since the"
+            " crawl started, if later)"
+        )
     lines += [
         f"seen:      {_plural(d['seen'], 'URL')} on {_plural(d['hosts'], 'host')}"
         f" ({_plural(d['origins_with_work'], 'origin')} with work left)",
