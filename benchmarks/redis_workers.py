@@ -253,7 +253,16 @@ def run(
     redis_cpu0 = redis.cpu()
     procs: list[subprocess.Popen[bytes]] = []
     outs = []
-    last_count, last_change = before, 0.0
+    polls = 0
+
+    def served() -> int:
+        """Requests nginx has served to the crawlers (stub_status counts each of its own
+        requests too: ours are taken off)."""
+        nonlocal polls
+        polls += 1
+        return int(nginx.requests()) - before - polls
+
+    last_count = 0
     t0 = time.perf_counter()
     last_change = t0
     usage: dict[int, Any] = {}
@@ -262,7 +271,7 @@ def run(
     try:
         for i, cmd in enumerate(cmds):
             if i == 1 and name == "ours":  # the crawl exists once the first page is served
-                while nginx.requests() <= before + 1 and time.perf_counter() < deadline:
+                while served() < 1 and time.perf_counter() < deadline:
                     if procs[0].poll() is not None:
                         break  # it ended (or failed) first: the others are started anyway
                     time.sleep(0.01)
@@ -288,7 +297,7 @@ def run(
                 log(f"  worker 0 exited {statuses[first]}: stopping the others")
                 deadline = 0.0  # the crawl may never have started: joiners would wait for it
             now = time.perf_counter()
-            count = nginx.requests()
+            count = served()
             if count != last_count:
                 last_count, last_change = count, now
             if now > deadline:
