@@ -45,7 +45,10 @@ four things, and nothing else:
   worker with room and nothing to lease waits on ``state.wait`` (the state's wake-up when any
   worker offers, completes or retries) as well as on its own pages: never a busy poll (at
   most one re-check a second while idle, and after a lease that found nothing, the next
-  one a wake-up triggers no sooner than ``_SHARED_RELEASE_GAP``);
+  one a wake-up triggers no sooner than ``_SHARED_RELEASE_GAP``). So when politeness is
+  the limit (few origins, their ``per_host`` slots all taken), a worker that finishes a page
+  takes the freed slot again before the waiting ones ask: the work gathers on the workers
+  that hold the slots (the throughput is the slots' either way) and the others wait cheaply;
 * stopping: only after nothing was queued and nothing leased anywhere for a grace period
   (``SHARED_IDLE_GRACE``, or the state's ``idle_grace``), as a normal end; a clean stop gives
   the unfinished leases back (``retry`` due now), so that no one waits for them to expire;
