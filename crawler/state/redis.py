@@ -29,8 +29,10 @@ What each worker gets (issue 11):
   strings: the top ``seen_bits`` bits (16 by default) pick one of 2**16 small Redis SETs of
   integers, the other 48 bits are the member. Redis stores such a set as an *intset*, 8
   bytes a member, while it has at most ``set-max-intset-entries`` (512 by default) members:
-  2**16 buckets stay under that up to about 25M URLs (``benchmarks/redis_memory.py``
-  measures bytes per URL). No Bloom filter: a false positive would be a page never fetched.
+  at 1M URLs the fullest of 2**16 buckets held 35-40 and the set took 15.7-16.0 bytes a URL
+  (``benchmarks/redis_memory.py``; tests/test_state_redis.py holds < 20); by the same
+  spread they stay under 512 up to about 25M URLs (an estimate). No Bloom filter: a false
+  positive would be a page never fetched.
   ``seen(fp)`` is a bounded local cache of fingerprints this worker has offered.
 * **Wake-ups without polling**: offers, completions and retries publish on the crawl's
   channel; ``wait`` blocks on a local event set by this worker's own calls or by a
