@@ -173,6 +173,11 @@ async def test_domain_and_host_only_cookies_keep_their_scope() -> None:
     assert set(jar.filter_cookies(URL("http://example.com/"))) == {"wide", "host"}
     assert set(jar.filter_cookies(URL("https://example.com/"))) == {"wide", "host", "sec"}
     assert sorted(jar_cookies(jar), key=lambda c: c.name) == sorted(cookies, key=lambda c: c.name)
+    # an IP host's cookies go back to that address only
+    jar.update_cookies_from_headers(["ip=1; Path=/"], URL("http://127.0.0.1:8080/x"))
+    assert set(jar.filter_cookies(URL("http://127.0.0.1/"))) == {"ip"}  # any port, as browsers
+    assert set(jar.filter_cookies(URL("http://127.0.0.2/"))) == set()
+    jar.clear_domain("127.0.0.1")
     text = format_cookies_txt(jar_cookies(jar))
     assert text.startswith("# Netscape HTTP Cookie File\n")
     assert ".example.com\tTRUE\t/\tFALSE\t0\twide\t1\n" in text
