@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# this directory holds benchmarks/redis.py: it must not shadow redis-py
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
 from crawler.state import Candidate, Outcome  # noqa: E402
