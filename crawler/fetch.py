@@ -452,6 +452,8 @@ class Fetcher:
         self._auth = AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
         self._proxies = ProxyChooser(config.proxy)
         self._observer_failed = False
+        #: Why ``save_cookies`` could not be written at :meth:`close` (None: it was, or none).
+        self.cookies_error: OptionError | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -460,7 +462,11 @@ class Fetcher:
         return self._session
 
     async def close(self) -> None:
-        """Save the cookies (``save_cookies``) and close the session if it is ours."""
+        """Save the cookies (``save_cookies``) and close the session if it is ours.
+
+        A jar that cannot be written (its directory went away) is logged and kept in
+        :attr:`cookies_error`; the close goes on.
+        """
         session, self._session = self._session, None
         if session is None:
             return
@@ -468,8 +474,13 @@ class Fetcher:
             path = self.config.save_cookies
             jar = session.cookie_jar
             if path and isinstance(jar, aiohttp.CookieJar):
-                count = save_cookies(jar, path)
-                log.info("saved %d cookie(s) to %s", count, path)
+                try:
+                    count = save_cookies(jar, path)
+                except OptionError as exc:  # the crawl is done: say so, do not fail the close
+                    self.cookies_error = exc
+                    log.error("cannot save the cookies: %s", exc)
+                else:
+                    log.info("saved %d cookie(s) to %s", count, path)
         finally:
             if self._own:
                 await session.close()

@@ -275,3 +275,17 @@ async def test_one_file_carries_the_cookies_across_a_ctrl_c(serve, tmp_path: Pat
         str(server.make_url("/n/7")), cookies=str(jar), max_pages=1, ignore_robots=True
     )
     assert [p.status for p in again.pages] == [200]
+
+
+async def test_a_jar_that_cannot_be_saved_is_logged(serve, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    site = CookieSite()
+    server = await serve(site.app())
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    fetcher = Fetcher(CrawlConfig(save_cookies=str(folder / "c.txt"), retries=0))
+    await fetcher.fetch(str(server.make_url("/")))
+    folder.rmdir()  # after the start-up check
+    await fetcher.close()
+    assert isinstance(fetcher.cookies_error, OptionError)
+    assert "--save-cookies" in str(fetcher.cookies_error)
+    assert "cannot save the cookies: --save-cookies: " in caplog.text
