@@ -612,7 +612,17 @@ async def test_gzip_bomb_stops_at_size_cap(h: Harness) -> None:
     # ~1 MiB on the wire that inflates to 1 GiB; the cap applies to what is inflated.
     cap = 4 * MiB
     srv = h.server()
-    run = await h.crawl(srv, "gzip-bomb", bound=20, max_body_bytes=cap, trace_memory=True)
+    # the cap is under test, not the timeouts: inflating under tracemalloc on a loaded
+    # machine may leave the socket quiet for over FAST's 1 s read timeout
+    run = await h.crawl(
+        srv,
+        "gzip-bomb",
+        bound=20,
+        max_body_bytes=cap,
+        trace_memory=True,
+        timeout=15,
+        read_timeout=10,
+    )
     p = run.fault("/bomb/gzip", "too_large")
     assert p.truncated
     assert cap <= p.bytes <= cap + 4 * MiB, p.bytes
@@ -626,7 +636,17 @@ async def test_brotli_bomb_stops_at_size_cap(h: Harness) -> None:
     # ~200 KB on the wire that inflates to 1 GiB.
     cap = 4 * MiB
     srv = h.server()
-    run = await h.crawl(srv, "br-bomb", bound=20, max_body_bytes=cap, trace_memory=True)
+    # the cap is under test, not the timeouts: inflating under tracemalloc on a loaded
+    # machine may leave the socket quiet for over FAST's 1 s read timeout
+    run = await h.crawl(
+        srv,
+        "br-bomb",
+        bound=20,
+        max_body_bytes=cap,
+        trace_memory=True,
+        timeout=15,
+        read_timeout=10,
+    )
     p = run.fault("/bomb/br", "too_large")
     assert p.truncated
     assert cap <= p.bytes <= cap + 4 * MiB, p.bytes
