@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -512,6 +513,52 @@ async def test_an_appendonly_restart_keeps_what_a_killed_worker_left(
     counts = await a.counts()
     assert counts.seen == counts.queued == 200
     assert await offer(a, "http://a.test/0", "http://a.test/new") == ["http://a.test/new"]
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (the TLS test makes a self-signed certificate)")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key)]
+        + ["-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+async def test_rediss_and_unix_socket_urls(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    tls_port = _closed_port()
+    sock = tmp_path / "redis.sock"
+    extra = ["--tls-port", str(tls_port), "--tls-cert-file", str(cert)]
+    extra += ["--tls-key-file", str(key), "--tls-ca-cert-file", str(cert)]
+    extra += ["--tls-auth-clients", "no", "--unixsocket", str(sock), "--unixsocketperm", "700"]
+    with RedisServer(tmp_path / "data", extra=extra):
+        tls = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={cert}"
+        unix = f"unix://{sock}?db=0"
+        a, b = open_state(tls, name="both"), open_state(unix, name="both")
+        assert isinstance(a, RedisState) and isinstance(b, RedisState)
+        for state in (a, b):
+            await state.open(per_host=1, delay=0.0, max_pages_per_host=0)
+        try:
+            await offer(a, "http://a.test/0", "http://a.test/1")
+            (lease,) = await b.lease(10, T0)  # one crawl, reached both ways
+            assert await a.lease(10, T0) == []  # per_host 1 across the two
+            await b.complete(lease, Outcome(), T0)
+            assert len(await a.lease(10, T0)) == 1
+        finally:
+            for state in (a, b):
+                await state.close()
+        assert RedisState.read_status(unix, "both").counts.done == 1
+        assert RedisState.read_status(tls, "both").counts.leased == 0  # a's close gave it back
+        # without the CA the self-signed certificate is refused: a clear error at open
+        with pytest.raises(StateError, match="cannot use Redis.*(?i:certificate)"):
+            await open_state(f"rediss://127.0.0.1:{tls_port}/0").open(
+                per_host=1, delay=0.0, max_pages_per_host=0
+            )
 
 
 # -- names, versions, errors --
