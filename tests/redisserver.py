@@ -133,9 +133,9 @@ class RedisServer:
             return data
 
     def ping(self) -> bool:
-        """True if the server answers PING now."""
+        """True if the server answers PING now (NOAUTH counts: it runs, with a password)."""
         try:
-            return self.command("PING", timeout=0.5).startswith(b"+PONG")
+            return self.command("PING", timeout=0.5).startswith((b"+PONG", b"-NOAUTH"))
         except OSError:
             return False
 

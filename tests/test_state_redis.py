@@ -561,6 +561,32 @@ async def test_rediss_and_unix_socket_urls(tmp_path: Path) -> None:
             )
 
 
+async def test_a_password_is_used_and_never_shown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with RedisServer(tmp_path, extra=["--requirepass", "s3cret-pw"]) as server:
+        good = f"redis://:s3cret-pw@127.0.0.1:{server.port}/0"
+        bad = f"redis://:wrong-pw@127.0.0.1:{server.port}/0"
+        state = open_state(good, name="pw")
+        await state.open(per_host=1, delay=0.0, max_pages_per_host=0)
+        try:
+            await offer(state, "http://a.test/")  # type: ignore[arg-type]
+            assert "s3cret" not in state.location and "***" in state.location
+            status = RedisState.read_status(good, "pw")
+            assert status.counts.queued == 1 and "s3cret" not in status.location
+        finally:
+            await state.close()
+        with pytest.raises(StateError) as err:
+            await open_state(bad, name="pw").open(per_host=1, delay=0.0, max_pages_per_host=0)
+        assert "wrong-pw" not in str(err.value) and "cannot use Redis" in str(err.value)
+        with pytest.raises(StateError) as err:
+            RedisState.read_settings(bad, "pw")
+        assert "wrong-pw" not in str(err.value)
+    assert not any(
+        "s3cret" in r.getMessage() or "wrong-pw" in r.getMessage() for r in caplog.records
+    )
+
+
 # -- names, versions, errors --
 
 
