@@ -257,6 +257,13 @@ class Crawler:
         error = getattr(self._archive, "error", None)
         return error if isinstance(error, OSError) else None
 
+    @property
+    def cookies_error(self) -> ValueError | None:
+        """Why ``save_cookies`` could not be written when the crawler closed, if it could not
+        (``crawler.fetch_errors.OptionError``, naming the option and the file)."""
+        error = getattr(self._fetcher, "cookies_error", None)
+        return error if isinstance(error, ValueError) else None
+
     def stop(self) -> None:
         """Ask for a prompt, clean stop (safe from a signal handler callback in the loop)."""
         if self._closed or self._stopped:

@@ -247,3 +247,36 @@ async def test_a_page_task_that_crashes_does_not_hold_the_crawl(
     assert (counts.queued, counts.leased, counts.done) == (0, 0, 6)
     assert counts.failed == {"internal": 1}
     assert read_warc(warc_path).count("response") == 6 and open_fds_to(warc_path) == 0
+
+
+async def test_a_cookie_jar_that_cannot_be_saved_is_told(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # The jar's directory disappears during the crawl: the crawl still ends and closes
+    # everything; Crawler.cookies_error says what failed (the CLI reports it).
+    app, seen = cookie_site(3, delay=0.0)
+    server = await serve(app)
+    jar_dir = tmp_path / "jar"
+    jar_dir.mkdir()
+    cfg = CrawlConfig(
+        seeds=(str(server.make_url("/p/0.html")),),
+        ignore_robots=True,
+        save_cookies=str(jar_dir / "cookies.txt"),
+    )
+    crawler = Crawler(cfg, on_page=lambda page: jar_dir.exists() and jar_dir.rmdir())
+    result = await crawler.run()
+    assert result.stats.pages == 3
+    error = crawler.cookies_error
+    assert error is not None and "--save-cookies" in str(error)
+    assert "s3cr3t-cookie" not in str(error)
+
+
+async def test_no_cookies_error_when_the_jar_is_saved(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    app, _ = cookie_site(2, delay=0.0)
+    server = await serve(app)
+    cfg = CrawlConfig(
+        seeds=(str(server.make_url("/p/0.html")),),
+        ignore_robots=True,
+        save_cookies=str(tmp_path / "cookies.txt"),
+    )
+    crawler = Crawler(cfg)
+    await crawler.run()
+    assert crawler.cookies_error is None and (tmp_path / "cookies.txt").exists()
