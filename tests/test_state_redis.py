@@ -645,6 +645,10 @@ async def test_an_unreachable_redis_is_a_state_error_naming_it() -> None:
         assert f"127.0.0.1:{port}" in str(err.value) and "s3cret" not in str(err.value)
     assert redacted("redis://u:pw@h:1/0") == "redis://u:***@h:1/0"
     assert redacted("redis://h:1/0") == "redis://h:1/0"
+    assert redacted("rediss://[::1]:6380/0?password=pw&ssl_ca_certs=/ca") == (
+        "rediss://[::1]:6380/0?password=***&ssl_ca_certs=/ca"
+    )
+    assert "pw" not in redacted("unix:///r.sock?db=0&PASSWORD=pw")
 
 
 # -- what is stored, and status --

@@ -62,14 +62,15 @@ import asyncio
 import json
 import logging
 import os
+import re
 import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
+from crawler.config import redact_url
 from crawler.fingerprint import Fingerprinter, new_key
 from crawler.frontier import MemorySeenSet
 from crawler.state._redis_scripts import SCRIPTS, VERSION
@@ -98,6 +99,7 @@ CLOSE_TIMEOUT = 10.0
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
 
 _T = TypeVar("_T")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def default_lease_timeout(request_timeout: float) -> float:
@@ -106,19 +108,9 @@ def default_lease_timeout(request_timeout: float) -> float:
 
 
 def redacted(url: str) -> str:
-    """``url`` without its password (for messages, logs and status)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "redis://<unparsable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """``url`` without its password (for messages, logs and status): the userinfo's
+    (``crawler.config.redact_url``) and a ``password=`` query option's (redis-py takes both)."""
+    return _QUERY_PASSWORD.sub(r"\1***", redact_url(url))
 
 
 def prefix_of(name: str | None) -> str:
