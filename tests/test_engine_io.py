@@ -9,6 +9,7 @@ Real aiohttp servers on 127.0.0.1, real files, warcio to read the archives back.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 from pathlib import Path
@@ -280,3 +281,19 @@ async def test_no_cookies_error_when_the_jar_is_saved(serve, tmp_path: Path) -> 
     crawler = Crawler(cfg)
     await crawler.run()
     assert crawler.cookies_error is None and (tmp_path / "cookies.txt").exists()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+async def test_a_warc_file_that_cannot_be_written_stops_the_crawl(serve) -> None:  # type: ignore[no-untyped-def]
+    # /dev/full: every write fails with ENOSPC, as on a full disk. An archive that silently
+    # stopped archiving would be worse than a stopped crawl.
+    app, seen = cookie_site(30, delay=0.05)
+    server = await serve(app)
+    cfg = CrawlConfig(
+        seeds=(str(server.make_url("/p/0.html")),), ignore_robots=True, warc="/dev/full"
+    )
+    crawler = Crawler(cfg)
+    result = await asyncio.wait_for(crawler.run(), 20)
+    assert result.stats.cancelled and len(seen) < 30
+    error = crawler.archive_error
+    assert isinstance(error, OSError) and error.errno == errno.ENOSPC
