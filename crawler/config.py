@@ -89,21 +89,21 @@ class CrawlConfig:
     backoff: float = 0.5
     max_retry_after: float = 60.0
     #: Extra request headers, each "Name: value" (``--header``, repeatable).
-    headers: tuple[str, ...] = ()
+    headers: tuple[str, ...] = field(default=(), repr=False)  # may hold a token
     #: A Netscape/Mozilla cookies.txt loaded into the crawl's cookie jar at start.
     cookies: str | None = None
     #: Where the cookie jar is written (cookies.txt format) when the crawl ends.
     save_cookies: str | None = None
     #: HTTP Basic credentials "user:password", sent only to the seeds' origins (a secret:
     #: never stored with the crawl's settings, never printed).
-    auth: str | None = None
+    auth: str | None = field(default=None, repr=False)
     #: The name of an environment variable holding "user:password" (instead of ``auth``).
     auth_env: str | None = None
     #: Basic credentials per origin: {"https://host:port": "user:password"} (config file only).
-    origin_auth: dict[str, str] = field(default_factory=dict)
+    origin_auth: dict[str, str] = field(default_factory=dict, repr=False)
     #: Proxy URL for every request; overrides HTTP_PROXY/HTTPS_PROXY/NO_PROXY (which are
     #: honoured when this is not given).
-    proxy: str | None = None
+    proxy: str | None = field(default=None, repr=False)  # may hold a password
 
     # -- extraction --
     link_set: LinkSet = "links"

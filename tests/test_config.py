@@ -336,3 +336,17 @@ def test_a_seed_with_a_password_is_refused_without_showing_it() -> None:
     assert "Pw9x" not in (seed_problem("ftp://u:Pw9x@h/") or "x Pw9x")
     assert "Pw9x" not in (seed_problem("http://u:Pw9x@/") or "x Pw9x")
     assert seed_problem("http://u@127.0.0.1/") is None  # a user name alone is no secret
+
+
+def test_repr_shows_no_credential() -> None:
+    config = CrawlConfig(
+        seeds=("http://127.0.0.1/",),
+        headers=("X-Api-Key: hdr-secret",),
+        auth="alice:pw-secret",
+        origin_auth={"http://127.0.0.1:80": "bob:origin-secret"},
+        proxy="http://u:proxy-secret@127.0.0.1:3128",
+    ).validated()
+    text = repr(config)
+    assert "http://127.0.0.1/" in text  # the rest is still shown
+    for secret in ("hdr-secret", "pw-secret", "origin-secret", "proxy-secret"):
+        assert secret not in text
