@@ -545,7 +545,7 @@ async def test_sigkill_then_resume_leaves_a_valid_file(serve, tmp_path: Path) ->
 async def test_ctrl_c_leaves_a_valid_file(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """SIGINT to a real ``crawler crawl --warc F`` mid-crawl (no state): it stops, closes
     the archive, and every record in it reads back with its digests."""
-    site = Origin(delay=0.05, pages=40)
+    site = Origin(delay=0.2, pages=40)  # about 1.4 s in all at 8 per host: SIGINT comes first
     server = await serve(site.app())
     origin = str(server.make_url("")).rstrip("/")
     path = tmp_path / "crawl.warc.gz"
