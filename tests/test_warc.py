@@ -501,7 +501,7 @@ async def test_sigkill_then_resume_leaves_a_valid_file(serve, tmp_path: Path) ->
     """A real ``crawler crawl --state DIR --warc F`` SIGKILLed mid-crawl; half a record is
     added to its tail as a kill inside a write would leave it; the resumed run repairs the
     tail and appends; the whole file reads back with every digest checked."""
-    site = Origin(delay=0.03, pages=30)
+    site = Origin(delay=0.06, pages=30)
     server = await serve(site.app())
     origin = str(server.make_url("")).rstrip("/")
     path = tmp_path / "crawl.warc.gz"
