@@ -313,6 +313,29 @@ async def test_heartbeats_keep_a_live_workers_leases(workers: Workers) -> None:
     assert (await b.counts()).done == 2
 
 
+async def test_an_outage_longer_than_the_lease_timeout_takes_no_live_lease(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # while Redis is away nobody can renew; when it is back, the live holder's heartbeat
+    # renews its leases before another worker may take them as expired
+    a = await workers.open(lease_timeout=1.0, heartbeat=0.2)
+    b = await workers.open(lease_timeout=1.0, heartbeat=0.2)
+    await offer(a, "http://a.test/0", "http://b.test/0", "http://c.test/0")
+    mine = await a.lease(2, time.time())
+    redis_server.stop()
+    await asyncio.sleep(1.5)  # longer than the lease timeout; both heartbeats fail meanwhile
+    redis_server.start()
+    got = await b.lease(10, time.time())  # B right away: only what was never leased
+    assert [x.url for x in got] == ["http://c.test/0"]
+    await asyncio.sleep(0.6)  # A's heartbeat has renewed by now
+    assert await b.lease(10, time.time()) == []
+    counts = await b.counts()
+    assert (counts.leased, counts.recovered) == (3, 0)
+    await a.complete_many([(x, Outcome()) for x in mine], time.time())
+    assert (await b.counts()).done == 2
+
+
 async def test_a_clean_close_hands_leases_back_at_once(workers: Workers) -> None:
     a = await workers.open()
     b = await workers.open()

@@ -234,16 +234,21 @@ return {due(), table.concat(flags)}
 """
 )
 
-# ARGV: now, n, expires, budget (0: none) -> {due, recovered, then per lease: id, origin,
-# depth, item}
+# ARGV: now, n, expires, budget (0: none), reclaim ("0": take no expired lease back) ->
+# {due, recovered, then per lease: id, origin, depth, item}
 _LEASE = (
     _COMMON
     + r"""
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 -- leases whose holder did not complete or renew them in time go back to their queue
+-- (not by a worker just back from an outage: ARGV[5] "0")
 local recovered = 0
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'E', '-inf', now, 'LIMIT', 0, 256)) do
+local expired = {}
+if ARGV[5] ~= '0' then
+  expired = redis.call('ZRANGEBYSCORE', P .. 'E', '-inf', now, 'LIMIT', 0, 256)
+end
+for _, id in ipairs(expired) do
   local o, rec = end_lease(id)
   if o then
     requeue(id, rec, nil)

@@ -22,7 +22,9 @@ What each worker gets (issue 11):
   duplicates at most what it had leased). A live worker renews its own leases in the
   background every ``lease_timeout / 3`` (at most every 5 s), so a slow fetch stays its own;
   the same heartbeat keeps it in the crawl's list of workers alive. A clean ``close`` hands
-  its open leases back at once. Expiry compares the workers' wall clocks (``now``): keep
+  its open leases back at once. After an outage (nobody could renew anything meanwhile) a
+  worker takes no lease back as expired for one ``lease_timeout``, time for every live
+  worker's heartbeat to renew its own. Expiry compares the workers' wall clocks (``now``): keep
   them within a small part of ``lease_timeout`` of each other (NTP).
 * **Seen set**: exact 64-bit fingerprints (``crawler.fingerprint``, keyed with a key stored
   in the crawl at creation so every worker and run agrees), never a key per URL nor URL
@@ -234,6 +236,7 @@ class RedisState:
         self._tasks: list[asyncio.Task[None]] = []
         self._pubsub: Any = None
         self._outage = False
+        self._quiet_until = 0.0  # monotonic: no expired leases taken back before then
         self._closed = True
         #: Script and command calls sent (round trips), for benchmarks.
         self.calls = 0
@@ -372,6 +375,9 @@ class RedisState:
                 continue
             if self._outage:
                 self._outage = False
+                # nobody could renew a lease while Redis was away: take none back as expired
+                # until every live worker's heartbeat has had time to renew its own
+                self._quiet_until = time.monotonic() + self.lease_timeout
                 log.warning("%s: Redis reconnected", self.location)
             return result
 
@@ -508,7 +514,9 @@ class RedisState:
         if self._delays:
             await self._flush_delays()
         expires = now + self.lease_timeout
-        raw = await self._script("lease", repr(now), n, repr(expires), max(0, budget))
+        quiet = self._outage or time.monotonic() < self._quiet_until  # (an outage seen here)
+        reclaim = 0 if quiet else 1
+        raw = await self._script("lease", repr(now), n, repr(expires), max(0, budget), reclaim)
         self._set_due(raw[0])
         out: list[Lease] = []
         for i in range(2, len(raw), 4):
