@@ -7,7 +7,9 @@ target, a sitemap's ``<loc>`` and the sitemaps robots.txt names. One rule, in th
    counted (and with ``all_links`` listed once by its raw value);
 2. a fixed-size cache of recently seen URLs (Python's hash, one array read), then the
    state's local probe (``CrawlState.seen``): a URL certainly offered before costs a
-   canonical check and a hash probe, at worst a fingerprint and a probe, nothing else;
+   canonical check and a hash probe, at worst a fingerprint and a probe, nothing else (a
+   state whose ``epoch`` attribute changes, one that may have lost acknowledged writes, has
+   the cache emptied at the next chunk: the state decides again);
 3. scope and URL length: in scope and short enough is offered to be queued; anything else is
    offered ``queue=False`` (marked seen, so that it is counted and listed once: out of scope
    ``external``, too long as a ``url_too_long`` PageResult);
@@ -112,6 +114,10 @@ class Admission:
         # 64-bit hash collision, the odds the in-memory seen set always had.
         self._recent = array("Q", bytes(8 * _RECENT_SLOTS))
         self._max_depth = config.max_depth
+        # A state that may lose acknowledged writes (Redis brought back from its AOF without
+        # the last second) says so by a new ``epoch``: what this run's caches hold as offered
+        # may be gone from the state, so they are forgotten (the state decides again).
+        self._epoch = getattr(state, "epoch", 0)
 
     # -- entry points --
 
@@ -133,6 +139,8 @@ class Admission:
         tally: Tally,
     ) -> None:
         """The links of one chunk of a page at ``depth`` (the hot path): one offer."""
+        if getattr(self.state, "epoch", 0) != self._epoch:
+            self._forget()
         cfg = self.config
         policy = self.policy
         canonical = policy.canonical_resolved
@@ -309,10 +317,21 @@ class Admission:
         batch.extra[key] = what
         batch.cands.append(Candidate(key, fp, "", "", depth, referrer, KIND_PAGE, False))
 
+    def _forget(self) -> None:
+        """Drop what the caches hold as offered (the state's epoch changed)."""
+        self._epoch = getattr(self.state, "epoch", 0)
+        self._recent = array("Q", bytes(8 * _RECENT_SLOTS))
+        if self._local is not None:
+            self._local = MemorySeenSet()
+            self._probe = self._local.contains_fp
+        log.warning("the crawl state may have lost recent writes: re-offering what it lacks")
+
     async def _commit(self, batch: _Batch, page: PageResult | None, referrer: str = "") -> None:
         """One offer for the batch, then list (in order) what the state took as new."""
         accepted: Sequence[Candidate] = ()
         if batch.cands:
+            # (an epoch that changes during the offer is seen at the next chunk's start,
+            # which forgets these marks too)
             accepted = await self.state.offer_many(batch.cands)
             marks = batch.marks
             if marks:  # offered: seen from now on, whatever the state answered

@@ -351,3 +351,78 @@ async def test_queued_follows_the_whole_crawl(serve, monkeypatch) -> None:  # ty
     assert 10 < real < 45  # mid-crawl
     assert abs(b.queued - real) <= 6 and abs(a.queued - real) <= 6, (a.queued, b.queued, real)
     await asyncio.wait_for(asyncio.gather(task_a, task_b), 30)
+
+
+class Forgetful(SharedMemory):
+    """A shared state that loses its recent writes, as a Redis brought back from an AOF
+    without its last second does: ``rollback()`` puts back an earlier copy and bumps
+    ``epoch`` (the backend's way to tell that acknowledged writes may be gone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch = 0
+        self.offered: list[str] = []
+
+    async def offer_many(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        self.offered += [c.url for c in candidates]
+        return await self.inner.offer_many(candidates)
+
+    def seen(self, fp: int) -> bool:  # the state's own probe follows the rollback
+        return self.inner.seen(fp)
+
+    async def rollback(self, to: MemoryState) -> None:
+        await to.open(per_host=8, delay=0.0, max_pages_per_host=0)
+        self.inner = to
+        self.epoch += 1
+
+
+async def test_links_are_offered_again_after_the_state_lost_them() -> None:
+    # Admission's recent-URL cache must not outlive a state that forgot what it was offered:
+    # after the rollback the same links reach offer_many again (else never fetched).
+    from crawler.admission import Admission, Tally  # noqa: PLC0415
+    from crawler.extract import Link  # noqa: PLC0415
+    from crawler.results import CrawlStats  # noqa: PLC0415
+    from crawler.urls import UrlPolicy  # noqa: PLC0415
+
+    cfg = CrawlConfig(seeds=("http://127.0.0.1:1/",)).validated()
+    state = Forgetful()
+    await state.open(per_host=8, delay=0.0, max_pages_per_host=0)
+    admission = Admission(cfg, UrlPolicy.from_config(cfg), state, CrawlStats(), None, keep=True)  # type: ignore[arg-type]
+    links = [Link(f"http://127.0.0.1:1/p/{i}.html", f"{i}.html", "a", "href") for i in range(5)]
+    await admission.take_links(links, "http://127.0.0.1:1/", 0, None, Tally())
+    assert len(state.offered) == 5
+    await admission.take_links(links, "http://127.0.0.1:1/", 0, None, Tally())
+    assert len(state.offered) == 5  # known: the cache spares the state
+    await state.rollback(MemoryState())
+    await admission.take_links(links, "http://127.0.0.1:1/", 0, None, Tally())
+    assert len(state.offered) == 10  # offered again: the state decides
+    assert (await state.inner.counts()).queued == 5
+
+
+async def test_an_offer_the_state_lost_while_it_ran_is_not_remembered() -> None:
+    # The offer was taken, then lost before it returned (the epoch changed meanwhile): the
+    # cache must not hold its URLs as offered.
+    from crawler.admission import Admission, Tally  # noqa: PLC0415
+    from crawler.extract import Link  # noqa: PLC0415
+    from crawler.results import CrawlStats  # noqa: PLC0415
+    from crawler.urls import UrlPolicy  # noqa: PLC0415
+
+    class LosesDuringOffer(Forgetful):
+        lose_next = True
+
+        async def offer_many(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+            new = await super().offer_many(candidates)
+            if self.lose_next:
+                self.lose_next = False
+                await self.rollback(MemoryState())
+            return new
+
+    cfg = CrawlConfig(seeds=("http://127.0.0.1:1/",)).validated()
+    state = LosesDuringOffer()
+    await state.open(per_host=8, delay=0.0, max_pages_per_host=0)
+    admission = Admission(cfg, UrlPolicy.from_config(cfg), state, CrawlStats(), None, keep=True)  # type: ignore[arg-type]
+    links = [Link(f"http://127.0.0.1:1/p/{i}.html", f"{i}.html", "a", "href") for i in range(3)]
+    await admission.take_links(links, "http://127.0.0.1:1/", 0, None, Tally())
+    await admission.take_links(links, "http://127.0.0.1:1/", 0, None, Tally())
+    assert len(state.offered) == 6
+    assert (await state.inner.counts()).queued == 3
