@@ -6,6 +6,9 @@
     python benchmarks/metrics_overhead.py --micro-only  # only the per-call cost of the hot path
     python benchmarks/metrics_overhead.py --valgrind --runs 3 --scrape-interval 100
                                                         # instructions (callgrind), not CPU s
+    PY=$(python -c 'import sys; print(sys.executable)')   # the interpreter, not pyenv's shim
+    valgrind --tool=callgrind $PY benchmarks/metrics_overhead.py --loop 100000   # minus
+    valgrind --tool=callgrind $PY benchmarks/metrics_overhead.py --loop 0        # = 1e5 pages
 
 Uses benchmarks/crawl.py's pieces: the same generated site (30-60 KB pages, ~100 links
 each, under /tmp/crawlbench), nginx pinned to core 0, ``crawler crawl`` pinned to core 1
@@ -78,6 +81,18 @@ def micro() -> dict[str, float]:
     return out
 
 
+def loop(n: int) -> None:
+    """One page's two hot-path calls, n times: a fixed workload for callgrind differences."""
+    m = Metrics()
+    ok = Response("http://h/p", status=200, bytes=45_000, elapsed_ms=12.5)
+    t = Tally()
+    t.links_found, t.links_new, t.out_of_scope = 100, 3, 5
+    on_response, on_tally = m.on_response, m.on_tally
+    for _ in range(n):
+        on_response(ok)
+        on_tally(t)
+
+
 class Scraper(threading.Thread):
     """Scrapes a /metrics URL every ``interval`` s until stopped; keeps the last body."""
 
@@ -127,10 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--site-dir", default="/tmp/crawlbench")
     ap.add_argument("--micro-only", action="store_true")
     ap.add_argument("--valgrind", action="store_true", help="count instructions (callgrind)")
+    ap.add_argument(
+        "--loop", type=int, default=None, help="only N x (on_response + on_tally), then exit"
+    )
     args = ap.parse_args(argv)
     if args.time_limit is None:
         args.time_limit = 1200.0 if args.valgrind else 300.0
 
+    if args.loop is not None:
+        loop(args.loop)
+        return 0
     print("hot path, ns per call (best of 5 x 200,000; a scrape: x 2,000):")
     for name, ns in micro().items():
         print(f"  {name:24s} {ns:7.0f}")
