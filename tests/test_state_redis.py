@@ -850,3 +850,55 @@ def test_redisserver_fixture_skips_without_a_binary_and_fails_under_ci(tmp_path:
     skip = subprocess.run(run, capture_output=True, text=True, env=env, cwd=ROOT)
     fail = subprocess.run(run, capture_output=True, text=True, env=env | {"CI": "1"}, cwd=ROOT)
     assert (skip.stdout.strip(), fail.stdout.strip()) == ("skip", "fail")
+
+
+async def test_a_redis_back_without_its_last_writes_is_a_new_epoch(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # a power loss under appendfsync everysec: Redis comes back with the AOF of a moment
+    # before. What this worker remembers as seen must be forgotten (else the lost links are
+    # dropped as known before they reach Redis), and a lease id Redis hands out again must
+    # not be taken for one this worker still holds.
+    a = await workers.open(lease_timeout=30.0)
+    await offer(a, "http://a.test/0")
+    (first,) = await a.lease(1, time.time())
+    await asyncio.sleep(1.5)  # everysec: the AOF on disk holds all of it
+    aof = redis_server.directory / "appendonlydir"
+    snapshot = redis_server.directory.parent / (redis_server.directory.name + "-snapshot")
+    shutil.copytree(aof, snapshot)
+    await offer(a, "http://b.test/lost")
+    (lost_lease,) = await a.lease(1, time.time())  # its id will be handed out again
+    assert a.seen(a.fingerprint("http://b.test/lost"))
+    epoch = a.epoch
+    redis_server.kill()
+    shutil.rmtree(aof)
+    shutil.copytree(snapshot, aof)
+    redis_server.start()
+    await a.counts()  # the first call after the restart: the epoch turns
+    assert a.epoch > epoch
+    assert not a.seen(a.fingerprint("http://b.test/lost"))
+    assert await offer(a, "http://b.test/lost") == ["http://b.test/lost"]
+    (again,) = await a.lease(1, time.time())
+    assert again.url == "http://b.test/lost"
+    assert again.id != lost_lease.id  # same Redis id, another epoch
+    await a.complete_many([(first, Outcome()), (again, Outcome())], time.time())
+    counts = await a.counts()
+    assert (counts.done, counts.leased, counts.queued) == (2, 0, 0)
+
+
+async def test_any_restart_of_redis_turns_the_epoch(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # redis-py may reconnect by itself (no error reaches the state): the server's run_id
+    # is what tells a restart
+    a = await workers.open()
+    await offer(a, "http://a.test/0")
+    epoch = a.epoch
+    redis_server.restart()
+    await a.counts()
+    await offer(a, "http://a.test/1")
+    assert a.epoch > epoch
+    assert not a.seen(a.fingerprint("http://a.test/0"))
+    assert a.seen(a.fingerprint("http://a.test/1"))

@@ -23,8 +23,9 @@ What each worker gets (issue 11):
   background every ``lease_timeout / 3`` (at most every 5 s), so a slow fetch stays its own;
   the same heartbeat keeps it in the crawl's list of workers alive. A clean ``close`` hands
   its open leases back at once. After an outage (nobody could renew anything meanwhile) a
-  worker takes no lease back as expired for one ``lease_timeout``, time for every live
-  worker's heartbeat to renew its own. Expiry compares the workers' wall clocks (``now``): keep
+  worker takes no lease back as expired for two of the longest heartbeats (11 s; or one
+  ``lease_timeout`` if shorter), time for every live worker's heartbeat to renew its own.
+  Expiry compares the workers' wall clocks (``now``): keep
   them within a small part of ``lease_timeout`` of each other (NTP).
 * **Seen set**: exact 64-bit fingerprints (``crawler.fingerprint``, keyed with a key stored
   in the crawl at creation so every worker and run agrees), never a key per URL nor URL
@@ -99,6 +100,12 @@ OFFER_CHUNK = 512
 CLOSE_TIMEOUT = 10.0
 #: Backoff bounds (seconds) when Redis is unreachable.
 BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
+#: The longest heartbeat interval (seconds): a live worker renews its leases at least this
+#: often, so after an outage two of them are enough for every worker to have renewed.
+HEARTBEAT_MAX = 5.0
+# Lease.id = epoch << _EPOCH_SHIFT | Redis's lease id (an INCR counter: far below 2**40).
+_EPOCH_SHIFT = 40
+_ID_MASK = (1 << _EPOCH_SHIFT) - 1
 
 _T = TypeVar("_T")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
@@ -219,7 +226,7 @@ class RedisState:
         self.location = f"{redacted(url)} name={self.name}"
         self.prefix = prefix_of(self.name)
         self.lease_timeout = lease_timeout or default_lease_timeout(request_timeout)
-        self.heartbeat = heartbeat or min(self.lease_timeout / 3.0, 5.0)
+        self.heartbeat = heartbeat or min(self.lease_timeout / 3.0, HEARTBEAT_MAX)
         self._seen_bits_wanted = seen_bits
         self._bits = seen_bits
         self._local_max = max(1024, local_seen)
@@ -230,7 +237,15 @@ class RedisState:
         self._sha: dict[str, str] = {}
         self._fp: Fingerprinter | None = None
         self._due: float | None = None
-        self._mine: dict[int, bytes] = {}  # open leases of this worker: id -> URL
+        # open leases of this worker: Lease.id -> (Redis's lease id, URL). Lease.id carries
+        # the epoch in its high bits: Redis back from an AOF without its last second may hand
+        # out an id again, and this worker may still hold the first lease of that id.
+        self._mine: dict[int, tuple[int, bytes]] = {}
+        #: Incremented each time Redis answers again after a failure: it may have restarted
+        #: without its last writes (appendfsync everysec), so what this worker knows to be
+        #: seen may be lost there. The engine's admission empties its caches when it changes.
+        self.epoch = 0
+        self._run_id: str | None = None  # the server's run_id: a new one means a restart
         self._delays: dict[str, float] = {}  # set_delay calls not yet written
         self._event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -260,7 +275,10 @@ class RedisState:
 
         try:
             client = aioredis.Redis.from_url(
-                self.url, socket_connect_timeout=5.0, socket_timeout=10.0
+                self.url,
+                socket_connect_timeout=5.0,
+                socket_timeout=10.0,
+                redis_connect_func=self._on_connect,
             )
         except ValueError as e:
             raise StateError(f"{self.location}: not a usable Redis URL: {e}") from e
@@ -319,7 +337,7 @@ class RedisState:
             if self._delays:
                 await self._flush_delays()
             if self._mine:
-                held = [x for pair in self._mine.items() for x in pair]
+                held = [x for pair in self._mine.values() for x in pair]
                 self._mine.clear()
                 await self._script("give_back", self._wid, *held)
             await self._script("leave", self._wid)
@@ -376,10 +394,43 @@ class RedisState:
             if self._outage:
                 self._outage = False
                 # nobody could renew a lease while Redis was away: take none back as expired
-                # until every live worker's heartbeat has had time to renew its own
-                self._quiet_until = time.monotonic() + self.lease_timeout
+                # until every live worker's heartbeat has had time to renew its own (two
+                # beats of the slowest heartbeat there can be, or the lease timeout if shorter)
+                self._quiet_until = time.monotonic() + min(
+                    self.lease_timeout, 2 * HEARTBEAT_MAX + 1.0
+                )
+                self._forget()
                 log.warning("%s: Redis reconnected", self.location)
             return result
+
+    def _forget(self) -> None:
+        """Redis may have come back without its last writes: what this worker remembers as
+        seen may be unknown there, so forget it (``offer_many`` decides again), and start a
+        new epoch (the engine's admission empties its own caches on it; lease ids of the
+        new epoch cannot collide with ids Redis hands out a second time)."""
+        self.epoch += 1
+        self._local = MemorySeenSet()
+
+    async def _on_connect(self, conn: Any) -> None:
+        """Every new connection: note the server's ``run_id``. redis-py reconnects by itself
+        (a pool's dead connection is replaced at checkout), so a restart of Redis may raise
+        no error at all: a new ``run_id`` is how a restart is seen."""
+        await conn.on_connect()
+        try:
+            await conn.send_command("INFO", "server")
+            info = await conn.read_response()
+        except Exception:  # noqa: BLE001  (an ACL may forbid INFO: then no restart is seen)
+            return
+        text = info.decode("latin-1") if isinstance(info, bytes) else str(info)
+        found = re.search(r"^run_id:(\w+)", text, re.MULTILINE)
+        if found is None:
+            return
+        run_id = found.group(1)
+        if self._run_id is not None and run_id != self._run_id:
+            log.warning("%s: Redis restarted (a new run_id)", self.location)
+            self._forget()
+            self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
+        self._run_id = run_id
 
     async def _script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` (EVALSHA; loaded again on NOSCRIPT), retried on outages."""
@@ -413,7 +464,8 @@ class RedisState:
     async def _beat(self) -> None:
         expires = time.time() + self.lease_timeout
         alive = repr(self.heartbeat * 3.0)
-        await self._script("heartbeat", self._wid, alive, repr(expires), *self._mine)
+        ids = [rid for rid, _ in self._mine.values()]
+        await self._script("heartbeat", self._wid, alive, repr(expires), *ids)
 
     async def _heartbeat_loop(self) -> None:
         # the flag as well as the cancel: redis-py may turn a cancel in a read into an error
@@ -525,9 +577,15 @@ class RedisState:
             depth = int(raw[i + 2])
             attempts, payload = raw[i + 3].decode("utf-8", "surrogatepass").split("\t", 1)
             kind, referrer, url = _decode(payload)
-            out.append(Lease(lease_id, url, depth, referrer, origin, kind, int(attempts), expires))
-            self._mine[lease_id] = url.encode("utf-8", "surrogatepass")
+            local_id = (self.epoch << _EPOCH_SHIFT) | lease_id
+            out.append(Lease(local_id, url, depth, referrer, origin, kind, int(attempts), expires))
+            self._mine[local_id] = (lease_id, url.encode("utf-8", "surrogatepass"))
         return out
+
+    def _redis_id(self, lease: Lease) -> int:
+        """Redis's id of ``lease`` (no longer held by this worker from now on)."""
+        held = self._mine.pop(lease.id, None)
+        return held[0] if held is not None else lease.id & _ID_MASK
 
     async def complete(self, lease: Lease, outcome: Outcome, now: float) -> None:
         await self.complete_many([(lease, outcome)], now)
@@ -539,8 +597,7 @@ class RedisState:
             await self._flush_delays()
         args: list[Any] = [self._wid, repr(now)]
         for lease, outcome in done:
-            args += (lease.id, _url_bytes(lease.url), outcome.error or "")
-            self._mine.pop(lease.id, None)
+            args += (self._redis_id(lease), _url_bytes(lease.url), outcome.error or "")
         due, n = await self._script("complete", *args)
         self._set_due(due)
         if n:
@@ -549,9 +606,9 @@ class RedisState:
     async def retry(self, lease: Lease, not_before: float, now: float) -> None:
         if self._delays:
             await self._flush_delays()
-        self._mine.pop(lease.id, None)
+        rid = self._redis_id(lease)
         due, n = await self._script(
-            "retry", self._wid, repr(now), repr(not_before), lease.id, _url_bytes(lease.url)
+            "retry", self._wid, repr(now), repr(not_before), rid, _url_bytes(lease.url)
         )
         self._set_due(due)
         if n:
