@@ -498,8 +498,8 @@ def test_redis_crash_loses_at_most_a_second(
     tmp_path: Path,
 ) -> None:
     """SIGKILL of redis-server (AOF everysec): the crawl still ends complete. (Redis hands
-    each write to the kernel before it replies, so a kill of the process alone loses nothing
-    fsync would have saved; the next test makes it lose a second.)"""
+    its writes to the kernel in every turn of its event loop, so a kill of the process alone
+    loses at most a write in progress; the next test makes it lose a whole second.)"""
     site = site_factory(pages=400, origins=3, seed=9, latency=0.06)
     cluster = _kill_and_restart(
         clusters, redis_server, site, tmp_path, kill_after=60, restart_after=200, crash_redis=True
