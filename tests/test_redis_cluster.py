@@ -538,11 +538,16 @@ def test_worker_started_first_waits_and_joins(
     """A worker started on an empty database waits for the crawl, then works on it. (Three
     origins x PER_HOST slots: more than the seeder's CONCURRENCY, so one is left for the
     joiner: a worker that finishes a page may take its freed slot again first.)"""
-    site = site_factory(pages=90, origins=3, seed=3, latency=0.05)
+    site = site_factory(pages=150, origins=3, seed=3, latency=0.08)
     cluster = Cluster(redis_server, site, tmp_path)
     clusters.append(cluster)
     joiner = cluster.start(seed=False)
-    time.sleep(1.5)
+    wait_until(
+        lambda: "waiting for one to start" in joiner.stderr() or not joiner.running(),
+        30,
+        "the joiner to say it waits",
+    )
+    time.sleep(0.5)
     assert joiner.running(), f"the joiner did not wait: exit {joiner.exit}:\n{joiner.stderr()}"
     assert site.count() == 0
     seeder = cluster.start(seed=True)
