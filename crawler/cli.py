@@ -201,7 +201,7 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
     "proxy": (
         ("--proxy",),
         {"metavar": "URL"},
-        "send every request through this http(s)://HOST:PORT proxy (overrides HTTP_PROXY,"
+        "send every request through this http://HOST:PORT proxy (overrides HTTP_PROXY,"
         " HTTPS_PROXY and NO_PROXY, which are honoured without it)",
     ),
     "link_set": (
