@@ -38,7 +38,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,9 @@ import redis  # the driver's own client: INFO, FLUSHALL, LPUSH
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.redisserver import RedisServer  # noqa: E402  (the tests' own launcher)
 
 
 def _load_crawlbench() -> Any:
@@ -76,51 +78,20 @@ def log(msg: str) -> None:
     print(f"[redisbench] {msg}", file=sys.stderr, flush=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Redis:
-    """One redis-server (AOF everysec, no RDB) in a temp dir, and a client for the driver."""
+    """One redis-server (tests.redisserver: AOF everysec, no RDB) in a temp dir, and a client
+    for the driver."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="redisbench-"))
-        self.port = _free_port()
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "everysec",
-                "--dir",
-                str(self.dir),
-                "--logfile",
-                str(self.dir / "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.server = RedisServer(self.dir)
+        try:
+            self.server.start()
+        except RuntimeError as e:
+            raise SystemExit(f"redis-server did not start ({e}); see {self.dir}") from None
+        self.port = self.server.port
+        self.url = self.server.url
         self.client = redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"redis-server did not start; see {self.dir}") from None
-                time.sleep(0.05)
         self.version = str(self.client.info("server")["redis_version"])
 
     def reset(self) -> None:
@@ -145,13 +116,7 @@ class Redis:
         return int(self.client.info("memory")["used_memory"])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.server.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -491,15 +456,14 @@ def main(argv: list[str] | None = None) -> int:
     names = [c.strip() for c in args.crawlers.split(",") if c.strip()]
     counts = [int(x) for x in args.workers.split(",") if x.strip()]
     nginx_bin = crawlbench._apt_install("nginx", "nginx")
-    redis_bin = shutil.which("redis-server") or crawlbench._apt_install(
-        "redis-server", "redis-server"
-    )
+    if shutil.which("redis-server") is None:
+        crawlbench._apt_install("redis-server", "redis-server")
     site_root = Path(args.site_dir) / f"site-{n_pages}-s{args.seed}"
     info = sitegen.build_site(site_root, n_pages, args.seed)
     log(f"site: {n_pages} pages, {info.total_bytes / 1e6:.0f} MB at {site_root}")
     tree = crawlbench.describe_tree()
     nginx = crawlbench.Nginx(nginx_bin, site_root, args.nginx_core)
-    redis = Redis(redis_bin)
+    redis = Redis()
     workdir = Path(tempfile.mkdtemp(prefix="redisbench-run-"))
     results: list[Result] = []
     try:
