@@ -18,6 +18,7 @@ state URL (None: memory; a path: SQLite; ``redis://``: Redis).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +33,7 @@ __all__ = [
     "Outcome",
     "StateError",
     "StoredRobots",
+    "wait_event",
 ]
 
 #: A request for an HTML page (or any in-scope URL): fetched, its links extracted.
@@ -146,6 +148,21 @@ class StoredRobots:
     status: int | None
     body: bytes
     error: str | None = None
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> None:
+    """The body of every backend's ``wait``: return at once if ``event`` was set since the
+    last call, else when it is set or after ``timeout`` seconds; then clear it.
+
+    A cancelled wait leaves the event as it is, so that a wake-up that came with the
+    cancellation is not lost to the next wait.
+    """
+    if not event.is_set() and timeout > 0:
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+    event.clear()
 
 
 @runtime_checkable

@@ -37,7 +37,15 @@ from typing import Any
 
 from crawler.frontier import MemorySeenSet, OriginQueues
 from crawler.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
-from crawler.state.base import Candidate, Counts, Lease, Outcome, StateError, StoredRobots
+from crawler.state.base import (
+    Candidate,
+    Counts,
+    Lease,
+    Outcome,
+    StateError,
+    StoredRobots,
+    wait_event,
+)
 
 __all__ = ["DEFAULT_LEASE_TTL", "MemoryState"]
 
@@ -253,13 +261,7 @@ class MemoryState:
     async def wait(self, timeout: float) -> None:
         """Return when an offer, completion or retry happened since the last ``wait``
         returned (at once if one did), or after ``timeout`` seconds."""
-        event = self._event
-        if not event.is_set() and timeout > 0:
-            try:
-                await asyncio.wait_for(event.wait(), timeout)
-            except TimeoutError:
-                pass
-        event.clear()
+        await wait_event(self._event, timeout)
 
     async def counts(self) -> Counts:
         origins = self._queues.working_origins()

@@ -77,7 +77,15 @@ from crawler.config import redact_url
 from crawler.fingerprint import Fingerprinter, new_key
 from crawler.frontier import MemorySeenSet
 from crawler.state._redis_scripts import SCRIPTS, VERSION
-from crawler.state.base import Candidate, Counts, Lease, Outcome, StateError, StoredRobots
+from crawler.state.base import (
+    Candidate,
+    Counts,
+    Lease,
+    Outcome,
+    StateError,
+    StoredRobots,
+    wait_event,
+)
 
 __all__ = [
     "DEFAULT_NAME",
@@ -636,13 +644,7 @@ class RedisState:
     async def wait(self, timeout: float) -> None:
         """Return when this worker or another offered, completed or retried since the last
         ``wait`` returned (at once if so), or after ``timeout`` seconds."""
-        event = self._event
-        if not event.is_set() and timeout > 0:
-            try:
-                await asyncio.wait_for(event.wait(), timeout)
-            except TimeoutError:
-                pass
-        event.clear()
+        await wait_event(self._event, timeout)
 
     async def counts(self) -> Counts:
         p = self.prefix

@@ -103,6 +103,7 @@ from crawler.state.base import (
     Outcome,
     StateError,
     StoredRobots,
+    wait_event,
 )
 
 __all__ = ["DB_NAME", "FORMAT", "LOCK_NAME", "VERSION", "SQLiteState", "StateStatus"]
@@ -876,12 +877,7 @@ class SQLiteState:
 
     async def wait(self, timeout: float) -> None:
         """Return after an offer, completion or retry (since the last wait), or ``timeout``."""
-        try:
-            await asyncio.wait_for(self._event.wait(), timeout)
-        except TimeoutError:
-            pass
-        finally:
-            self._event.clear()
+        await wait_event(self._event, timeout)
 
     async def counts(self) -> Counts:
         """Kept incrementally; ``origins`` counts the in-memory origins with work."""
