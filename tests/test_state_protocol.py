@@ -895,3 +895,28 @@ def test_open_state_picks_the_backend(tmp_path: Path) -> None:
     assert isinstance(auto, RedisState)
     assert (auto.name, auto.lease_timeout) == ("default", 120.0)  # max(60, 3 x timeout)
     assert open_state("redis://h/0", request_timeout=5.0).lease_timeout == 60.0  # type: ignore[attr-defined]
+
+
+async def test_wait_event_keeps_a_wake_up_that_came_with_a_cancel() -> None:
+    # every backend's wait is crawler.state.base.wait_event: at once when set (then clear),
+    # after the timeout when not, and a cancelled wait does not eat a wake-up
+    from crawler.state.base import wait_event  # noqa: PLC0415
+
+    event = asyncio.Event()
+    event.set()
+    start = time.monotonic()
+    await wait_event(event, 5.0)
+    assert time.monotonic() - start < 1.0 and not event.is_set()
+    start = time.monotonic()
+    await wait_event(event, 0.05)
+    assert time.monotonic() - start >= 0.04
+    task = asyncio.ensure_future(wait_event(event, 5.0))
+    await asyncio.sleep(0.01)  # the task is waiting now
+    task.cancel()
+    event.set()  # a wake-up that comes with the cancel
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert event.is_set()  # the next wait returns at once
+    start = time.monotonic()
+    await wait_event(event, 5.0)
+    assert time.monotonic() - start < 1.0
