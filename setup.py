@@ -11,6 +11,7 @@ PEP 660 editable builds do not survive).
 
 from __future__ import annotations
 
+import glob
 import os
 import platform
 import sys
@@ -23,7 +24,16 @@ NO_EXTENSIONS = (
 )
 # CI on a machine with a compiler: a build that fails must fail the install, not fall back.
 REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS")) and not NO_EXTENSIONS
-PYX = os.path.join("crawler", "extract", "_extract_c.pyx")
+ROOT = os.path.dirname(os.path.abspath(__file__))
+# Every compiled accelerator is a ``_*_c.pyx`` beside its pure-Python twin.
+PYX = sorted(
+    os.path.relpath(p, ROOT)
+    for p in glob.glob(os.path.join(ROOT, "crawler", "**", "_*_c.pyx"), recursive=True)
+)
+
+
+def _module(path: str) -> str:
+    return os.path.splitext(path)[0].replace(os.sep, ".")
 
 
 def _banner(*lines: str) -> None:
@@ -76,7 +86,7 @@ def _extensions() -> list[Extension]:
         return []
     try:
         return cythonize(  # type: ignore[no-any-return]
-            [Extension("crawler.extract._extract_c", [PYX], extra_compile_args=["-O2"])],
+            [Extension(_module(p), [p], extra_compile_args=["-O2"]) for p in PYX],
             compiler_directives={"language_level": "3"},
             # The generated C stays out of the source tree (and out of the wheel).
             build_dir=os.path.join("build", "cython"),
