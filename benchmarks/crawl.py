@@ -43,8 +43,13 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "crawl"))
 
 import sitegen  # noqa: E402
+import sitegen_dense  # noqa: E402
+import sitegen_small  # noqa: E402
 
 CRAWLERS = ("ours", "scrapy", "wget")
+SITES = ("standard", "dense", "small")
+# pages a site kind has by default, and with --quick
+DEFAULT_PAGES = {"standard": (20_000, 2000), "dense": (2000, 1000), "small": (1500, 1000)}
 
 
 # ----------------------------------------------------------------- tools
@@ -106,9 +111,9 @@ def _pin(cores: set[int]):  # type: ignore[no-untyped-def]
 class Nginx:
     """A foreground nginx with our own config in a temp dir, stopped on exit."""
 
-    def __init__(self, binary: str, site: Path, core: int) -> None:
+    def __init__(self, binary: str, site: Path, core: int, port: int | None = None) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="crawlbench-nginx-"))
-        self.port = _free_port()
+        self.port = port or _free_port()
         conf = (HERE / "crawl" / "nginx.conf.tmpl").read_text()
         # As root, nginx's workers would run as "nobody" and could not read a site under a
         # private directory (pytest's tmp_path): run them as the invoking user instead.
@@ -399,13 +404,19 @@ def describe_tree() -> str:
     return f"tree: {head} ({state}); extractor implementation: {impl}"
 
 
+def _per_cpu(r: Run) -> float:
+    return r.pages / r.cpu if r.cpu > 0 else 0.0
+
+
 def table(runs: list[Run], n: int) -> str:
+    """The side-by-side table, then the bars of issue 4 and issue 9 (for ours)."""
     by = {r.name: r for r in runs}
     scrapy, wget = by.get("scrapy"), by.get("wget")
     cols = [
         ("crawler", 10), ("pages", 7), ("GETs", 7), ("reqs", 7), ("wall s", 8), ("pages/s", 9),
         ("CPU s", 8), ("pages/CPU s", 11), ("nginx CPU s", 11), ("peak RSS MB", 12),
-        ("x Scrapy p/s", 13), ("x wget p/s", 11), ("RSS/Scrapy", 11), ("note", 0),
+        ("x wget p/s", 10), ("x wget p/CPU", 12), ("x Scrapy p/s", 12), ("x Scrapy p/CPU", 14),
+        ("RSS/Scrapy", 10), ("note", 0),
     ]  # fmt: skip
 
     def row(values: list[str]) -> str:
@@ -413,12 +424,12 @@ def table(runs: list[Run], n: int) -> str:
         cells = [v.ljust(w) if i == 0 else v.rjust(w) for i, (v, (_, w)) in enumerate(pairs)]
         return " ".join(cells)
 
+    def ratio(a: float, b: float, fmt: str = ".2f") -> str:
+        return f"{a / b:{fmt}}" if b else "-"
+
     head = row([c for c, _ in cols])
     lines = [head, "-" * len(head)]
     for r in runs:
-        xs = f"{r.rate / scrapy.rate:.1f}" if scrapy and scrapy.rate else "-"
-        xw = f"{r.rate / wget.rate:.2f}" if wget and wget.rate else "-"
-        rs = f"{r.rss_mb / scrapy.rss_mb:.2f}" if scrapy and scrapy.rss_mb else "-"
         notes = []
         if r.timed_out:
             notes.append("time-limited")
@@ -441,34 +452,67 @@ def table(runs: list[Run], n: int) -> str:
                     f"{r.wall:.2f}",
                     f"{r.rate:.1f}",
                     f"{r.cpu:.2f}",
-                    f"{r.pages / r.cpu if r.cpu else 0:.0f}",
+                    f"{_per_cpu(r):.0f}",
                     f"{r.server_cpu:.2f}",
                     f"{r.rss_mb:.1f}",
-                    xs,
-                    xw,
-                    rs,
+                    ratio(r.rate, wget.rate) if wget else "-",
+                    ratio(_per_cpu(r), _per_cpu(wget)) if wget else "-",
+                    ratio(r.rate, scrapy.rate, ".1f") if scrapy else "-",
+                    ratio(_per_cpu(r), _per_cpu(scrapy), ".1f") if scrapy else "-",
+                    ratio(r.rss_mb, scrapy.rss_mb) if scrapy else "-",
                     " " + ", ".join(notes),
                 ]
             )
         )
+    lines += bars(runs, n)
+    return "\n".join(lines)
+
+
+def bars(runs: list[Run], n: int) -> list[str]:
+    """Issue 4's bar (vs Scrapy and wget, wall clock) and issue 9's (wall and CPU vs wget)."""
+    by = {r.name: r for r in runs}
+    scrapy, wget = by.get("scrapy"), by.get("wget")
     ours = by.get("ours") or by.get("ours-cli")
-    if ours and scrapy and wget and scrapy.rate and wget.rate:
+    if not ours:
+        return []
+    exact = ours.pages == n and ours.gets == n and ours.non_200 == 0 and not ours.timed_out
+    fetched = (f"exactly the site's {n} pages fetched ({ours.pages} pages, {ours.gets} GETs, "
+               f"{ours.non_200} non-200)", exact)  # fmt: skip
+    rss: tuple[str, bool] | None = None
+    if scrapy and scrapy.rss_mb:
+        rss = (
+            f"<= 1/2 Scrapy peak RSS ({ours.rss_mb / scrapy.rss_mb:.2f}x)",
+            ours.rss_mb <= scrapy.rss_mb / 2,
+        )
+    out = []
+    if scrapy and wget and scrapy.rate and wget.rate and rss:
         checks = [
             (
                 f">= 10x Scrapy pages/s ({ours.rate / scrapy.rate:.1f}x)",
                 ours.rate >= 10 * scrapy.rate,
             ),
             (f">= wget pages/s ({ours.rate / wget.rate:.2f}x)", ours.rate >= wget.rate),
-            (
-                f"<= 1/2 Scrapy peak RSS ({ours.rss_mb / scrapy.rss_mb:.2f}x)",
-                ours.rss_mb <= scrapy.rss_mb / 2,
-            ),
+            rss,
             (f"all {n} pages fetched ({ours.pages})", ours.pages == n),
         ]
-        lines.append(
-            "bar: " + "; ".join(f"{'PASS' if ok else 'FAIL'} {text}" for text, ok in checks)
+        out.append(
+            "bar (issue 4): "
+            + "; ".join(f"{'PASS' if ok else 'FAIL'} {text}" for text, ok in checks)
         )
-    return "\n".join(lines)
+    if wget and wget.rate and _per_cpu(wget):
+        xw, xc = ours.rate / wget.rate, _per_cpu(ours) / _per_cpu(wget)
+        checks = [
+            (f">= 2.5x wget pages/s ({xw:.2f}x)", xw >= 2.5),
+            (f">= 1.5x wget pages per CPU s ({xc:.2f}x)", xc >= 1.5),
+            *([rss] if rss else []),
+            fetched,
+        ]
+        out.append(
+            "bar (issue 9): "
+            + "; ".join(f"{'PASS' if ok else 'FAIL'} {text}" for text, ok in checks)
+            + ("" if rss else "; (no Scrapy run: RSS not compared)")
+        )
+    return out
 
 
 def profile_report(path: str, top: int = 30) -> str:
@@ -512,67 +556,54 @@ def pyspy_report(path: str, top: int = 25) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--pages", type=int, default=20_000, help="site size (default 20000)")
-    ap.add_argument("--quick", action="store_true", help="the 2,000-page site")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument(
-        "--concurrency", type=int, default=16, help="ours and Scrapy (wget: 1 connection)"
-    )
-    ap.add_argument(
-        "--crawlers",
-        default=",".join(CRAWLERS),
-        help="comma list: ours,ours-cli,ours-gc,scrapy,wget",
-    )
-    ap.add_argument("--time-limit", type=float, default=600, help="seconds per crawler run")
-    ap.add_argument("--scrapy-time-limit", type=float, default=None, help="default: --time-limit")
-    ap.add_argument("--site-dir", default="/tmp/crawlbench", help="where sites are built (reused)")
-    ap.add_argument("--crawler-core", type=int, default=1)
-    ap.add_argument("--nginx-core", type=int, default=0)
-    ap.add_argument(
-        "--profile",
-        nargs="?",
-        const="/tmp/crawlbench/ours.prof",
-        default=None,
-        help="also run ours under cProfile (output file; default %(const)s)",
-    )
-    ap.add_argument(
-        "--py-spy",
-        nargs="?",
-        const="/tmp/crawlbench/ours.pyspy.txt",
-        default=None,
-        help="also run ours under py-spy (sampling, collapsed stacks; default %(const)s)",
-    )
-    ap.add_argument(
-        "--native", action="store_true", help="py-spy: include native (C/Cython) frames"
-    )
-    ap.add_argument("--json", help="write the measurements here")
-    args = ap.parse_args(argv)
-    # SIGTERM ends the run like Ctrl-C does: the running crawler and nginx are stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    n = 2000 if args.quick else args.pages
-    names = [c.strip() for c in args.crawlers.split(",") if c.strip()]
+def build(kind: str, n: int, seed: int, site_dir: Path) -> tuple[Path, int, int | None]:
+    """Build (or reuse) one site: (root, total bytes, the port it must be served on or None)."""
+    if kind == "standard":
+        root = site_dir / f"site-{n}-s{seed}"
+        return root, sitegen.build_site(root, n, seed).total_bytes, None
+    if kind == "small":
+        root = site_dir / f"small-{n}-s{seed}"
+        return root, sitegen_small.build_site(root, n, seed).total_bytes, None
+    # The dense site writes its host and port into its links: reuse the last build's port
+    # when it is free, otherwise build again for a free one.
+    root = site_dir / f"dense-{n}-s{seed}"
+    port = None
+    host = sitegen_dense.stamped_host(root)
+    if host and host.startswith("127.0.0.1:"):
+        old = int(host.rsplit(":", 1)[1])
+        try:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", old))
+            port = old
+        except OSError:
+            pass
+    port = port or _free_port()
+    info = sitegen_dense.build_site(root, n, seed, host=f"127.0.0.1:{port}")
+    return root, info.total_bytes, port
 
-    nginx_bin = _apt_install("nginx", "nginx")
-    wget_bin = _apt_install("wget", "wget") if "wget" in names else "wget"
-    if "scrapy" in names:
-        _ensure_scrapy()
 
-    site_root = Path(args.site_dir) / f"site-{n}-s{args.seed}"
+@dataclass
+class SiteRun:
+    kind: str
+    n: int
+    total_bytes: int
+    runs: list[Run]
+    server_errors: list[str]
+
+
+def run_site(
+    args: argparse.Namespace, kind: str, n: int, names: list[str], nginx_bin: str, wget_bin: str
+) -> SiteRun:
     t0 = time.perf_counter()
-    info = sitegen.build_site(site_root, n, args.seed)
+    site_root, total, port = build(kind, n, args.seed, Path(args.site_dir))
     log(
-        f"site: {n} pages, {info.total_bytes / 1e6:.0f} MB at {site_root} "
+        f"{kind} site: {n} pages, {total / 1e6:.0f} MB at {site_root} "
         f"({time.perf_counter() - t0:.1f}s)"
     )
-
-    tree = describe_tree()  # before the runs: the tree may change while they run
-    nginx = Nginx(nginx_bin, site_root, args.nginx_core)
+    nginx = Nginx(nginx_bin, site_root, args.nginx_core, port)
     workdir = Path(tempfile.mkdtemp(prefix="crawlbench-run-"))
     runs: list[Run] = []
+    suffix = "" if len(args.sites) == 1 else f".{kind}"
     try:
         url = nginx.base + "/"
         # Warm the page cache so the first crawler does not pay for disk reads.
@@ -588,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  {run.name}: {run.pages} pages in {run.wall:.1f}s, child says {run.child}")
             runs.append(run)
         if args.profile:
-            prof = Path(args.profile)
+            prof = Path(args.profile + suffix)
             prof.parent.mkdir(parents=True, exist_ok=True)
             cmd = [
                 sys.executable,
@@ -612,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
             if spy is None:
                 subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True)
                 spy = shutil.which("py-spy") or "py-spy"
-            prof = Path(args.py_spy)
+            prof = Path(args.py_spy + suffix)
             prof.parent.mkdir(parents=True, exist_ok=True)
             # --native needs the target paused while sampling (py-spy refuses --nonblocking).
             native = ["--native"] if args.native else ["--nonblocking"]
@@ -628,21 +659,19 @@ def main(argv: list[str] | None = None) -> int:
         server_errors = nginx.errors()
         nginx.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    return SiteRun(kind, n, total, runs, server_errors)
 
-    cpu = os.cpu_count()
-    print(f"\n{tree}")
+
+def report(args: argparse.Namespace, site: SiteRun) -> None:
+    n, runs = site.n, site.runs
     print(
-        f"\ncrawl benchmark: {n} pages ({info.total_bytes / n / 1000:.1f} KB average), "
+        f"\n{site.kind} site: {n} pages ({site.total_bytes / n / 1000:.1f} KB average), "
         f"nginx 1 worker on core {args.nginx_core}, each crawler pinned to core "
         f"{args.crawler_core}, concurrency {args.concurrency} "
-        f"(wget: 1 connection); {cpu} CPUs, load average at start of each run in the note"
+        f"(wget: 1 connection); {os.cpu_count()} CPUs, load average at start of each run "
+        "in the note"
     )
     print(table([r for r in runs if r.profile is None], n))
-    print(
-        "pages: distinct URLs served 200 to a GET (nginx log); GETs: all GET requests; "
-        "reqs: all requests (nginx stub_status; wget --spider sends a HEAD before each GET);\n"
-        "pages/s = pages / wall s; peak RSS: VmHWM of the crawler process"
-    )
     for r in runs:
         if r.profile:
             print(
@@ -654,15 +683,140 @@ def main(argv: list[str] | None = None) -> int:
                 print(pyspy_report(r.profile))
             else:
                 print(profile_report(r.profile))
-    if server_errors:
-        print(f"\nWARNING: nginx logged {len(server_errors)} errors; the figures are suspect:")
-        print("\n".join(server_errors[:10]))
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {"pages": n, "runs": [{**asdict(r), "rate": r.rate} for r in runs]}, indent=1
-            )
+    if site.server_errors:
+        print(f"\nWARNING: nginx logged {len(site.server_errors)} errors; the figures are suspect:")
+        print("\n".join(site.server_errors[:10]))
+
+
+def summary(sites: list[SiteRun]) -> str:
+    """One line a site: ours against wget and Scrapy, wall clock and per CPU second."""
+    lines = [
+        "site      pages  links/page  ours p/s  wget p/s  x wget p/s  x wget p/CPU  "
+        "x Scrapy p/s  x Scrapy p/CPU  RSS/Scrapy  exact",
+    ]
+    links = {"standard": "~104", "dense": "~177", "small": "~21"}
+    for s in sites:
+        by = {r.name: r for r in s.runs if r.profile is None}
+        ours = by.get("ours") or by.get("ours-cli")
+        if ours is None:
+            continue
+        wget, scrapy = by.get("wget"), by.get("scrapy")
+
+        def rt(a: float, b: float, fmt: str = ".2f") -> str:
+            return f"{a / b:{fmt}}" if b else "-"
+
+        exact = ours.pages == s.n and ours.gets == s.n and ours.non_200 == 0
+        lines.append(
+            f"{s.kind:<9}{s.n:>6}  {links.get(s.kind, '?'):>10}  {ours.rate:>8.0f}  "
+            f"{(wget.rate if wget else 0):>8.0f}  "
+            f"{rt(ours.rate, wget.rate) if wget else '-':>10}  "
+            f"{rt(_per_cpu(ours), _per_cpu(wget)) if wget else '-':>12}  "
+            f"{rt(ours.rate, scrapy.rate, '.1f') if scrapy else '-':>12}  "
+            f"{rt(_per_cpu(ours), _per_cpu(scrapy), '.1f') if scrapy else '-':>14}  "
+            f"{rt(ours.rss_mb, scrapy.rss_mb) if scrapy else '-':>10}  "
+            f"{'yes' if exact else 'NO':>5}"
         )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--site",
+        default="standard",
+        help="comma list of standard,dense,small, or all (default standard)",
+    )
+    ap.add_argument(
+        "--pages",
+        type=int,
+        default=None,
+        help="site size for every --site (default: standard 20000, dense 2000, small 1500; "
+        "with --quick 2000, 1000, 1000)",
+    )
+    ap.add_argument("--quick", action="store_true", help="the smaller sites (see --pages)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--concurrency", type=int, default=16, help="ours and Scrapy (wget: 1 connection)"
+    )
+    ap.add_argument(
+        "--crawlers",
+        default=",".join(CRAWLERS),
+        help="comma list: ours,ours-cli,ours-gc,scrapy,wget",
+    )
+    ap.add_argument("--time-limit", type=float, default=600, help="seconds per crawler run")
+    ap.add_argument("--scrapy-time-limit", type=float, default=None, help="default: --time-limit")
+    ap.add_argument("--site-dir", default="/tmp/crawlbench", help="where sites are built (reused)")
+    ap.add_argument("--crawler-core", type=int, default=1)
+    ap.add_argument("--nginx-core", type=int, default=0)
+    ap.add_argument(
+        "--profile",
+        nargs="?",
+        const="/tmp/crawlbench/ours.prof",
+        default=None,
+        help="also run ours under cProfile (output file; default %(const)s; "
+        "with several sites, .KIND is appended)",
+    )
+    ap.add_argument(
+        "--py-spy",
+        nargs="?",
+        const="/tmp/crawlbench/ours.pyspy.txt",
+        default=None,
+        help="also run ours under py-spy (sampling, collapsed stacks; default %(const)s)",
+    )
+    ap.add_argument(
+        "--native", action="store_true", help="py-spy: include native (C/Cython) frames"
+    )
+    ap.add_argument("--json", help="write the measurements here")
+    args = ap.parse_args(argv)
+    # SIGTERM ends the run like Ctrl-C does: the running crawler and nginx are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    kinds = [k.strip() for k in args.site.split(",") if k.strip()]
+    args.sites = list(SITES) if kinds == ["all"] else kinds
+    for k in args.sites:
+        if k not in SITES:
+            raise SystemExit(f"unknown site {k!r}; choose from {', '.join(SITES)} or all")
+    names = [c.strip() for c in args.crawlers.split(",") if c.strip()]
+
+    nginx_bin = _apt_install("nginx", "nginx")
+    wget_bin = _apt_install("wget", "wget") if "wget" in names else "wget"
+    if "scrapy" in names:
+        _ensure_scrapy()
+
+    tree = describe_tree()  # before the runs: the tree may change while they run
+    sites: list[SiteRun] = []
+    for kind in args.sites:
+        n = args.pages or DEFAULT_PAGES[kind][1 if args.quick else 0]
+        sites.append(run_site(args, kind, n, names, nginx_bin, wget_bin))
+
+    print(f"\n{tree}")
+    for site in sites:
+        report(args, site)
+    print(
+        "\npages: distinct URIs served 200 to a GET (nginx log); GETs: all GET requests; "
+        "reqs: all requests (nginx stub_status; wget --spider sends a HEAD before each GET);\n"
+        "pages/s = pages / wall s; p/CPU = pages per CPU second (user+sys of the crawler "
+        "process); peak RSS: VmHWM of the crawler process"
+    )
+    if len(sites) > 1:
+        print("\n" + summary(sites))
+    if args.json:
+        data: dict[str, object] = {
+            "sites": [
+                {
+                    "site": s.kind,
+                    "pages": s.n,
+                    "total_bytes": s.total_bytes,
+                    "server_errors": s.server_errors,
+                    "runs": [{**asdict(r), "rate": r.rate} for r in s.runs],
+                }
+                for s in sites
+            ]
+        }
+        first = data["sites"][0]  # type: ignore[index]
+        data.update(pages=first["pages"], runs=first["runs"])  # the one-site layout of before
+        Path(args.json).write_text(json.dumps(data, indent=1))
     return 0
 
 

@@ -158,20 +158,269 @@ def test_full_size_tree_depth(filler):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_benchmark_end_to_end_small(tmp_path):
-    """The whole driver on a 60-page site with nginx: ours and wget each fetch every page once."""
+    """The whole driver on 60-page sites of each kind with nginx: ours and wget each fetch every
+    page once (the dense site's archive pages through nginx's /archive/ mapping too)."""
     if not (shutil.which("nginx") or Path("/usr/sbin/nginx").exists()) or not shutil.which("wget"):
         pytest.skip("needs nginx and wget installed")
     out = tmp_path / "out.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "crawl.py"), "--pages", "60",
-           "--crawlers", "ours,wget", "--site-dir", str(tmp_path), "--time-limit", "120",
-           "--json", str(out)]  # fmt: skip
+           "--site", "all", "--crawlers", "ours,wget", "--site-dir", str(tmp_path),
+           "--time-limit", "120", "--json", str(out)]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=280, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
-    runs = {r["name"]: r for r in json.loads(out.read_text())["runs"]}
-    for name in ("ours", "wget"):
-        assert runs[name]["pages"] == 60, (name, runs[name])
-        assert runs[name]["gets"] == 60, (name, runs[name])
-        assert runs[name]["non_200"] == 0
-        assert runs[name]["cpu"] > 0 and runs[name]["rss_mb"] > 0
-    assert runs["wget"]["requests"] == 120  # HEAD + GET a page, as the counting note says
+    data = json.loads(out.read_text())
+    assert [s["site"] for s in data["sites"]] == ["standard", "dense", "small"]
+    for site in data["sites"]:
+        runs = {r["name"]: r for r in site["runs"]}
+        for name in ("ours", "wget"):
+            assert runs[name]["pages"] == 60, (site["site"], name, runs[name])
+            assert runs[name]["gets"] == 60, (site["site"], name, runs[name])
+            assert runs[name]["non_200"] == 0
+            assert runs[name]["cpu"] > 0 and runs[name]["rss_mb"] > 0
+        assert runs["wget"]["requests"] == 120  # HEAD + GET a page, as the counting note says
+        assert site["server_errors"] == []
+    assert data["runs"] == data["sites"][0]["runs"]
     assert "WARNING" not in res.stdout
+    assert res.stdout.count("bar (issue 9): ") == 3
+
+
+# ----------------------------------------------------------- the link-dense and small sites
+
+CRAWL_DIR = ROOT / "benchmarks" / "crawl"
+_UNRESERVED = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"crawlbench_{name}", CRAWL_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+dense = _load("sitegen_dense")
+small = _load("sitegen_small")
+DENSE_HOST = "bench.test:8080"
+
+
+def _remove_dots(path: str) -> str:
+    """RFC 3986 5.2.4 on a path that starts with "/"."""
+    segs = path.split("/")
+    out: list[str] = []
+    for k, seg in enumerate(segs):
+        last = k == len(segs) - 1
+        if seg in (".", ".."):
+            if seg == ".." and len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+            continue
+        out.append(seg)
+    return "/".join(out)
+
+
+def _unescape(text: str) -> str:
+    """Decode the escapes of unreserved characters (the rest upper-cased), RFC 3986 6.2.2."""
+    import re  # noqa: PLC0415
+
+    def fix(m):
+        ch = chr(int(m.group(1), 16))
+        return ch if ch in _UNRESERVED else m.group(0).upper()
+
+    return re.sub(r"%([0-9A-Fa-f]{2})", fix, text)
+
+
+def _normal(base: str, href: str) -> tuple[str, str, str]:
+    """(scheme, host, path?query) of href resolved against base and normalised."""
+    parts = urlsplit(urljoin(base, href.strip()))
+    path = _unescape(_remove_dots(parts.path or "/"))
+    query = f"?{parts.query}" if parts.query else ""
+    return parts.scheme.lower(), parts.netloc.lower(), path + query
+
+
+def _hrefs(data: bytes) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """(<a href> values, every other URL-bearing attribute but <link href>) via html5lib."""
+    doc = html5lib.parse(data, namespaceHTMLElements=False)
+    hrefs: list[str] = []
+    others: list[tuple[str, str, str]] = []
+    for el in doc.iter():
+        if not isinstance(el.tag, str):
+            continue
+        assert el.tag not in ("base", "iframe", "frame", "area", "img", "script"), el.tag
+        for name, value in el.attrib.items():
+            if el.tag == "a" and name == "href":
+                hrefs.append(value)
+            elif name in sitegen._URL_ATTRS:
+                others.append((el.tag, name, value))
+    return hrefs, others
+
+
+def _reachable(graph: dict[str, set[str]], root: str = "/") -> set[str]:
+    seen = {root}
+    queue = deque([root])
+    while queue:
+        for nxt in graph[queue.popleft()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def dense_built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dense")
+    info = dense.build_site(root, 60, seed=7, host=DENSE_HOST)
+    return root, info, dense.DenseSite(60, 7, DENSE_HOST)
+
+
+def test_dense_files_sizes_and_links(dense_built):
+    root, info, site = dense_built
+    urls = {site.url(i): i for i in range(site.n)}
+    assert len(urls) == site.n
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html"))
+    assert files == sorted(site.file_name(i) for i in range(site.n))
+    counts = []
+    off_hosts: set[str] = set()
+    graph: dict[str, set[str]] = {}
+    for i in range(site.n):
+        data = (root / site.file_name(i)).read_bytes()
+        assert dense.MIN_BYTES <= len(data) <= dense.MAX_BYTES, (i, len(data))
+        hrefs, others = _hrefs(data)
+        assert others == [], (i, others[:3])  # only <a href>s carry URLs
+        counts.append(len(hrefs))
+        page_url = f"http://{DENSE_HOST}{site.url(i)}"
+        targets: set[str] = set()
+        for href in hrefs:
+            if href.startswith("mailto:"):
+                continue
+            scheme, host, path = _normal(page_url, href)
+            if host == DENSE_HOST:
+                # every same-host URL is a page of the site, in whatever spelling
+                assert scheme == "http" and path in urls, (i, href, path)
+                targets.add(path)
+            else:
+                assert host.endswith(".example") and host.startswith("host"), (i, href)
+                off_hosts.add(host)
+        assert targets == {site.url(j) for j in site.links(i)}, i
+        graph[site.url(i)] = targets
+    assert all(160 <= c <= 200 for c in counts), (min(counts), max(counts))
+    assert 168 <= sum(counts) / len(counts) <= 185
+    assert len(off_hosts) >= 280  # ~300 other hosts, each only linked to
+    assert _reachable(graph) == set(urls)
+    assert info.total_bytes == sum((root / f).stat().st_size for f in files)
+    before = (root / files[0]).stat().st_mtime_ns
+    dense.build_site(root, 60, seed=7, host=DENSE_HOST)  # reused, not rewritten
+    assert (root / files[0]).stat().st_mtime_ns == before
+    assert dense.stamped_host(root) == DENSE_HOST
+
+
+def test_dense_every_link_form_is_there(dense_built):
+    import re  # noqa: PLC0415
+
+    root, _, site = dense_built
+    text = b"".join((root / site.file_name(i)).read_bytes() for i in range(site.n)).decode()
+    hrefs = re.findall(r'href="([^"]*)"', text)
+    forms = {
+        "root-relative": r"^/[a-z~]",
+        "../": r"^\.\./",
+        "./": r"^\./",
+        "same directory": r"^\d+-[a-z-]+\.html$",
+        "protocol-relative same host": "^//" + re.escape(DENSE_HOST) + "/",
+        "absolute same host": "^http://" + re.escape(DENSE_HOST) + "/",
+        "query-only": r"^\?page=\d+$",
+        "fragment-only": r"^#",
+        "%7E": "%7E",
+        "%7e": "%7e",
+        "other lower-case escape": r"%(?!7e)[0-9a-f]*[a-f][0-9a-f]*",
+        "dot segment in the middle": r"^/[a-z~]+/\./s\d/\.\./",
+        "parent segment in the middle": r"^/[a-z~]+/s\d/\.\./s\d/\./",
+        "absolute other host": r"^https?://host\d{3}\.example/",
+        "protocol-relative other host": r"^//host\d{3}\.example/",
+        "upper-case other host": r"^HTTP://HOST\d{3}\.EXAMPLE/",
+        "fragment": r"\.html#c\d$",
+    }
+    for name, pattern in forms.items():
+        n = sum(1 for h in hrefs if re.search(pattern, h))
+        assert n >= 5, (name, n)
+
+
+def test_dense_deterministic_seeded_and_importable():
+    a = dense.DenseSite(60, 3, DENSE_HOST)
+    for i in (0, 5, 31, 59):
+        page = a.page(i)
+        assert page == dense.DenseSite(60, 3, DENSE_HOST).page(i)
+        assert page == dense.dense_page(i, 60, 3, DENSE_HOST)
+        assert page != dense.DenseSite(60, 4, DENSE_HOST).page(i)
+    assert dense.dense_url(5, 60, 3, DENSE_HOST) == f"http://{DENSE_HOST}/archive/?page=1"
+    assert b"127.0.0.1" not in a.page(1)  # the host is the one asked for
+
+
+def test_dense_full_size_reachable_and_sized():
+    site = dense.DenseSite(2000, 1, "127.0.0.1:8080")
+    graph = {site.url(i): {site.url(j) for j in site.links(i)} for i in range(site.n)}
+    assert _reachable(graph) == {site.url(i) for i in range(site.n)}
+    for i in (0, 5, 777, 1999):
+        page = site.page(i)
+        assert dense.MIN_BYTES <= len(page) <= dense.MAX_BYTES
+        assert 160 <= page.count(b"<a href=") <= 200
+
+
+@pytest.fixture(scope="module")
+def small_built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("small")
+    info = small.build_site(root, 100, seed=7)
+    return root, info, small.SmallSite(100, 7)
+
+
+def test_small_files_sizes_links_and_reach(small_built):
+    root, info, site = small_built
+    urls = {site.url(i): i for i in range(site.n)}
+    assert sorted(p.name for p in root.glob("*.html")) == sorted(
+        site.file_name(i) for i in range(site.n)
+    )
+    counts = []
+    graph: dict[str, set[str]] = {}
+    for i in range(site.n):
+        data = (root / site.file_name(i)).read_bytes()
+        assert small.MIN_BYTES <= len(data) <= small.MAX_BYTES, (i, len(data))
+        hrefs, others = _hrefs(data)
+        page_url = "http://bench.test" + site.url(i)
+        targets: set[str] = set()
+        for href in hrefs:
+            scheme, host, path = _normal(page_url, href)
+            if host == "bench.test":
+                assert path in urls, (i, href)
+                targets.add(path)
+            else:
+                assert host.endswith(".example"), (i, href)
+        assert targets == {site.url(j) for j in site.links(i)}, i
+        # <link rel=home/up/prev/next> point at pages too; nothing else carries a URL
+        for tag, name, value in others:
+            assert tag == "link" and name == "href", (i, tag, name)
+            assert _normal(page_url, value)[2] in urls, (i, value)
+        assert b'href="index.html"' not in data  # "/" has one URL: home is "./"
+        if site.kind[i][1]:  # a section page: about 20 links
+            assert 14 <= len(hrefs) <= 27, (i, len(hrefs))
+        counts.append(len(hrefs))
+        graph[site.url(i)] = targets
+    assert _reachable(graph) == set(urls)
+    assert info.total_bytes == sum(p.stat().st_size for p in root.glob("*.html"))
+
+
+def test_small_full_size_mean_links_and_sizes():
+    import re  # noqa: PLC0415
+
+    site = small.SmallSite(1500, 1)
+    counts = []
+    for i in range(0, site.n, 3):
+        page = site.page(i)
+        assert small.MIN_BYTES <= len(page) <= small.MAX_BYTES
+        counts.append(len(re.findall(rb"<a [^>]*href=", page)))
+    assert 18 <= sum(counts) / len(counts) <= 24, sum(counts) / len(counts)
+    graph = {site.url(i): {site.url(j) for j in site.links(i)} for i in range(site.n)}
+    assert _reachable(graph) == {site.url(i) for i in range(site.n)}
+    again = small.SmallSite(1500, 1)
+    other = small.SmallSite(1500, 2)
+    for i in (0, 1, 2, 777, 1499):
+        assert site.page(i) == again.page(i) != other.page(i)
