@@ -20,259 +20,285 @@ the output could not be written; 2 usage or config error; 130 SIGINT; 143 SIGTER
 from __future__ import annotations
 
 import argparse
-import asyncio
-import gc
 import importlib
+import importlib.util
 import os
-import platform
-import signal
 import sys
 import time
-from collections.abc import Callable, Collection, Coroutine, Sequence
-from dataclasses import dataclass
-from types import ModuleType
+from collections.abc import Collection, Sequence
+from functools import cache
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from crawler._version import __version__
-from crawler.config import (
-    GROUPS,
-    ConfigError,
-    CrawlConfig,
-    defaults,
-    is_redis_url,
-    load_config,
-    load_toml,
-    redact_url,
-    seed_problem,
-)
-from crawler.output import FORMATS, OutputSink, open_sink, silence_stream
-from crawler.progress import Progress, Snapshot
 
 if TYPE_CHECKING:
+    import signal
+    from collections.abc import Coroutine
+    from types import ModuleType
+
+    from crawler.config import ConfigError, CrawlConfig
     from crawler.engine import Crawler
+    from crawler.output import OutputSink
+    from crawler.progress import Progress, Snapshot
     from crawler.results import CrawlStats
+
+# Start-up time: ``crawler --version``, ``--help`` and an argument error import none of the
+# crawl's modules (config, output, asyncio, aiohttp ...); a command imports what it uses when
+# it runs (tests/test_startup.py holds this, benchmarks/startup.py times it).
 
 EXIT_OK = 0
 EXIT_ERRORS = 1
 EXIT_USAGE = 2
-EXIT_SIGINT = 128 + signal.SIGINT  # 130
-EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+EXIT_SIGINT = 130  # 128 + SIGINT
+EXIT_SIGTERM = 143  # 128 + SIGTERM
 
 PROG = "crawler"
 _T = TypeVar("_T")
 
-# key -> (flags, argparse kwargs, help). Every CrawlConfig key has one; "(default: X)" is
-# appended from CrawlConfig so that --help cannot drift from the real defaults.
 _BOOL = argparse.BooleanOptionalAction
-_OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any], str]] = {
-    "max_pages": (
-        ("--max-pages",),
-        {"type": int, "metavar": "N"},
-        "stop after N pages; 0 = no limit",
-    ),
-    "max_depth": (
-        ("--max-depth",),
-        {"type": int, "metavar": "D"},
-        "follow links up to D hops from a seed; 0 = no limit",
-    ),
-    "max_pages_per_host": (
-        ("--max-pages-per-host",),
-        {"type": int, "metavar": "N"},
-        "at most N pages from one host; 0 = no limit",
-    ),
-    "max_url_length": (
-        ("--max-url-length",),
-        {"type": int, "metavar": "N"},
-        "skip longer URLs; 0 = no limit",
-    ),
-    "max_body_bytes": (
-        ("--max-body-bytes",),
-        {"type": int, "metavar": "N"},
-        "stop reading a body after N bytes (links so far are kept); 0 = no limit",
-    ),
-    "max_redirects": (
-        ("--max-redirects",),
-        {"type": int, "metavar": "N"},
-        "redirect hops a URL; 0 = do not follow redirects",
-    ),
-    "concurrency": (("--concurrency", "-c"), {"type": int, "metavar": "N"}, "requests in flight"),
-    "per_host": (
-        ("--per-host",),
-        {"type": int, "metavar": "N"},
-        "requests in flight to one host (with a redis:// state: across all workers, fixed for"
-        " the crawl)",
-    ),
-    "delay": (
-        ("--delay",),
-        {"type": float, "metavar": "S"},
-        "seconds between requests to one host (robots.txt crawl-delay raises it; with a"
-        " redis:// state: across all workers, fixed for the crawl)",
-    ),
-    "scope": (
-        ("--scope",),
-        {"choices": ("host", "origin", "domain", "subdomains")},
-        "follow links on the seed's host, its exact origin (scheme too), its registrable"
-        " domain, or the host and its subdomains; always on the seed's port (http 80 and"
-        " https 443 count as one)",
-    ),
-    "include": (
-        ("--include",),
-        {"action": "append", "metavar": "RE"},
-        "only follow URLs matching this regex (repeatable)",
-    ),
-    "exclude": (
-        ("--exclude",),
-        {"action": "append", "metavar": "RE"},
-        "never follow URLs matching this regex (repeatable)",
-    ),
-    "sort_query": (
-        ("--sort-query",),
-        {"action": _BOOL},
-        "sort query parameters when deduplicating",
-    ),
-    "drop_params": (
-        ("--drop-param",),
-        {"action": "append", "metavar": "NAME"},
-        "remove this query parameter when deduplicating, e.g. utm_source (repeatable)",
-    ),
-    "ignore_robots": (("--ignore-robots",), {"action": _BOOL}, "do not obey robots.txt"),
-    "sitemaps": (("--sitemaps",), {"action": _BOOL}, "also seed from robots.txt sitemaps"),
-    "respect_nofollow": (
-        ("--respect-nofollow",),
-        {"action": _BOOL},
-        'do not follow rel="nofollow" links and pages with meta robots nofollow',
-    ),
-    "user_agent": (("--user-agent",), {"metavar": "UA"}, "User-Agent header"),
-    "timeout": (
-        ("--timeout",),
-        {"type": float, "metavar": "S"},
-        "total seconds a request; 0 = no limit",
-    ),
-    "connect_timeout": (
-        ("--connect-timeout",),
-        {"type": float, "metavar": "S"},
-        "seconds to connect",
-    ),
-    "read_timeout": (
-        ("--read-timeout",),
-        {"type": float, "metavar": "S"},
-        "seconds without data before giving up",
-    ),
-    "retries": (
-        ("--retries",),
-        {"type": int, "metavar": "N"},
-        "retries for connection errors, 429 and 5xx",
-    ),
-    "backoff": (
-        ("--backoff",),
-        {"type": float, "metavar": "S"},
-        "first retry delay, doubled each retry",
-    ),
-    "max_retry_after": (
-        ("--max-retry-after",),
-        {"type": float, "metavar": "S"},
-        "longest Retry-After honoured",
-    ),
-    "headers": (
-        ("--header", "-H"),
-        {"action": "append", "metavar": "'NAME: VALUE'"},
-        "send this request header (repeatable)",
-    ),
-    "cookies": (
-        ("--cookies",),
-        {"metavar": "FILE"},
-        "load this Netscape/Mozilla cookies.txt into the crawl's cookie jar",
-    ),
-    "save_cookies": (
-        ("--save-cookies",),
-        {"metavar": "FILE"},
-        "write the cookie jar to FILE (cookies.txt) when the crawl ends",
-    ),
-    "auth": (
-        ("--auth",),
-        {"metavar": "USER:PASSWORD"},
-        "HTTP Basic credentials, sent only to the seeds' origins; never stored or printed",
-    ),
-    "auth_env": (
-        ("--auth-env",),
-        {"metavar": "VAR"},
-        "like --auth, read from environment variable VAR (keeps the secret off the command line)",
-    ),
-    "proxy": (
-        ("--proxy",),
-        {"metavar": "URL"},
-        "send every request through this http://HOST:PORT proxy (overrides HTTP_PROXY,"
-        " HTTPS_PROXY and NO_PROXY, which are honoured without it)",
-    ),
-    "link_set": (
-        ("--link-set",),
-        {"choices": ("links", "resources")},
-        "which links to extract: navigational links, or also resources (img, script, ...)",
-    ),
-    "format": (
-        ("--format", "-f"),
-        {"choices": FORMATS},
-        "output format (sitemap: a sitemaps.org XML sitemap of the in-scope HTML pages that"
-        " answered 200)",
-    ),
-    "output": (("--output", "-o"), {"metavar": "FILE"}, "write results to FILE"),
-    "all_links": (
-        ("--all-links",),
-        {"action": _BOOL},
-        "urls format: also list out-of-scope, non-HTTP and invalid links, tab-marked"
-        " external/other/invalid",
-    ),
-    "quiet": (("--quiet", "-q"), {"action": _BOOL}, "no progress and no summary on stderr"),
-    "warc": (
-        ("--warc",),
-        {"metavar": "FILE"},
-        "also archive every response to FILE, a WARC 1.1 file (.warc.gz)",
-    ),
-    "state": (
-        ("--state",),
-        {"metavar": "DIR|URL"},
-        "keep the crawl's state in DIR (SQLite): the same command again, or with no URL,"
-        " continues the crawl where it stopped, even after kill -9; or in Redis at"
-        " redis://HOST:PORT/DB, shared by every worker given it (with no URL: join the crawl)",
-    ),
-    "state_sync": (
-        ("--state-sync",),
-        {"choices": ("normal", "full")},
-        "how the state commits: normal survives kill -9, full also a power loss (an fsync a"
-        " commit)",
-    ),
-    "name": (
-        ("--name",),
-        {"metavar": "NAME"},
-        "with a redis:// state: the crawl's name, so that several crawls share one database",
-    ),
-    "lease_timeout": (
-        ("--lease-timeout",),
-        {"type": float, "metavar": "S"},
-        "with a redis:// state: seconds before a dead worker's requests go back to the queue;"
-        " 0 = automatic: 3 x --timeout, at least 60",
-    ),
-    "metrics_port": (
-        ("--metrics-port",),
-        {"type": int, "metavar": "PORT"},
-        "serve Prometheus metrics on http://HOST:PORT/metrics; 0 = off",
-    ),
-    "metrics_host": (
-        ("--metrics-host",),
-        {"metavar": "HOST"},
-        "the address --metrics-port binds",
-    ),
-}
+_Option = tuple[tuple[str, ...], dict[str, Any], str]
+
+
+@cache
+def _options() -> dict[str, _Option]:
+    """key -> (flags, argparse kwargs, help). Every CrawlConfig key has one; "(default: X)" is
+    appended from CrawlConfig so that --help cannot drift from the real defaults.
+
+    Built on first use (``crawler.cli._OPTIONS`` is the same dict): the ``--format`` choices
+    come from crawler.output, which ``--version`` and ``--help`` do not import.
+    """
+    from crawler.output import FORMATS  # noqa: PLC0415  (start-up time)
+
+    return {
+        "max_pages": (
+            ("--max-pages",),
+            {"type": int, "metavar": "N"},
+            "stop after N pages; 0 = no limit",
+        ),
+        "max_depth": (
+            ("--max-depth",),
+            {"type": int, "metavar": "D"},
+            "follow links up to D hops from a seed; 0 = no limit",
+        ),
+        "max_pages_per_host": (
+            ("--max-pages-per-host",),
+            {"type": int, "metavar": "N"},
+            "at most N pages from one host; 0 = no limit",
+        ),
+        "max_url_length": (
+            ("--max-url-length",),
+            {"type": int, "metavar": "N"},
+            "skip longer URLs; 0 = no limit",
+        ),
+        "max_body_bytes": (
+            ("--max-body-bytes",),
+            {"type": int, "metavar": "N"},
+            "stop reading a body after N bytes (links so far are kept); 0 = no limit",
+        ),
+        "max_redirects": (
+            ("--max-redirects",),
+            {"type": int, "metavar": "N"},
+            "redirect hops a URL; 0 = do not follow redirects",
+        ),
+        "concurrency": (
+            ("--concurrency", "-c"),
+            {"type": int, "metavar": "N"},
+            "requests in flight",
+        ),
+        "per_host": (
+            ("--per-host",),
+            {"type": int, "metavar": "N"},
+            "requests in flight to one host (with a redis:// state: across all workers, fixed for"
+            " the crawl)",
+        ),
+        "delay": (
+            ("--delay",),
+            {"type": float, "metavar": "S"},
+            "seconds between requests to one host (robots.txt crawl-delay raises it; with a"
+            " redis:// state: across all workers, fixed for the crawl)",
+        ),
+        "scope": (
+            ("--scope",),
+            {"choices": ("host", "origin", "domain", "subdomains")},
+            "follow links on the seed's host, its exact origin (scheme too), its registrable"
+            " domain, or the host and its subdomains; always on the seed's port (http 80 and"
+            " https 443 count as one)",
+        ),
+        "include": (
+            ("--include",),
+            {"action": "append", "metavar": "RE"},
+            "only follow URLs matching this regex (repeatable)",
+        ),
+        "exclude": (
+            ("--exclude",),
+            {"action": "append", "metavar": "RE"},
+            "never follow URLs matching this regex (repeatable)",
+        ),
+        "sort_query": (
+            ("--sort-query",),
+            {"action": _BOOL},
+            "sort query parameters when deduplicating",
+        ),
+        "drop_params": (
+            ("--drop-param",),
+            {"action": "append", "metavar": "NAME"},
+            "remove this query parameter when deduplicating, e.g. utm_source (repeatable)",
+        ),
+        "ignore_robots": (("--ignore-robots",), {"action": _BOOL}, "do not obey robots.txt"),
+        "sitemaps": (("--sitemaps",), {"action": _BOOL}, "also seed from robots.txt sitemaps"),
+        "respect_nofollow": (
+            ("--respect-nofollow",),
+            {"action": _BOOL},
+            'do not follow rel="nofollow" links and pages with meta robots nofollow',
+        ),
+        "user_agent": (("--user-agent",), {"metavar": "UA"}, "User-Agent header"),
+        "timeout": (
+            ("--timeout",),
+            {"type": float, "metavar": "S"},
+            "total seconds a request; 0 = no limit",
+        ),
+        "connect_timeout": (
+            ("--connect-timeout",),
+            {"type": float, "metavar": "S"},
+            "seconds to connect",
+        ),
+        "read_timeout": (
+            ("--read-timeout",),
+            {"type": float, "metavar": "S"},
+            "seconds without data before giving up",
+        ),
+        "retries": (
+            ("--retries",),
+            {"type": int, "metavar": "N"},
+            "retries for connection errors, 429 and 5xx",
+        ),
+        "backoff": (
+            ("--backoff",),
+            {"type": float, "metavar": "S"},
+            "first retry delay, doubled each retry",
+        ),
+        "max_retry_after": (
+            ("--max-retry-after",),
+            {"type": float, "metavar": "S"},
+            "longest Retry-After honoured",
+        ),
+        "headers": (
+            ("--header", "-H"),
+            {"action": "append", "metavar": "'NAME: VALUE'"},
+            "send this request header (repeatable)",
+        ),
+        "cookies": (
+            ("--cookies",),
+            {"metavar": "FILE"},
+            "load this Netscape/Mozilla cookies.txt into the crawl's cookie jar",
+        ),
+        "save_cookies": (
+            ("--save-cookies",),
+            {"metavar": "FILE"},
+            "write the cookie jar to FILE (cookies.txt) when the crawl ends",
+        ),
+        "auth": (
+            ("--auth",),
+            {"metavar": "USER:PASSWORD"},
+            "HTTP Basic credentials, sent only to the seeds' origins; never stored or printed",
+        ),
+        "auth_env": (
+            ("--auth-env",),
+            {"metavar": "VAR"},
+            "like --auth, read from environment variable VAR (keeps the secret off the command"
+            " line)",
+        ),
+        "proxy": (
+            ("--proxy",),
+            {"metavar": "URL"},
+            "send every request through this http://HOST:PORT proxy (overrides HTTP_PROXY,"
+            " HTTPS_PROXY and NO_PROXY, which are honoured without it)",
+        ),
+        "link_set": (
+            ("--link-set",),
+            {"choices": ("links", "resources")},
+            "which links to extract: navigational links, or also resources (img, script, ...)",
+        ),
+        "format": (
+            ("--format", "-f"),
+            {"choices": FORMATS},
+            "output format (sitemap: a sitemaps.org XML sitemap of the in-scope HTML pages that"
+            " answered 200)",
+        ),
+        "output": (("--output", "-o"), {"metavar": "FILE"}, "write results to FILE"),
+        "all_links": (
+            ("--all-links",),
+            {"action": _BOOL},
+            "urls format: also list out-of-scope, non-HTTP and invalid links, tab-marked"
+            " external/other/invalid",
+        ),
+        "quiet": (("--quiet", "-q"), {"action": _BOOL}, "no progress and no summary on stderr"),
+        "warc": (
+            ("--warc",),
+            {"metavar": "FILE"},
+            "also archive every response to FILE, a WARC 1.1 file (.warc.gz)",
+        ),
+        "state": (
+            ("--state",),
+            {"metavar": "DIR|URL"},
+            "keep the crawl's state in DIR (SQLite): the same command again, or with no URL,"
+            " continues the crawl where it stopped, even after kill -9; or in Redis at"
+            " redis://HOST:PORT/DB, shared by every worker given it (with no URL: join the crawl)",
+        ),
+        "state_sync": (
+            ("--state-sync",),
+            {"choices": ("normal", "full")},
+            "how the state commits: normal survives kill -9, full also a power loss (an fsync a"
+            " commit)",
+        ),
+        "name": (
+            ("--name",),
+            {"metavar": "NAME"},
+            "with a redis:// state: the crawl's name, so that several crawls share one database",
+        ),
+        "lease_timeout": (
+            ("--lease-timeout",),
+            {"type": float, "metavar": "S"},
+            "with a redis:// state: seconds before a dead worker's requests go back to the queue;"
+            " 0 = automatic: 3 x --timeout, at least 60",
+        ),
+        "metrics_port": (
+            ("--metrics-port",),
+            {"type": int, "metavar": "PORT"},
+            "serve Prometheus metrics on http://HOST:PORT/metrics; 0 = off",
+        ),
+        "metrics_host": (
+            ("--metrics-host",),
+            {"metavar": "HOST"},
+            "the address --metrics-port binds",
+        ),
+    }
+
+
 # Config-file only keys (a table has no flag): key -> what the file must hold.
 FILE_ONLY: dict[str, str] = {
     "origin_auth": '[http.origin_auth] table, {"https://host:port" = "user:password"}',
 }
-_FLAG_OF = {key: flags[0] for key, (flags, _, _) in _OPTIONS.items()} | {"seeds": "URL"}
+
+
+@cache
+def _flags() -> dict[str, str]:
+    """Config key -> its flag (``crawler.cli._FLAG_OF``)."""
+    return {key: flags[0] for key, (flags, _, _) in _options().items()} | {"seeds": "URL"}
+
+
+def __getattr__(name: str) -> Any:
+    """The tables built on first use (``_OPTIONS``, ``_FLAG_OF``)."""
+    if name == "_OPTIONS":
+        return _options()
+    if name == "_FLAG_OF":
+        return _flags()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def flag_of(key: str) -> str:
     """The flag of config key ``key`` (``max_depth`` -> ``--max-depth``; ``seeds`` -> URL)."""
-    return _FLAG_OF.get(key, key)
+    return _flags().get(key, key)
 
 
 def _show_default(key: str, value: object) -> str:
@@ -302,14 +328,17 @@ def add_crawl_options(
     namespace (``config_from_args`` puts them over the config file; ``given_keys`` names
     them). Not added: the URL positional and ``--config``.
     """
+    from crawler.config import GROUPS, defaults  # noqa: PLC0415  (start-up time)
+
+    table = _options()
     defs = defaults()
     for group, keys in GROUPS.items():
-        options = [k for k in keys if k in _OPTIONS and k not in exclude]
+        options = [k for k in keys if k in table and k not in exclude]
         if not options:
             continue
         arg_group = parser.add_argument_group(group)
         for key in options:
-            flags, kwargs, text = _OPTIONS[key]
+            flags, kwargs, text = table[key]
             arg_group.add_argument(
                 *flags,
                 dest=key,
@@ -328,9 +357,22 @@ def add_crawl_options(
                 )
 
 
-def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
+_CRAWL_HELP = "crawl from seed URLs, print the links found"
+_EXTRACT_HELP = "print the links of one HTML document"
+
+
+def build_parser(
+    *, check: bool = False, commands: Collection[str] | None = None
+) -> argparse.ArgumentParser:
     """The ``crawler`` parser. ``check``: with the real ``check`` command (its module is
-    imported only then; otherwise a stub lists it in ``crawler --help``)."""
+    imported only then; otherwise a stub lists it in ``crawler --help``).
+
+    ``commands``: the commands (``crawl``, ``extract``) that get their options; the others are
+    stubs that only list them in ``crawler --help`` (default: all). ``main`` builds only the
+    command its arguments name, so that ``--version``, ``--help`` and a usage error import
+    neither crawler.config nor crawler.output.
+    """
+    full = {"crawl", "extract"} if commands is None else set(commands)
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="An asynchronous, streaming link-extraction web crawler.",
@@ -341,9 +383,28 @@ def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    if "crawl" in full:
+        _add_crawl_parser(sub)
+    else:
+        sub.add_parser("crawl", help=_CRAWL_HELP, add_help=False)
+    if "extract" in full:
+        _add_extract_parser(sub)
+    else:
+        sub.add_parser("extract", help=_EXTRACT_HELP, add_help=False)
+    _add_status_parser(sub)
+    if check:
+        importlib.import_module("crawler.check.cli").add_parser(sub)
+    else:
+        sub.add_parser(
+            "check", help="check every link of a site: broken links, where they are", add_help=False
+        )
+    return parser
+
+
+def _add_crawl_parser(sub: Any) -> None:
     crawl = sub.add_parser(
         "crawl",
-        help="crawl from seed URLs, print the links found",
+        help=_CRAWL_HELP,
         description="Crawl from the seed URLs; results on stdout (or --output), progress and "
         "the summary on stderr. Every option has a key of the same name (with _) in the "
         "--config file; flags override the file.",
@@ -363,9 +424,13 @@ def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
     )
     add_crawl_options(crawl)
 
+
+def _add_extract_parser(sub: Any) -> None:
+    from crawler.output import FORMATS  # noqa: PLC0415  (start-up time)
+
     ex = sub.add_parser(
         "extract",
-        help="print the links of one HTML document",
+        help=_EXTRACT_HELP,
         description="Extract the links of one HTML document (a file, or - for stdin), "
         "resolved against --base.",
         formatter_class=_Formatter,
@@ -387,6 +452,8 @@ def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
     )
     ex.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")
 
+
+def _add_status_parser(sub: Any) -> None:
     st = sub.add_parser(
         "status",
         help="where a crawl kept with --state stands, without running it",
@@ -417,14 +484,6 @@ def build_parser(*, check: bool = False) -> argparse.ArgumentParser:
         help="text for people, json for scripts (default: text)",
     )
 
-    if check:
-        importlib.import_module("crawler.check.cli").add_parser(sub)
-    else:
-        sub.add_parser(
-            "check", help="check every link of a site: broken links, where they are", add_help=False
-        )
-    return parser
-
 
 def _err(message: str) -> None:
     try:
@@ -440,7 +499,10 @@ def config_from_args(args: argparse.Namespace) -> CrawlConfig:
     Raises:
         ConfigError: the message names the file and key, or the flag, and the reason.
     """
-    overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in _FLAG_OF}
+    from crawler.config import ConfigError, load_config  # noqa: PLC0415  (start-up time)
+
+    flags = _flags()
+    overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in flags}
     if not overrides.get("seeds"):
         overrides.pop("seeds", None)
     try:
@@ -448,8 +510,8 @@ def config_from_args(args: argparse.Namespace) -> CrawlConfig:
     except ConfigError as exc:
         if exc.source == "command line" and exc.key == "seeds":
             raise ConfigError(f"URL {exc.reason}") from None
-        if exc.source == "command line" and exc.key in _FLAG_OF:
-            raise ConfigError(exc.reason, key=_FLAG_OF[exc.key]) from None
+        if exc.source == "command line" and exc.key in flags:
+            raise ConfigError(exc.reason, key=flags[exc.key]) from None
         raise
 
 
@@ -460,7 +522,10 @@ def given_keys(args: argparse.Namespace) -> set[str]:
 
     Call it after ``config_from_args`` succeeded (the file is known to be good).
     """
-    keys = {k for k in vars(args) if k in _OPTIONS}
+    from crawler.config import load_toml  # noqa: PLC0415  (start-up time)
+
+    table = _options()
+    keys = {k for k in vars(args) if k in table}
     if getattr(args, "seeds", None):
         keys.add("seeds")
     if getattr(args, "config", None):
@@ -474,9 +539,9 @@ def _explain(exc: ConfigError, args: argparse.Namespace) -> str:
     key = exc.key
     if getattr(exc, "bare", False):  # says the option itself (settings.CredentialsError)
         return exc.reason
-    if exc.source is None and key in _OPTIONS:
+    if exc.source is None and key in _options():
         if key in vars(args):
-            return f"{_FLAG_OF[key]}: {exc.reason}"
+            return f"{_flags()[key]}: {exc.reason}"
         if getattr(args, "config", None):
             return f"{args.config}: {key}: {exc.reason}"
     return str(exc)
@@ -504,6 +569,8 @@ def _read_stored(state: str, name: str | None = None) -> dict[str, Any] | None:
     Raises:
         StateError: not a crawl state, another format version, corrupt; Redis unreachable.
     """
+    from crawler.config import is_redis_url  # noqa: PLC0415  (start-up time)
+
     if is_redis_url(state):
         found: dict[str, Any] | None = _redis_backend().read_settings(state, name)
         return found
@@ -518,6 +585,8 @@ JOIN_POLL = 0.5
 
 def _crawl_label(config: CrawlConfig) -> str:
     """'crawl NAME at URL' with the URL's password hidden (for messages)."""
+    from crawler.config import redact_url  # noqa: PLC0415  (start-up time)
+
     name = config.name or "default"
     return f"crawl {name} at {redact_url(config.state or '')}"
 
@@ -606,10 +675,11 @@ def _version_text() -> str:
         impl = str(importlib.import_module("crawler.extract").IMPLEMENTATION)
     except (ImportError, AttributeError) as exc:  # pragma: no cover - broken install
         impl = f"unavailable ({exc})"
-    loop = "uvloop" if _uvloop() is not None else "asyncio"
+    # installed, not imported: uvloop imports asyncio (tens of ms), which --version must not
+    loop = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
     return (
         f"{PROG} {__version__} (extractor: {impl}; event loop: {loop};"
-        f" Python {platform.python_version()})"
+        f" Python {importlib.import_module('platform').python_version()})"
     )
 
 
@@ -622,16 +692,20 @@ def _uvloop() -> ModuleType | None:
 
 def _run(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run on uvloop when it is installed, else the default asyncio loop."""
+    import asyncio  # noqa: PLC0415  (start-up time: not for --version, --help)
+
     uv = _uvloop()
-    factory: Callable[[], asyncio.AbstractEventLoop] | None = uv.new_event_loop if uv else None
+    factory: Any = uv.new_event_loop if uv else None
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)
 
 
-@dataclass
 class _RunState:
-    signal: signal.Signals | None = None
-    crawler: Crawler | None = None
+    __slots__ = ("crawler", "signal")
+
+    def __init__(self) -> None:
+        self.signal: signal.Signals | None = None
+        self.crawler: Crawler | None = None
 
 
 def _tune_gc() -> None:
@@ -641,6 +715,8 @@ def _tune_gc() -> None:
     (a library must not change these globals). Measured on the 20,000-page benchmark: about
     10% less CPU, the same peak memory (benchmarks/CRAWL.md).
     """
+    import gc  # noqa: PLC0415
+
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
 
@@ -654,7 +730,12 @@ async def _crawl(
     resumed: bool = False,
 ) -> int:
     """Run the crawl with signal handling and live progress; return the exit code."""
-    from crawler.state.base import StateError  # noqa: PLC0415  (start-up time)
+    import asyncio  # noqa: PLC0415  (start-up time)
+    import signal  # noqa: PLC0415
+
+    from crawler.config import ConfigError, is_redis_url  # noqa: PLC0415
+    from crawler.progress import Snapshot  # noqa: PLC0415
+    from crawler.state.base import StateError  # noqa: PLC0415
 
     engine = importlib.import_module("crawler.engine")
     _tune_gc()
@@ -748,6 +829,8 @@ def _exit_code(
     resumed: bool = False,
     shared: bool = False,
 ) -> int:
+    import signal  # noqa: PLC0415
+
     if sink.broken_pipe:
         return EXIT_OK  # the reader took what it wanted (`| head`): quiet, like `rg | head`
     if stats is not None:
@@ -770,6 +853,10 @@ def _exit_code(
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
+    from crawler.config import ConfigError, is_redis_url  # noqa: PLC0415  (start-up time)
+    from crawler.output import open_sink  # noqa: PLC0415
+    from crawler.progress import Progress  # noqa: PLC0415
+
     try:
         config = config_from_args(args)
         given = given_keys(args)
@@ -823,7 +910,8 @@ def _isatty(stream: IO[str]) -> bool:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """``crawler status --state DIR``: print where the stored crawl stands; change nothing."""
-    from crawler.state.base import StateError  # noqa: PLC0415  (start-up time)
+    from crawler.config import ConfigError, CrawlConfig  # noqa: PLC0415  (start-up time)
+    from crawler.state.base import StateError  # noqa: PLC0415
 
     status = importlib.import_module("crawler.status")
     try:
@@ -842,6 +930,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
+    from crawler.config import seed_problem  # noqa: PLC0415  (start-up time)
+    from crawler.output import open_sink  # noqa: PLC0415
+
     problem = seed_problem(args.base)
     if problem:
         _err(f"--base: {problem}")
@@ -907,7 +998,9 @@ def _command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``crawler`` console script and ``python -m crawler``."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(check=_command(argv) == "check")
+    command = _command(argv)
+    # only the command named gets its options (and imports): --version and --help stay light
+    parser = build_parser(check=command == "check", commands=() if command is None else (command,))
     try:
         args = parser.parse_args(argv)
         if args.version:
@@ -928,5 +1021,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before the event loop's handler was installed
         return EXIT_SIGINT
     except BrokenPipeError:  # e.g. `crawler --help | head -1`
+        from crawler.output import silence_stream  # noqa: PLC0415
+
         silence_stream(sys.stdout)
         return EXIT_OK

@@ -11,19 +11,20 @@ table named after their group (``[limits]``, ``[http]`` ...: the groups of ``cra
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
-import tomllib
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from crawler._version import __version__
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Scope = Literal["host", "origin", "domain", "subdomains"]
 OutputFormat = Literal["urls", "jsonl", "csv", "sitemap"]
@@ -242,7 +243,11 @@ def _origin_problem(origin: str) -> str | None:
 # Keys whose value must be >= 1 (the rest of the numbers must be >= 0: 0 means "no limit"/none).
 _POSITIVE = frozenset({"concurrency", "per_host"})
 
-_HINTS: dict[str, Any] = typing.get_type_hints(CrawlConfig)
+
+@cache
+def _hints() -> dict[str, Any]:
+    """CrawlConfig's field types, evaluated on first use (not at import: start-up time)."""
+    return typing.get_type_hints(CrawlConfig)
 
 
 def _type_name(value: object) -> str:
@@ -355,7 +360,7 @@ def _check(name: str, value: Any, source: str | None) -> Any:
     def fail(reason: str) -> ConfigError:
         return ConfigError(reason, key=name, source=source)
 
-    hint = _HINTS[name]
+    hint = _hints()[name]
     origin = typing.get_origin(hint)
     got = f"got {_type_name(value)}"
     if name not in _SECRET_KEYS:
@@ -533,6 +538,8 @@ def _flatten(data: Mapping[str, Any], source: str) -> dict[str, Any]:
     def unknown(key: str, where: str) -> ConfigError:
         if key in REMOVED:
             return ConfigError(REMOVED[key], key=where, source=source)
+        import difflib  # noqa: PLC0415  (start-up time: only for an unknown key)
+
         close = difflib.get_close_matches(key, [*KEYS, *GROUPS], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return ConfigError(f"unknown key{hint}", key=where, source=source)
@@ -568,6 +575,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     Raises:
         ConfigError: the file cannot be read, is not TOML, or holds an unknown key.
     """
+    import tomllib  # noqa: PLC0415  (start-up time: only with a config file)
+
     source = str(path)
     try:
         with open(path, "rb") as fh:
@@ -589,6 +598,8 @@ def from_mapping(
         if key in REMOVED:
             raise ConfigError(REMOVED[key], key=key, source=source)
         if key not in _GROUP_OF:
+            import difflib  # noqa: PLC0415
+
             close = difflib.get_close_matches(key, KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown key{hint}", key=key, source=source)

@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+from crawler import fetch_tls  # noqa: F401  (first: aiohttp without its TLS contexts)
+
+# isort: split
 import aiohttp
 from multidict import CIMultiDict
 from yarl import URL

@@ -16,6 +16,9 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from crawler import fetch_tls  # noqa: F401  (first: aiohttp without its TLS contexts)
+
+# isort: split
 import aiohttp
 from yarl import URL
 
