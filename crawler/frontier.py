@@ -30,10 +30,10 @@ URLs, and a hostile site cannot aim for one. A persistent backend needs a stable
 from __future__ import annotations
 
 import heapq
-from array import array
 from collections import deque
-from collections.abc import Iterable
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+
+from crawler.seen import MemorySeenSet  # re-export: the seen set lives in crawler.seen
 
 __all__ = ["Frontier", "MemoryFrontier", "MemorySeenSet", "OriginQueues", "Request", "SeenSet"]
 
@@ -85,95 +85,6 @@ class Frontier(Protocol):
         ...
 
     def __len__(self) -> int: ...
-
-
-_MASK64 = (1 << 64) - 1
-
-
-class MemorySeenSet:
-    """Compact in-memory SeenSet: 64-bit fingerprints in an open-addressing array."""
-
-    __slots__ = ("_count", "_limit", "_mask", "_table")
-
-    def __init__(self, capacity: int = 1 << 14) -> None:
-        size = 1 << max(4, (capacity * 2 - 1).bit_length())
-        self._table = array("Q", bytes(8 * size))
-        self._mask = size - 1
-        self._limit = size // 2
-        self._count = 0
-
-    def add(self, url: str) -> bool:
-        """Add ``url`` by Python's ``hash``; True if it was new."""
-        return self.add_fp((hash(url) & _MASK64) or 1)  # 0 marks an empty slot
-
-    def add_fp(self, fp: int) -> bool:
-        """Add a fingerprint (an int in [1, 2**64), e.g. ``crawler.fingerprint``'s); True if new.
-
-        The URL API above is this with Python's ``hash``; a persistent backend uses its own
-        stable fingerprint here instead. Do not mix the two in one set.
-        """
-        table = self._table
-        mask = self._mask
-        i = fp & mask
-        while True:
-            slot = table[i]
-            if slot == fp:
-                return False
-            if slot == 0:
-                break
-            i = (i + 1) & mask
-        table[i] = fp
-        self._count += 1
-        if self._count > self._limit:
-            self._grow()
-        return True
-
-    def update_fps(self, fps: Iterable[int]) -> int:
-        """Add many fingerprints (loading a stored crawl); returns how many were new."""
-        before = self._count
-        add = self.add_fp
-        for fp in fps:
-            add(fp)
-        return self._count - before
-
-    def contains_fp(self, fp: int) -> bool:
-        """Whether fingerprint ``fp`` was added."""
-        table = self._table
-        mask = self._mask
-        i = fp & mask
-        while True:
-            slot = table[i]
-            if slot == fp:
-                return True
-            if slot == 0:
-                return False
-            i = (i + 1) & mask
-
-    def __contains__(self, url: object) -> bool:
-        return isinstance(url, str) and self.contains_fp((hash(url) & _MASK64) or 1)
-
-    def __len__(self) -> int:
-        return self._count
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the table itself."""
-        return self._table.itemsize * len(self._table)
-
-    def _grow(self) -> None:
-        old = self._table
-        size = len(old) * 2
-        table = array("Q", bytes(8 * size))
-        mask = size - 1
-        for fp in old:
-            if fp:
-                i = fp & mask
-                while table[i]:
-                    i = (i + 1) & mask
-                table[i] = fp
-        self._table = table
-        self._mask = mask
-        self._limit = size // 2
 
 
 class _Host:

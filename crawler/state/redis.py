@@ -75,7 +75,7 @@ from typing import Any, TypeVar
 
 from crawler.config import redact_url
 from crawler.fingerprint import Fingerprinter, new_key
-from crawler.frontier import MemorySeenSet
+from crawler.seen import MemorySeenSet
 from crawler.state._redis_scripts import SCRIPTS, VERSION
 from crawler.state.base import (
     Candidate,

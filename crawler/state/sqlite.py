@@ -79,7 +79,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from crawler.fingerprint import Fingerprinter
-from crawler.frontier import MemorySeenSet
+from crawler.seen import MemorySeenSet
 from crawler.state._sqlite_files import (
     DB_NAME,
     FORMAT,

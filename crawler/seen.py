@@ -1,0 +1,231 @@
+"""The seen set: every URL a crawl ever discovered, as 64-bit fingerprints, 10-15 bytes a URL.
+
+``MemorySeenSet`` keeps one 8-byte slot per URL in a sorted open-addressing table (an
+*ordered* linear-probing table, Amble and Knuth 1974; the same layout as Robin Hood hashing
+with a monotone hash):
+
+* A fingerprint ``fp`` is stored as ``m = fp * MUL mod 2**64`` (``MUL`` odd, so this is a
+  bijection that keeps 0, the empty slot, apart: sequential or otherwise regular ints spread
+  too). Its home slot is ``(m * size) >> 64``, which is monotone in ``m``, and the table keeps
+  its values in increasing order with no empty slot between a value's home and its slot. A
+  lookup starts at the home and stops at the first slot that is empty or ``>= m``; an insert
+  there shifts the rest of the run one slot right (a ``memmove``). The layout is a function
+  of the set and the size alone (slot ``i`` holds ``max(home, previous slot + 1)``), whatever
+  the order of the inserts, so the two twins below can be compared slot for slot.
+* The table has ``size`` home slots plus a tail (``TAIL`` slots at first) that takes the runs
+  pushed past the last home slot; the last slot is always kept empty (a sentinel: no scan
+  runs past the end), and when an insert would fill it the tail doubles (at load 0.8 a run
+  longer than 31 past the end has odds of about e**-13 a table).
+* The load (URLs / home slots) is at most ``MAX_LOAD`` 0.8; past it the table grows 1.5x (a
+  size that is not a power of two: the home is a multiply, not a mask), so the load stays
+  between 0.53 and 0.8 and the table holds 10 to 15 bytes a URL at every size from a few
+  hundred URLs up (benchmarks/seen_memory.py: 1M and 10M URLs, and just after a growth). While
+  it grows, the old table and the new one are both held for a moment (25 bytes a URL).
+* Probe lengths at load 0.8: about 3 slots for a hit and for a miss alike (a miss stops at
+  the first larger value, not at an empty slot as plain linear probing, whose misses cost ~13
+  slots at that load), and an insert moves about 13 slots (100 bytes).
+
+Exact: two URLs are confused only if their 64-bit fingerprints are equal. The URL API
+(``add``, ``in``) uses Python's ``hash`` (keyed SipHash: random per process, free since a str
+caches it), with odds ~n²/2⁶⁵ of a collision, ~3e-8 at a million URLs; a persistent backend
+passes its own stable fingerprint (``crawler.fingerprint``) to ``add_fp``/``contains_fp``. A
+fingerprint is an int in [1, 2**64): ``add_fp(0)`` is a ValueError, an int outside [0, 2**64)
+an OverflowError; ``contains_fp(0)`` is False.
+
+``MemorySeenSet`` is the compiled twin (``crawler._hash_c``, Cython source
+``_hash_c.pyx``: the same table, slot for slot, in C, with a C-level ``has``/``put`` in
+``_hash_c.pxd`` for other compiled modules) when ``pip install`` could build it and
+``CRAWLER_NO_EXTENSIONS`` is not set, else the pure-Python ``MemorySeenSetPy`` below. Both are
+exported (``MemorySeenSetPy``, ``MemorySeenSetC`` or None) and ``IMPLEMENTATION`` says which
+one is in use; ``CRAWLER_REQUIRE_EXTENSIONS=1`` makes a missing compiled module an ImportError.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "IMPLEMENTATION",
+    "MAX_LOAD",
+    "MUL",
+    "MemorySeenSet",
+    "MemorySeenSetC",
+    "MemorySeenSetPy",
+    "TAIL",
+]
+
+_MASK64 = (1 << 64) - 1
+#: The odd multiplier that scatters fingerprints before they are stored (2**64 / golden ratio).
+MUL = 0x9E3779B97F4A7C15
+#: Slots past the last home slot, at first (the tail doubles when a run would fill it).
+TAIL = 32
+#: Most URLs per home slot before the table grows 1.5x.
+MAX_LOAD = 0.8
+_MIN_SIZE = 16
+
+
+def _limit(size: int) -> int:
+    return size * 4 // 5  # MAX_LOAD, in integers (the compiled twin computes the same)
+
+
+def _initial_size(capacity: int) -> int:
+    # the smallest size whose limit holds ``capacity`` URLs
+    return max(_MIN_SIZE, (max(0, capacity) * 5 + 3) // 4)
+
+
+def _zeros(n: int) -> array[int]:
+    return array("Q", [0]) * n  # no n-byte temporary, unlike array("Q", bytes(8 * n))
+
+
+class MemorySeenSetPy:
+    """Compact in-memory seen set: 64-bit fingerprints in a sorted open-addressing table.
+
+    Args:
+        capacity: URLs it holds before its first growth.
+    """
+
+    __slots__ = ("_count", "_limit", "_size", "_table")
+
+    def __init__(self, capacity: int = 1 << 14) -> None:
+        size = _initial_size(capacity)
+        self._table = _zeros(size + TAIL)
+        self._size = size
+        self._limit = _limit(size)
+        self._count = 0
+
+    def add(self, url: str) -> bool:
+        """Add ``url`` by Python's ``hash``; True if it was new."""
+        return self._put((((hash(url) & _MASK64) or 1) * MUL) & _MASK64)
+
+    def add_fp(self, fp: int) -> bool:
+        """Add a fingerprint (an int in [1, 2**64), e.g. ``crawler.fingerprint``'s); True if new.
+
+        The URL API above is this with Python's ``hash``; a persistent backend uses its own
+        stable fingerprint here instead. Do not mix the two in one set.
+        """
+        if not 0 < fp <= _MASK64:
+            raise _bad(fp)
+        return self._put((fp * MUL) & _MASK64)
+
+    def update_fps(self, fps: Iterable[int]) -> int:
+        """Add many fingerprints (loading a stored crawl); returns how many were new."""
+        before = self._count
+        add = self.add_fp
+        for fp in fps:
+            add(fp)
+        return self._count - before
+
+    def contains_fp(self, fp: int) -> bool:
+        """Whether fingerprint ``fp`` was added."""
+        if not 0 < fp <= _MASK64:
+            if fp == 0:
+                return False
+            raise _bad(fp)
+        m = (fp * MUL) & _MASK64
+        table = self._table
+        i = (m * self._size) >> 64
+        slot = table[i]
+        while slot and slot < m:
+            i += 1
+            slot = table[i]
+        return slot == m
+
+    def __contains__(self, url: object) -> bool:
+        if not isinstance(url, str):
+            return False
+        m = (((hash(url) & _MASK64) or 1) * MUL) & _MASK64
+        table = self._table
+        i = (m * self._size) >> 64
+        slot = table[i]
+        while slot and slot < m:
+            i += 1
+            slot = table[i]
+        return slot == m
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the table itself."""
+        return self._table.itemsize * len(self._table)
+
+    def _dump(self) -> bytes:
+        """The table's slots (native byte order), to compare the twins' layouts in tests."""
+        return self._table.tobytes()
+
+    def _put(self, m: int) -> bool:
+        # m: a stored (scattered) value, never 0
+        table = self._table
+        i = (m * self._size) >> 64
+        slot = table[i]
+        while slot and slot < m:
+            i += 1
+            slot = table[i]
+        if slot == m:
+            return False
+        j = table.index(0, i) if slot else i  # the empty slot that ends the run
+        if j == len(table) - 1:  # the sentinel: make room first
+            table.extend(_zeros(len(table) - self._size))
+        if j > i:
+            table[i + 1 : j + 1] = table[i:j]
+        table[i] = m
+        self._count += 1
+        if self._count > self._limit:
+            self._grow()
+        return True
+
+    def _grow(self) -> None:
+        old = self._table
+        size = self._size + (self._size >> 1)
+        table = _zeros(size + TAIL)
+        end = len(table) - 1  # the sentinel
+        last = -1
+        for m in old:
+            if m:
+                i = (m * size) >> 64
+                if i <= last:
+                    i = last + 1
+                if i == end:
+                    table.extend(_zeros(len(table) - size))
+                    end = len(table) - 1
+                table[i] = m
+                last = i
+        self._table = table
+        self._size = size
+        self._limit = _limit(size)
+
+
+def _bad(fp: int) -> Exception:
+    if fp == 0:
+        return ValueError("0 is not a fingerprint (they are in [1, 2**64))")
+    return OverflowError(f"a fingerprint is in [1, 2**64), not {fp!r}")
+
+
+NO_EXTENSIONS = (
+    bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
+)
+# As in crawler.extract: with CRAWLER_REQUIRE_EXTENSIONS a compiled module that is missing or
+# broken is an ImportError, not a silent fallback (CRAWLER_NO_EXTENSIONS still wins).
+REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS"))
+
+MemorySeenSetC: Any = None
+if TYPE_CHECKING or NO_EXTENSIONS:
+    MemorySeenSet = MemorySeenSetPy
+    IMPLEMENTATION = "py"
+else:
+    try:
+        from crawler._hash_c import MemorySeenSet as MemorySeenSetC
+    except ImportError as exc:  # pragma: no cover - the extension is optional
+        if REQUIRE_EXTENSIONS:
+            msg = f"CRAWLER_REQUIRE_EXTENSIONS is set but crawler._hash_c failed: {exc}"
+            raise ImportError(msg) from exc
+        MemorySeenSet = MemorySeenSetPy
+        IMPLEMENTATION = "py"
+    else:  # pragma: no cover - depends on the build
+        MemorySeenSet = MemorySeenSetC
+        IMPLEMENTATION = "c"
