@@ -18,13 +18,8 @@ table holds the origins with work plus those of the last delay's worth of time, 
 origin the crawl ever met. A forgotten origin comes back with the default delay: whoever set
 a longer one (robots.txt Crawl-delay) sets it again (``knows`` tells whether that is needed).
 
-MemorySeenSet stores an 8-byte fingerprint per URL in an open-addressing table (an
-``array('Q')``, linear probing, load factor at most 1/2), about 16-32 bytes a URL against
-~150 for a ``set`` of URL strings (benchmarks/seen_memory.py measures it). The fingerprint is
-Python's keyed SipHash of the string: free to compute (str caches it), 64 bits, random per
-process, so a collision (a URL wrongly taken as seen) has odds ~n²/2⁶⁵, about 3e-8 at a million
-URLs, and a hostile site cannot aim for one. A persistent backend needs a stable hash instead
-(``crawler.fingerprint``: keyed blake2b) through ``add_fp``; the protocol hides which.
+MemorySeenSet (8-byte fingerprints in a compact table, its layout and collision odds) lives in
+``crawler.seen``; it is re-exported here.
 """
 
 from __future__ import annotations

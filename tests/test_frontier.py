@@ -1,12 +1,12 @@
-"""MemoryFrontier (breadth-first, per-origin round-robin, politeness) and MemorySeenSet."""
+"""MemoryFrontier (breadth-first, per-origin round-robin, politeness); the seen set is tested
+in tests/test_seen.py."""
 
 from __future__ import annotations
 
-import gc
 import random
 import tracemalloc
 
-from crawler.frontier import MemoryFrontier, MemorySeenSet, Request
+from crawler.frontier import MemoryFrontier, Request
 
 
 def req(url: str, depth: int = 0, origin: str | None = None) -> Request:
@@ -120,48 +120,6 @@ def test_random_workload_hands_out_everything_once() -> None:
     assert sorted(got) == sorted(pushed)
 
 
-def test_seen_set_add_contains_and_growth() -> None:
-    s = MemorySeenSet(capacity=4)
-    urls = [f"http://example.com/page/{i}" for i in range(50_000)]
-    assert all(s.add(u) for u in urls)
-    assert len(s) == 50_000
-    assert not any(s.add(u) for u in urls)
-    assert all(u in s for u in urls)
-    assert "http://example.com/other" not in s
-    assert 3 not in s
-    assert s.nbytes <= 8 * 4 * 50_000  # at most 4 slots of 8 bytes per URL
-
-
-def test_seen_set_is_far_smaller_than_a_set_of_strings() -> None:
-    n = 20_000
-
-    def urls():  # type: ignore[no-untyped-def]
-        return (
-            f"https://www.example.com/section-{i % 89}/story-{i}.html?ref=home" for i in range(n)
-        )
-
-    def traced(build):  # type: ignore[no-untyped-def]
-        gc.collect()
-        tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0]
-        obj = build()
-        size = tracemalloc.get_traced_memory()[0] - base
-        tracemalloc.stop()
-        return obj, size
-
-    def fill():  # type: ignore[no-untyped-def]
-        s = MemorySeenSet()
-        for u in urls():
-            s.add(u)
-        return s
-
-    compact, compact_size = traced(fill)
-    strings, strings_size = traced(lambda: set(urls()))
-    assert len(compact) == len(strings) == n
-    assert compact_size / n <= 34  # 8-byte slots, load factor >= 1/4
-    assert compact_size * 4 < strings_size
-
-
 def test_origins_with_a_delay_are_forgotten_once_it_has_passed() -> None:
     # A wide crawl with a delay on every origin (robots.txt Crawl-delay, --delay): the table
     # holds the origins with work or whose delay still runs, not every origin ever met.
@@ -219,26 +177,3 @@ def test_memory_follows_the_depths_queued_not_the_depth_reached() -> None:
     f.push(req("http://a/d5", 5))
     f.push(req("http://a/d2b", 2))
     assert drain(f) == ["http://a/d2", "http://a/d2b", "http://a/d5", "http://a/d9"]
-
-
-def test_seen_set_fingerprint_api() -> None:
-    # the API a persistent backend uses with its own stable fingerprints (crawler.fingerprint)
-    s = MemorySeenSet(capacity=4)
-    fps = [1, 2**64 - 1, 2**63, 17, 17 + 16, 17 + 32] + [
-        i * 0x9E3779B97F4A7C15 % 2**64 or 1 for i in range(1, 30_000)
-    ]
-    new = [s.add_fp(fp) for fp in fps]
-    assert new == [fp not in fps[:i] for i, fp in enumerate(fps)]  # duplicates: False
-    assert len(s) == len(set(fps))
-    assert all(s.contains_fp(fp) for fp in fps)
-    assert not s.contains_fp(5) and not s.contains_fp(2**64 - 2)
-    assert s._table.itemsize == 8  # 8 bytes a slot, load factor <= 1/2
-    assert s.nbytes <= 8 * 4 * len(s)
-
-
-def test_seen_set_update_fps_counts_the_new_ones() -> None:
-    s = MemorySeenSet()
-    assert s.update_fps(range(1, 1001)) == 1000
-    assert s.update_fps(range(500, 1501)) == 500
-    assert len(s) == 1500
-    assert s.contains_fp(1500) and not s.contains_fp(1501)
