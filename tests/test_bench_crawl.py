@@ -420,6 +420,9 @@ def test_small_full_size_mean_links_and_sizes():
     assert 18 <= sum(counts) / len(counts) <= 24, sum(counts) / len(counts)
     graph = {site.url(i): {site.url(j) for j in site.links(i)} for i in range(site.n)}
     assert _reachable(graph) == {site.url(i) for i in range(site.n)}
+    big = small.SmallSite(3000, 1)  # the largest manual: the title page lists 97 chapters
+    for i in (0, 1, 2, 1550, 2999):
+        assert small.MIN_BYTES <= len(big.page(i)) <= small.MAX_BYTES, i
     again = small.SmallSite(1500, 1)
     other = small.SmallSite(1500, 2)
     for i in (0, 1, 2, 777, 1499):

@@ -234,7 +234,7 @@ class SmallSite:
         target = rng.randint(MIN_BYTES + 800, MAX_BYTES - 800)
         blocks: list[str] = []
         size = fixed
-        while size < target:
+        while size < target or len(blocks) < len(anchors):
             blk = self._block(rng, min(900, max(200, target - size)))
             blocks.append(blk)
             size += len(blk.encode())
