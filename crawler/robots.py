@@ -42,14 +42,15 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
-
-from protego import Protego
 
 from crawler.fetch import Consumer, Fetcher, Response
 from crawler.state.base import StoredRobots
 from crawler.urls import join
+
+if TYPE_CHECKING:
+    from protego import Protego
 
 __all__ = [
     "MAX_ROBOTS_BYTES",
@@ -140,6 +141,8 @@ class RobotsRules:
     @classmethod
     def parse(cls, text: str, user_agent: str) -> RobotsRules:
         """The rules of a robots.txt file already decoded (see `decode_robots`)."""
+        from protego import Protego  # noqa: PLC0415  (start-up time: not for --ignore-robots)
+
         text = text.removeprefix("\ufeff")
         try:
             parser = Protego.parse(text)

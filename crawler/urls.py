@@ -25,9 +25,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ada_url import URL, join_url
-from publicsuffixlist import PublicSuffixList
 
 if TYPE_CHECKING:
+    from publicsuffixlist import PublicSuffixList
+
     from crawler.config import CrawlConfig
 
 __all__ = [
@@ -70,6 +71,8 @@ def registrable_domain(host: str) -> str:
     if not host or host.startswith("[") or _is_ip(host):
         return host
     if _PSL is None:
+        from publicsuffixlist import PublicSuffixList  # noqa: PLC0415  (only --scope domain)
+
         _PSL = PublicSuffixList()
     return _PSL.privatesuffix(host) or host
 
