@@ -649,3 +649,21 @@ async def test_links_one_hop_past_max_depth_are_listed_as_on_any_page(serve) -> 
         ("mailto:m@x.y", "other"),
     ]
     assert result.stats.out_of_scope == 1
+
+
+def test_add_tally_counts_every_tally_field() -> None:
+    """The engine adds a page's Tally field by field: a field it does not know would be lost
+    (neither in stats nor pushed to the state's counters)."""
+    from crawler.admission import Tally  # noqa: PLC0415
+
+    c = Crawler(CrawlConfig(seeds=("http://127.0.0.1:9/",), quiet=True))
+    tally = Tally()
+    want = {}
+    for k, name in enumerate(Tally.__slots__, start=1):
+        setattr(tally, name, 10 * k)
+        want[name] = 10 * k
+    c._add_tally(tally)
+    c._add_tally(tally)
+    assert {name: getattr(c.stats, name) for name in want} == {k: 2 * v for k, v in want.items()}
+    assert dict(c._pending) == {k: 2 * v for k, v in want.items()}
+    assert dict(tally.items()) == want  # what Tally.items() reports, the same names
