@@ -53,7 +53,6 @@ from yarl import URL
 
 from crawler.auth import AuthMap, redact_userinfo
 from crawler.config import CrawlConfig, header_problem
-from crawler.cookies import Cookie, check_save_path, fill_jar, load_cookies, save_cookies
 from crawler.fetch_archive import (
     ArchiveFailed,
     archive_only,
@@ -66,6 +65,7 @@ from crawler.fetch_errors import OptionError
 from crawler.proxy import Proxy, ProxyChooser
 
 if TYPE_CHECKING:
+    from crawler.cookies import Cookie
     from crawler.warc import WarcArchive
 
 __all__ = [
@@ -353,7 +353,7 @@ def make_session(
     starts with ``cookies`` (default: those of ``config.cookies``, loaded now).
     """
     if cookies is None and config.cookies:
-        cookies = load_cookies(config.cookies)
+        cookies = _cookies().load_cookies(config.cookies)
     headers = session_headers(config)
     connector = BoundedPoolConnector(
         max_idle=idle_cap(config),
@@ -369,7 +369,7 @@ def make_session(
     )
     jar = new_cookie_jar()
     if cookies:
-        fill_jar(jar, cookies)
+        _cookies().fill_jar(jar, cookies)
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
@@ -388,6 +388,13 @@ def make_session(
     return session
 
 
+def _cookies() -> Any:
+    """crawler.cookies, imported by the crawls that load or save a cookies file only."""
+    import crawler.cookies  # noqa: PLC0415  (start-up time)
+
+    return crawler.cookies
+
+
 def _initial_cookies(config: CrawlConfig) -> list[Cookie] | None:
     """The cookies the jar starts with: ``config.cookies``, read now.
 
@@ -399,7 +406,8 @@ def _initial_cookies(config: CrawlConfig) -> list[Cookie] | None:
         return None
     if path == config.save_cookies and not os.path.lexists(path):
         return []
-    return load_cookies(path)
+    result: list[Cookie] = _cookies().load_cookies(path)
+    return result
 
 
 def check_options(config: CrawlConfig) -> None:
@@ -412,7 +420,7 @@ def check_options(config: CrawlConfig) -> None:
     parse_headers(config.headers)
     _initial_cookies(config)
     if config.save_cookies:
-        check_save_path(config.save_cookies)
+        _cookies().check_save_path(config.save_cookies)
     AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
     ProxyChooser(config.proxy)
 
@@ -451,7 +459,7 @@ class Fetcher:
         self._user_accept_encoding = any(k.lower() == "accept-encoding" for k, _ in headers)
         self._cookies = _initial_cookies(config)
         if config.save_cookies:
-            check_save_path(config.save_cookies)
+            _cookies().check_save_path(config.save_cookies)
         self._auth = AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
         self._proxies = ProxyChooser(config.proxy)
         self._observer_failed = False
@@ -478,7 +486,7 @@ class Fetcher:
             jar = session.cookie_jar
             if path and isinstance(jar, aiohttp.CookieJar):
                 try:
-                    count = save_cookies(jar, path)
+                    count = _cookies().save_cookies(jar, path)
                 except OptionError as exc:  # the crawl is done: say so, do not fail the close
                     self.cookies_error = exc
                     log.error("cannot save the cookies: %s", exc)
