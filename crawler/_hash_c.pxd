@@ -17,6 +17,7 @@ cdef class MemorySeenSet:
     cdef bint _put(self, uint64_t m) except -1
     cdef int _extend(self) except -1
     cdef int _grow(self) except -1
+    cdef int _grow_copy(self, Py_ssize_t size, Py_ssize_t n) except -1
 
 
 cdef class Fingerprinter:

@@ -18,7 +18,7 @@ compressed once, in the constructor; a URL of up to 128 bytes then costs one com
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree, PyMem_RawRealloc
+from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree, PyMem_RawMalloc, PyMem_RawRealloc
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy, memmove, memset
 
@@ -145,6 +145,7 @@ TAIL = 32
 cdef uint64_t _MUL = 0x9E3779B97F4A7C15ULL
 cdef Py_ssize_t _TAIL = 32
 cdef Py_ssize_t _MIN_SIZE = 16
+cdef Py_ssize_t _BLOCK = 4096  # old slots a block of the in-place growth
 
 
 cdef inline Py_ssize_t _limit(Py_ssize_t size) noexcept:
@@ -220,33 +221,83 @@ cdef class MemorySeenSet:
         return 0
 
     cdef int _grow(self) except -1:
+        # In place: every value's new slot is at or right of its old one (its home only grows
+        # with the size, and slot = max(home, previous + 1) keeps that), so after a realloc
+        # the values can be moved right from the last to the first without a second table:
+        # the peak is the new table alone (glibc grows a large block by mremap, no copy).
+        # The new slot of a value is a prefix maximum (max(home, previous + 1)), computed
+        # forward: pass 1 records it at the start of each block of _BLOCK old slots (and
+        # gives the final length), pass 2 takes the blocks last to first, recomputes the
+        # block's new slots forward into a buffer and moves its values backward. A value
+        # moved right never lands in a block not yet processed (those lie to its left).
         cdef Py_ssize_t size = self._size + (self._size >> 1)
+        cdef Py_ssize_t old_len = self._len
         cdef Py_ssize_t n = size + _TAIL
+        cdef Py_ssize_t nblocks = (old_len + _BLOCK - 1) // _BLOCK
+        cdef Py_ssize_t b, k, lo, hi, i, q = -1
+        cdef uint64_t m
+        cdef uint64_t* t = self._table
+        cdef Py_ssize_t* starts
+        cdef Py_ssize_t* slot
+        starts = <Py_ssize_t*>PyMem_RawMalloc(<size_t>(nblocks + _BLOCK) * sizeof(Py_ssize_t))
+        if starts == NULL:
+            raise MemoryError()
+        slot = starts + nblocks
+        for b in range(nblocks):
+            starts[b] = q
+            for k in range(b * _BLOCK, min(old_len, (b + 1) * _BLOCK)):
+                m = t[k]
+                if m != 0:
+                    i = <Py_ssize_t>hc_mulhi(m, <uint64_t>size)
+                    q = i if i > q else q + 1
+        while q >= n - 1:  # the last slot stays empty: the tail doubles as the twin's does
+            n += n - size
+        if n < old_len:  # an old tail longer than the new table's (tiny sets only)
+            PyMem_RawFree(starts)
+            return self._grow_copy(size, n)
+        t = <uint64_t*>PyMem_RawRealloc(t, <size_t>n * 8)
+        if t == NULL:
+            PyMem_RawFree(starts)
+            raise MemoryError()
+        memset(t + old_len, 0, <size_t>(n - old_len) * 8)
+        for b in range(nblocks - 1, -1, -1):
+            q = starts[b]
+            lo = b * _BLOCK
+            hi = min(old_len, lo + _BLOCK)
+            for k in range(lo, hi):
+                m = t[k]
+                if m != 0:
+                    i = <Py_ssize_t>hc_mulhi(m, <uint64_t>size)
+                    q = i if i > q else q + 1
+                    slot[k - lo] = q
+            for k in range(hi - 1, lo - 1, -1):
+                m = t[k]
+                if m != 0 and slot[k - lo] != k:
+                    t[slot[k - lo]] = m
+                    t[k] = 0
+        PyMem_RawFree(starts)
+        self._table = t
+        self._len = n
+        self._size = size
+        self._limit = _limit(size)
+        return 0
+
+    cdef int _grow_copy(self, Py_ssize_t size, Py_ssize_t n) except -1:
+        # into a new table of n slots (n: the length pass 1 found, tail doublings included)
         cdef Py_ssize_t k, i, last = -1
         cdef uint64_t m
         cdef uint64_t* old = self._table
-        cdef Py_ssize_t old_len = self._len
         cdef uint64_t* t = <uint64_t*>PyMem_RawCalloc(n, 8)
-        cdef uint64_t* grown
         if t == NULL:
             raise MemoryError()
-        for k in range(old_len):
+        for k in range(self._len):
             m = old[k]
-            if m == 0:
-                continue
-            i = <Py_ssize_t>hc_mulhi(m, <uint64_t>size)
-            if i <= last:
-                i = last + 1
-            if i == n - 1:
-                grown = <uint64_t*>PyMem_RawRealloc(t, <size_t>(n + n - size) * 8)
-                if grown == NULL:
-                    PyMem_RawFree(t)
-                    raise MemoryError()
-                t = grown
-                memset(t + n, 0, <size_t>(n - size) * 8)
-                n += n - size
-            t[i] = m
-            last = i
+            if m != 0:
+                i = <Py_ssize_t>hc_mulhi(m, <uint64_t>size)
+                if i <= last:
+                    i = last + 1
+                t[i] = m
+                last = i
         PyMem_RawFree(old)
         self._table = t
         self._len = n

@@ -19,8 +19,10 @@ with a monotone hash):
 * The load (URLs / home slots) is at most ``MAX_LOAD`` 0.8; past it the table grows 1.5x (a
   size that is not a power of two: the home is a multiply, not a mask), so the load stays
   between 0.53 and 0.8 and the table holds 10 to 15 bytes a URL at every size from a few
-  hundred URLs up (benchmarks/seen_memory.py: 1M and 10M URLs, and just after a growth). While
-  it grows, the old table and the new one are both held for a moment (25 bytes a URL).
+  hundred URLs up (benchmarks/seen_memory.py: 1M and 10M URLs, and just after a growth). The
+  compiled twin grows in place (a realloc, then every value moved right, last to first: a
+  value's slot never moves left as the size grows), so its peak is the grown table alone; the
+  pure-Python one builds a new array, holding both for a moment (up to 25 bytes a URL).
 * Probe lengths at load 0.8: about 3 slots for a hit and for a miss alike (a miss stops at
   the first larger value, not at an empty slot as plain linear probing, whose misses cost ~13
   slots at that load), and an insert moves about 13 slots (100 bytes).
@@ -88,11 +90,12 @@ class MemorySeenSetPy:
         capacity: URLs it holds before its first growth.
     """
 
-    __slots__ = ("_count", "_limit", "_size", "_table")
+    __slots__ = ("_count", "_end", "_limit", "_size", "_table")
 
     def __init__(self, capacity: int = 1 << 14) -> None:
         size = _initial_size(capacity)
         self._table = _zeros(size + TAIL)
+        self._end = size + TAIL - 1  # the sentinel's index
         self._size = size
         self._limit = _limit(size)
         self._count = 0
@@ -109,7 +112,28 @@ class MemorySeenSetPy:
         """
         if not 0 < fp <= _MASK64:
             raise _bad(fp)
-        return self._put((fp * MUL) & _MASK64)
+        # _put, inlined: this is the hot path of every persistent backend
+        m = (fp * MUL) & _MASK64
+        table = self._table
+        i = (m * self._size) >> 64
+        slot = table[i]
+        while slot and slot < m:
+            i += 1
+            slot = table[i]
+        if slot == m:
+            return False
+        if slot:
+            j = table.index(0, i)  # the empty slot that ends the run
+            if j == self._end:
+                self._extend()
+            table[i + 1 : j + 1] = table[i:j]
+        elif i == self._end:
+            self._extend()
+        table[i] = m
+        self._count += 1
+        if self._count > self._limit:
+            self._grow()
+        return True
 
     def update_fps(self, fps: Iterable[int]) -> int:
         """Add many fingerprints (loading a stored crawl); returns how many were new."""
@@ -168,16 +192,24 @@ class MemorySeenSetPy:
             slot = table[i]
         if slot == m:
             return False
-        j = table.index(0, i) if slot else i  # the empty slot that ends the run
-        if j == len(table) - 1:  # the sentinel: make room first
-            table.extend(_zeros(len(table) - self._size))
-        if j > i:
+        if slot:
+            j = table.index(0, i)  # the empty slot that ends the run
+            if j == self._end:  # the sentinel: make room first
+                self._extend()
             table[i + 1 : j + 1] = table[i:j]
+        elif i == self._end:
+            self._extend()
         table[i] = m
         self._count += 1
         if self._count > self._limit:
             self._grow()
         return True
+
+    def _extend(self) -> None:
+        # the tail doubles (in place: the callers hold the same array)
+        table = self._table
+        table.extend(_zeros(len(table) - self._size))
+        self._end = len(table) - 1
 
     def _grow(self) -> None:
         old = self._table
@@ -185,17 +217,17 @@ class MemorySeenSetPy:
         table = _zeros(size + TAIL)
         end = len(table) - 1  # the sentinel
         last = -1
-        for m in old:
-            if m:
-                i = (m * size) >> 64
-                if i <= last:
-                    i = last + 1
-                if i == end:
-                    table.extend(_zeros(len(table) - size))
-                    end = len(table) - 1
-                table[i] = m
-                last = i
+        for m in filter(None, old):  # in increasing order: each at max(home, last + 1)
+            i = (m * size) >> 64
+            if i <= last:
+                i = last + 1
+            if i == end:
+                table.extend(_zeros(len(table) - size))
+                end = len(table) - 1
+            table[i] = m
+            last = i
         self._table = table
+        self._end = end
         self._size = size
         self._limit = _limit(size)
 

@@ -80,3 +80,34 @@ def test_twins_agree_across_many_growths(capacity: int) -> None:
             assert py._dump() == c._dump(), n
     assert py._dump() == c._dump()
     assert len(py) == len(c)
+
+
+def test_twins_agree_when_a_growth_shortens_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long tail (values stored near 2**64 whose run was pushed past the end) can make the
+    # grown table shorter than the old one: the compiled twin's copying growth, not its
+    # in-place one. Rare: replay random programs until it happens, at least once.
+    shortened = []
+    grow = MemorySeenSetPy._grow
+
+    def watched(self: Any) -> None:
+        before = len(self._table)
+        grow(self)
+        if len(self._table) < before:
+            shortened.append(before)
+
+    monkeypatch.setattr(MemorySeenSetPy, "_grow", watched)
+    rng = random.Random(3)
+    for _ in range(3000):
+        capacity = rng.randrange(0, 40)
+        py, c = MemorySeenSetPy(capacity), MemorySeenSetC(capacity)
+        program = [((MASK - i) * _INV) % 2**64 for i in range(rng.randrange(0, 60))]
+        program += [rng.randrange(1, 2**64) for _ in range(rng.randrange(0, 200))]
+        for fp in program:
+            seen_before = len(shortened)
+            assert py.add_fp(fp) == c.add_fp(fp)
+            if len(shortened) > seen_before:
+                assert py._dump() == c._dump()
+        assert py._dump() == c._dump()
+        if shortened:
+            break
+    assert shortened
