@@ -16,7 +16,9 @@ the two ``MemorySeenSet`` twins it also prints:
   RSS before: what the kernel saw, growth included (Linux only);
 * the CPU cost of each operation from Python, on N pre-made fingerprints (not under
   tracemalloc): ``add_fp`` of a new one and of a known one, ``contains_fp`` hit and miss,
-  and ``add(url)``/``url in`` on fresh strings (their str hash included).
+  and ``add(url)``/``url in`` on fresh strings (their str hash included);
+* with ``--c-level``, the same from C through ``_hash_c.pxd`` (``put``/``has``, what a
+  compiled caller pays; it compiles a small probe module with cython and gcc).
 
 Build times under tracemalloc are slower than without it; the per-operation table is the one
 to read. The machine is shared: the figures move with its load (printed).
@@ -156,6 +158,65 @@ def rss(name: str, which: str, n: int) -> None:
     )
 
 
+# --c-level: what a compiled caller (the link intake) pays, through _hash_c.pxd's has/put,
+# on fingerprints made in C (splitmix64), the generator's own cost printed to subtract.
+_PROBE = """
+# cython: language_level=3, boundscheck=False, wraparound=False
+from crawler._hash_c cimport MemorySeenSet
+from libc.stdint cimport uint64_t
+from libc.time cimport clock, CLOCKS_PER_SEC
+
+cdef inline uint64_t splitmix(uint64_t* x) noexcept:
+    x[0] += 0x9E3779B97F4A7C15ULL
+    cdef uint64_t z = x[0]
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+def put_has(MemorySeenSet s, Py_ssize_t n):
+    cdef uint64_t x
+    cdef Py_ssize_t i, hits = 0, sink = 0
+    cdef double t0
+    out = []
+    for phase in range(5):  # put new, put known, has hit, has miss, the generator alone
+        x = 12345678901 if phase == 3 else 1
+        t0 = clock()
+        for i in range(n):
+            if phase < 2:
+                s.put(splitmix(&x) | 1)
+            elif phase < 4:
+                hits += s.has(splitmix(&x) | 1)
+            else:
+                sink += <Py_ssize_t>(splitmix(&x) & 1)
+        out.append((clock() - t0) / CLOCKS_PER_SEC / n * 1e9)
+    return out, hits, sink
+"""
+
+
+def c_level(n: int) -> None:
+    import sysconfig  # noqa: PLC0415 - only for --c-level
+    import tempfile  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        pyx = Path(tmp, "seen_probe.pyx")
+        pyx.write_text(_PROBE)
+        so = Path(tmp, "seen_probe" + sysconfig.get_config_var("EXT_SUFFIX"))
+        subprocess.run(["cython", "-3", "-I", str(root), str(pyx)], check=True)
+        include = sysconfig.get_paths()["include"]
+        cmd = ["gcc", "-shared", "-fPIC", "-O2", f"-I{include}", str(pyx.with_suffix(".c"))]
+        subprocess.run([*cmd, "-o", str(so)], check=True)
+        sys.path.insert(0, tmp)
+        import seen_probe  # type: ignore[import-not-found]  # noqa: PLC0415
+
+        (new, known, hit, miss, gen), hits, _ = seen_probe.put_has(MemorySeenSetC(), n)
+    print(
+        f"{'C-level (.pxd)':22} put new {new - gen:4.0f}  put known {known - gen:4.0f}"
+        f"  has hit {hit - gen:4.0f}  has miss {miss - gen:4.0f}  ns/op"
+        f" (generator {gen:.1f} ns subtracted; {hits - n} of the misses hit)"
+    )
+
+
 def _each(fn: Callable[[Any], object], items: list[Any]) -> None:
     for x in items:
         fn(x)
@@ -192,6 +253,9 @@ def main() -> None:
     ap.add_argument(
         "--only", choices=["all", "seen"], default="all", help="seen: the two twins only"
     )
+    ap.add_argument(
+        "--c-level", action="store_true", help="also time has/put from C (needs cython, gcc)"
+    )
     args = ap.parse_args()
     n = args.urls
     avg = sum(len(u) for u in urls(10_000)) / 10_000
@@ -214,6 +278,8 @@ def main() -> None:
     print("-- CPU ns per operation from Python (no tracemalloc)")
     for name, cls in TWINS:
         per_op(name, cls, n)
+    if args.c_level and MemorySeenSetC is not None:
+        c_level(n)
 
 
 if __name__ == "__main__":
