@@ -5,11 +5,12 @@ target, a sitemap's ``<loc>`` and the sitemaps robots.txt names. One rule, in th
 
 1. canonical form (``UrlPolicy``), or, for a value that is not a URL or not http(s), only
    counted (and with ``all_links`` listed once by its raw value);
-2. a fixed-size cache of recently seen URLs (Python's hash, one array read), then the
-   state's local probe (``CrawlState.seen``): a URL certainly offered before costs a
-   canonical check and a hash probe, at worst a fingerprint and a probe, nothing else (a
-   state whose ``epoch`` attribute changes, one that may have lost acknowledged writes, has
-   the cache emptied at the next chunk: the state decides again);
+2. the intake's recent table of URLs this run knows to be seen (``crawler.intake``: for a
+   page's links, steps 1 and 2 are one compiled call per chunk, and a repeated link creates
+   no Python object), then the state's local probe (``CrawlState.seen``): a URL offered
+   before costs a canonical form and a hash probe, at worst a fingerprint and a probe,
+   nothing else (a state whose ``epoch`` attribute changes, one that may have lost
+   acknowledged writes, has the table emptied at the next chunk: the state decides again);
 3. scope and URL length: in scope and short enough is offered to be queued; anything else is
    offered ``queue=False`` (marked seen, so that it is counted and listed once: out of scope
    ``external``, too long as a ``url_too_long`` PageResult);
@@ -27,13 +28,14 @@ engine re-lists the URLs a page discovered when that page was in flight at the l
 from __future__ import annotations
 
 import logging
-from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from crawler.config import CrawlConfig
 from crawler.extract import Link
 from crawler.frontier import MemorySeenSet
+from crawler.intake import intake_for
 from crawler.results import CrawlStats, PageResult, Sink
 from crawler.state import KIND_PAGE, KIND_SITEMAP, Candidate, CrawlState
 from crawler.urls import UrlPolicy, host_of
@@ -46,11 +48,6 @@ log = logging.getLogger("crawler")
 # URL never starts with NUL, so the two kinds of key cannot meet. "Other" (non-HTTP) values are
 # keyed by themselves: they never parse as http(s) URLs.
 _INVALID = "\0invalid:"
-
-_MASK64 = (1 << 64) - 1
-#: Slots of the recent cache (2 MiB): enough for the hot links of any site.
-_RECENT_SLOTS = 1 << 18
-_RECENT_MASK = _RECENT_SLOTS - 1
 
 # What to do with a queue=False candidate the state accepted as new.
 _LIST_INTERNAL = 0  # in scope (redirect target, over max_depth): listed
@@ -72,6 +69,7 @@ class Admission:
         keep: keep the listed in-scope URLs in ``links`` (``CrawlResult.links``).
         on_offer: called with the number queued after an offer that queued something (it
             wakes the dispatcher).
+        intake: the link intake (default: ``crawler.intake.intake_for`` the config).
     """
 
     def __init__(
@@ -84,6 +82,7 @@ class Admission:
         *,
         keep: bool,
         on_offer: Callable[[int], None] | None = None,
+        intake: Any = None,
     ) -> None:
         self.config = config
         self.policy = policy
@@ -106,13 +105,12 @@ class Admission:
         self._probe: Callable[[int], bool] | None = probe
         # listed, one hop past max_depth, not offered: fingerprints (this run only)
         self._beyond = MemorySeenSet(16)
-        # The recent cache: a direct-mapped table of Python's hash of URLs this run knows to
-        # be seen (offered, or the probe said so); fixed size (_RECENT_SLOTS x 8 bytes), a
-        # newer URL overwrites its slot. A repeated link (most links of a page: the site's
-        # navigation) costs one hash (cached by the str) and one array read: no fingerprint
-        # (keyed blake2b for a persistent state, ~1 us) and no probe call. Exact up to a
-        # 64-bit hash collision, the odds the in-memory seen set always had.
-        self._recent = array("Q", bytes(8 * _RECENT_SLOTS))
+        #: The per-link part (``crawler.intake``): canonical form and the recent table of
+        #: URLs this run knows to be seen (offered, or the probe said so). A repeated link
+        #: (most links of a page: the site's navigation) ends there: no fingerprint (keyed
+        #: blake2b for a persistent state, ~1 us), no probe, and from the compiled extractor
+        #: no Python object.
+        self.intake = intake if intake is not None else intake_for(config, policy)
         self._max_depth = config.max_depth
         # A state that may lose acknowledged writes (Redis brought back from its AOF without
         # the last second) says so by a new ``epoch``: what this run's caches hold as offered
@@ -130,54 +128,45 @@ class Admission:
                 self._classify(batch, url, url, None, 0, KIND_PAGE)
         await self._commit(batch, None)
 
-    async def take_links(
+    async def take_items(
         self,
-        links: Sequence[Link],
+        items: Sequence[str | Link],
         referrer: str,
         depth: int,
         page: PageResult | None,
         tally: Tally,
     ) -> None:
-        """The links of one chunk of a page at ``depth`` (the hot path): one offer."""
-        if getattr(self.state, "epoch", 0) != self._epoch:
-            self._forget()
-        cfg = self.config
+        """The intake's items of one chunk of a page at ``depth`` (the hot path): one offer.
+
+        ``items`` come from ``self.intake`` (``crawler.intake``): canonical URLs its recent
+        table does not hold, and the Links it keeps (invalid, or not http(s) with all_links).
+        """
+        self.check_epoch()
         policy = self.policy
-        canonical = policy.canonical_resolved
         scope_origin = policy.scope_origin
         max_len = policy.max_url_length
-        respect_nofollow = cfg.respect_nofollow
-        all_links = cfg.all_links
         fingerprint = self._fp
         probe = self._probe
-        recent = self._recent
+        mark = self.intake.mark
         batch = _Batch(tally)
         fps = batch.fps
         cands = batch.cands
         marks = batch.marks
         child = depth + 1
         beyond = bool(self._max_depth) and depth >= self._max_depth
-        for link in links:
-            if respect_nofollow and link.nofollow:
-                continue
-            raw_url = link.url
-            if raw_url is None:
-                self._invalid(batch, link.raw, referrer, child)
-                continue
-            url = canonical(raw_url)
-            if url is None:
-                if all_links:
-                    self._extra(batch, raw_url, referrer, child, _OTHER)
-                continue
-            h = (hash(url) & _MASK64) | 1  # the recent cache: see __init__
-            slot = h & _RECENT_MASK
-            if recent[slot] == h:
+        for url in items:
+            if type(url) is not str:  # a Link: not a URL, or (all_links) not http(s)
+                link: Link = url  # type: ignore[assignment]
+                if link.url is None:
+                    self._invalid(batch, link.raw, referrer, child)
+                else:
+                    self._extra(batch, link.url, referrer, child, _OTHER)
                 continue
             fp = fingerprint(url)
             if fp in fps:
                 continue
             if probe is not None and probe(fp):
-                recent[slot] = h
+                mark(url)
                 continue
             fps.add(fp)
             origin = scope_origin(url)
@@ -189,15 +178,31 @@ class Admission:
                     continue
                 batch.extra[url] = _TOO_LONG
                 cands.append(Candidate(url, fp, origin, "", child, referrer, KIND_PAGE, False))
-            elif beyond:  # listed, not offered, so not marked seen: not in the recent cache
+            elif beyond:  # listed, not offered, so not marked seen: not in the recent table
                 if self._beyond.add(url):
                     batch.listed.append((len(cands), url))
                 continue
             else:
                 cands.append(Candidate(url, fp, origin, host_of(url), child, referrer))
-            marks.append(slot)
-            marks.append(h)
+            marks.append(url)
         await self._commit(batch, page, referrer)
+
+    async def take_links(
+        self,
+        links: Sequence[Link],
+        referrer: str,
+        depth: int,
+        page: PageResult | None,
+        tally: Tally,
+    ) -> None:
+        """The links of one chunk (counted in ``tally.links_found``): the intake, then
+        `take_items` (the page job drives the two itself, to skip Links altogether)."""
+        self.check_epoch()
+        before = self.intake.found
+        items = self.intake.take(links)
+        tally.links_found += self.intake.found - before
+        if items:
+            await self.take_items(items, referrer, depth, page, tally)
 
     async def take_sitemap(
         self,
@@ -317,10 +322,16 @@ class Admission:
         batch.extra[key] = what
         batch.cands.append(Candidate(key, fp, "", "", depth, referrer, KIND_PAGE, False))
 
+    def check_epoch(self) -> None:
+        """Before the intake sees a chunk: a state whose ``epoch`` changed may have lost what
+        the recent table holds as offered, so the table is emptied (the state decides again)."""
+        if getattr(self.state, "epoch", 0) != self._epoch:
+            self._forget()
+
     def _forget(self) -> None:
         """Drop what the caches hold as offered (the state's epoch changed)."""
         self._epoch = getattr(self.state, "epoch", 0)
-        self._recent = array("Q", bytes(8 * _RECENT_SLOTS))
+        self.intake.forget()
         if self._local is not None:
             self._local = MemorySeenSet()
             self._probe = self._local.contains_fp
@@ -333,11 +344,8 @@ class Admission:
             # (an epoch that changes during the offer is seen at the next chunk's start,
             # which forgets these marks too)
             accepted = await self.state.offer_many(batch.cands)
-            marks = batch.marks
-            if marks:  # offered: seen from now on, whatever the state answered
-                recent = self._recent
-                for i in range(0, len(marks), 2):
-                    recent[marks[i]] = marks[i + 1]
+            if batch.marks:  # offered: seen from now on, whatever the state answered
+                self.intake.mark_many(batch.marks)
             local = self._local
             if local is not None:
                 for fp in batch.fps:
@@ -447,7 +455,7 @@ class _Batch:
     def __init__(self, tally: Tally) -> None:
         self.tally = tally
         self.cands: list[Candidate] = []
-        self.marks: list[int] = []  # recent-cache (slot, hash) pairs, flat, of the cands
+        self.marks: list[str] = []  # the cands' URLs for the intake's recent table
         self.fps: set[int] = set()
         self.extra: dict[str, int] = {}  # url -> what to do when a queue=False one is new
         # one hop past max_depth, listed, not offered: (candidates before it, url)

@@ -20,8 +20,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from crawler.extract import Link, LinkExtractor
+from crawler.extract import Link, LinkExtractor, LinkExtractorC
 from crawler.fetch import Consumer, Fetcher, Response
+from crawler.intake import IntakeC
 from crawler.results import PageResult
 from crawler.robots import RobotsCache, RobotsRules, SitemapParser
 from crawler.state import KIND_SITEMAP, Lease
@@ -76,6 +77,15 @@ class PageJob:
         self.page_links = page_links
         self.collect_ids = collect_ids
         self.report_skipped = report_skipped
+        #: The compiled extractor hands the compiled intake its links from its own buffers
+        #: (no Link objects) when nothing wants the page's Links.
+        self.direct = (
+            not page_links
+            and LinkExtractorC is not None
+            and LinkExtractor is LinkExtractorC
+            and IntakeC is not None
+            and type(admission.intake) is IntakeC
+        )
         found = getattr(state, "discovered_by", None)
         self._discovered_by: Callable[[str], Awaitable[list[str]]] | None = (
             found if callable(found) else None
@@ -234,6 +244,7 @@ class _Body:
 
     __slots__ = (
         "depth",
+        "direct",
         "extractor",
         "failure",
         "found",
@@ -259,6 +270,7 @@ class _Body:
         self.sitemap: SitemapParser | None = None
         self.failure: tuple[str, str] | None = None
         self.found = 0  # links of this attempt, counted in tally.links_found
+        self.direct = False  # the extractor returns the intake's items (no Links)
         self.ids: tuple[set[str], bool] | None = None
 
     def _fail(self, kind: str, what: str, exc: Exception) -> _BodyAbort:
@@ -285,40 +297,66 @@ class _Body:
             self.tally.links_found -= self.found
             self.found = 0
             self.page.links = []
+        link_set = job.config.link_set
         try:
             if job.collect_ids:
                 self.extractor = LinkExtractor(
-                    self.url, res.charset, link_set=job.config.link_set, collect_ids=True
+                    self.url, res.charset, link_set=link_set, collect_ids=True
+                )
+            elif job.direct:  # the compiled extractor feeds the compiled intake itself
+                self.extractor = LinkExtractorC(
+                    self.url, res.charset, link_set=link_set, intake=job.admission.intake
                 )
             else:
-                self.extractor = LinkExtractor(self.url, res.charset, link_set=job.config.link_set)
+                self.extractor = LinkExtractor(self.url, res.charset, link_set=link_set)
         except Exception as exc:
             self._fail("extract", "the extractor", exc)
             return None
+        self.direct = job.direct and not job.collect_ids
         return self.feed
 
     def feed(self, chunk: bytes) -> Awaitable[None] | None:
         ex = self.extractor
         if ex is None:
             raise _BodyAbort("extraction failed")
+        admission = self.job.admission
+        admission.check_epoch()
+        intake = admission.intake
+        before = intake.found
         try:
-            links = ex.feed(chunk)
+            if self.direct:
+                items = ex.feed(chunk)
+            else:
+                links = ex.feed(chunk)
+                items = self._intake(links, intake) if links else links
+        except _BodyAbort:
+            raise
         except Exception as exc:
             raise self._fail("extract", "the extractor", exc) from exc
-        if links:
-            return self._take(links, ex)
+        found = intake.found - before
+        if found:
+            self.found += found
+            self.tally.links_found += found
+        if items:
+            return self._take(items, ex)
         return None
 
-    async def _take(self, links: list[Link], ex: Any) -> None:
-        job = self.job
-        self.found += len(links)
+    def _intake(self, links: list[Link], intake: Any) -> list[str | Link]:
+        # Links from the extractor (pure Python, or ids/page links wanted): kept for the
+        # page's record, then through the intake.
+        if self.job.page_links:
+            self.page.links.extend(links)
         try:
-            if job.page_links:
-                self.page.links.extend(links)
-            self.tally.links_found += len(links)
+            return intake.take(links)  # type: ignore[no-any-return]
+        except Exception as exc:
+            raise self._fail("internal", "link handling", exc) from exc
+
+    async def _take(self, items: list[str | Link], ex: Any) -> None:
+        job = self.job
+        try:
             if job.config.respect_nofollow and ex.nofollow:
                 return
-            await job.admission.take_links(links, self.url, self.depth, self.page, self.tally)
+            await job.admission.take_items(items, self.url, self.depth, self.page, self.tally)
         except Exception as exc:
             raise self._fail("internal", "link handling", exc) from exc
 
@@ -345,15 +383,28 @@ class _Body:
         if ex is None:
             return
         self.extractor = None
+        admission = self.job.admission
+        admission.check_epoch()
+        intake = admission.intake
+        before = intake.found
         try:
             links = ex.close()
         except Exception as exc:  # the extractor never raises by contract; belt and braces
             self._fail("extract", "the extractor", exc)
             return
+
         if self.job.collect_ids:
             self.ids = (set(ex.ids), bool(ex.ids_complete))
-        if links:
+        try:
+            items = links if self.direct or not links else self._intake(links, intake)
+        except _BodyAbort:
+            return  # kept in self.failure
+        found = intake.found - before
+        if found:
+            self.found += found
+            self.tally.links_found += found
+        if items:
             try:
-                await self._take(links, ex)
+                await self._take(items, ex)
             except _BodyAbort:
                 pass  # kept in self.failure

@@ -3,6 +3,8 @@
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from crawler._intake_c import Intake
+
 from ._link import Link
 
 class LinkExtractor:
@@ -19,6 +21,7 @@ class LinkExtractor:
         link_set: str | Mapping[str, Any] = "links",
         max_token: int = ...,
         collect_ids: bool = False,
+        intake: Intake | None = None,
     ) -> None: ...
     @property
     def base_url(self) -> str: ...

@@ -56,6 +56,7 @@ from ._machine import MAX_ID_CHARS, MAX_IDS, MULTIBYTE_CODECS, Iso2022JPDecoder,
 # (ForeignStack, FramesetState and their tables: `_tree.py`).
 include "_tree.py"
 from ._resolve import Resolver
+from crawler._intake_c cimport Intake
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -623,6 +624,14 @@ cdef object _absolute(const unsigned char* s, Py_ssize_t n, _Scratch sc):
     """`_resolve._ABSOLUTE.fullmatch` + `_resolve._absolute` on s[:n] (all C_SAFE bytes).
 
     Returns the URL, or _MISS when it does not match or must go to the full resolver."""
+    cdef Py_ssize_t olen = _absolute_buf(s, n, sc)
+    if olen < 0:
+        return _MISS
+    return PyUnicode_DecodeASCII(<const char*>sc.buf, olen, NULL)
+
+
+cdef Py_ssize_t _absolute_buf(const unsigned char* s, Py_ssize_t n, _Scratch sc) except -2:
+    """`_absolute` into ``sc.buf`` (which must not hold s): the URL's length, or -1 (_MISS)."""
     cdef Py_ssize_t i, hs, he, ps = -1, pe = -1, qs, k, olen, plen
     cdef bint https
     cdef long port = -1
@@ -630,33 +639,33 @@ cdef object _absolute(const unsigned char* s, Py_ssize_t n, _Scratch sc):
     cdef Py_ssize_t last_label, lab_start
     if n < 7 or LOWER[s[0]] != 0x68 or LOWER[s[1]] != 0x74 or LOWER[s[2]] != 0x74 \
             or LOWER[s[3]] != 0x70:
-        return _MISS
+        return -1
     i = 4
     https = LOWER[s[4]] == 0x73
     if https:
         i = 5
     if i + 3 > n or s[i] != 0x3A or s[i + 1] != 0x2F or s[i + 2] != 0x2F:
-        return _MISS
+        return -1
     hs = i + 3
     he = hs
     while he < n and (CLS[s[he]] & C_HOST):
         he += 1
     # Host: (label ".")* label-starting-with-a-letter "."? ; labels non-empty.
     if he == hs:
-        return _MISS
+        return -1
     k = he
     if s[k - 1] == 0x2E:
         k -= 1  # the optional trailing dot
     if k == hs or s[k - 1] == 0x2E:
-        return _MISS
+        return -1
     lab_start = hs
     for i in range(hs, k):
         if s[i] == 0x2E:
             if i == lab_start:
-                return _MISS  # empty label
+                return -1  # empty label
             lab_start = i + 1
     if not (CLS[s[lab_start]] & C_ALPHA):
-        return _MISS
+        return -1
     i = he
     if i < n and s[i] == 0x3A:
         ps = i + 1
@@ -665,7 +674,7 @@ cdef object _absolute(const unsigned char* s, Py_ssize_t n, _Scratch sc):
             pe += 1
         i = pe
     if i < n and s[i] != 0x2F and s[i] != 0x3F:
-        return _MISS
+        return -1
     # The path (up to '?') and the query are C_SAFE already.
     qs = i
     while qs < n and s[qs] != 0x3F:
@@ -674,19 +683,19 @@ cdef object _absolute(const unsigned char* s, Py_ssize_t n, _Scratch sc):
     for k in range(hs, he - 3):
         if LOWER[s[k]] == 0x78 and LOWER[s[k + 1]] == 0x6E and s[k + 2] == 0x2D \
                 and s[k + 3] == 0x2D:
-            return _MISS
+            return -1
     if ps >= 0 and pe > ps:
         k = ps
         while k < pe - 1 and s[k] == 0x30:
             k += 1
         if pe - k > 5:
-            return _MISS  # > 65535 (or a digit string Python's int() must judge)
+            return -1  # > 65535 (or a digit string Python's int() must judge)
         port = 0
         while k < pe:
             port = port * 10 + (s[k] - 0x30)
             k += 1
         if port > 65535:
-            return _MISS
+            return -1
         if port == (443 if https else 80):
             port = -1
     plen = qs - i
@@ -712,7 +721,7 @@ cdef object _absolute(const unsigned char* s, Py_ssize_t n, _Scratch sc):
         olen += plen
     memcpy(o + olen, s + qs, n - qs)
     olen += n - qs
-    return PyUnicode_DecodeASCII(<const char*>o, olen, NULL)
+    return olen
 
 
 cdef Py_ssize_t _write_int(unsigned char* o, long v) noexcept nogil:
@@ -745,10 +754,13 @@ cdef class _FastResolver:
     cdef bytes dir
     cdef str base_nf
     cdef _Scratch sc
+    cdef _Scratch sc2
+    cdef const unsigned char* res
 
     def __init__(self, py):
         self.py = py
         self.sc = _Scratch()
+        self.sc2 = _Scratch()
         self.fast = False
         if type(py) is _ResolverType and py._fast:
             self.fast = True
@@ -768,21 +780,31 @@ cdef class _FastResolver:
         return self.py.resolve(raw)
 
     cdef object _fast_path(self, const unsigned char* s, Py_ssize_t n):
-        cdef Py_ssize_t h = 0, i, q, need, olen
+        cdef Py_ssize_t r = self.fast_buf(s, n)
+        if r < 0:
+            return _MISS
+        if r == PyUnicode_GET_LENGTH(self.base_nf) and self.res == PyUnicode_DATA(self.base_nf):
+            return self.base_nf
+        return PyUnicode_DecodeASCII(<const char*>self.res, r, NULL)
+
+    cdef Py_ssize_t fast_buf(self, const unsigned char* s, Py_ssize_t n) except -2:
+        """`_fast_path` of s[:n] without a Python object: the URL's length, at ``self.res``
+        (the scratch buffer, or the base's own text), or -1 (_MISS)."""
+        cdef Py_ssize_t h = 0, i, q, need, olen, lpre, lpath, ldir
         cdef unsigned char c
         cdef unsigned char* o
         cdef const unsigned char* pre
-        cdef Py_ssize_t lpre, ldir
         while h < n and s[h] != 0x23:
             if not (CLS[s[h]] & C_SAFE):
-                return _MISS
+                return -1
             h += 1
         n = h
         for i in range(n - 2):
             if s[i] == 0x25 and s[i + 1] == 0x32 and (s[i + 2] == 0x65 or s[i + 2] == 0x45):
-                return _MISS
+                return -1
         if n == 0:
-            return self.base_nf
+            self.res = <const unsigned char*>PyUnicode_DATA(self.base_nf)
+            return PyUnicode_GET_LENGTH(self.base_nf)
         c = s[0]
         pre = <const unsigned char*>PyBytes_AS_STRING(self.prefix)
         lpre = PyBytes_GET_SIZE(self.prefix)
@@ -797,21 +819,28 @@ cdef class _FastResolver:
             memcpy(o, pre, lpre)
             olen = lpre + _normalize(s, q, o + lpre, self.sc.stack)
             memcpy(o + olen, s + q, n - q)
-            return PyUnicode_DecodeASCII(<const char*>o, olen + n - q, NULL)
+            self.res = o
+            return olen + n - q
         if c == 0x3F:
-            return PyUnicode_DecodeASCII(PyBytes_AS_STRING(self.prefix), lpre, NULL) \
-                + PyUnicode_DecodeASCII(PyBytes_AS_STRING(self.path), PyBytes_GET_SIZE(self.path), NULL) \
-                + PyUnicode_DecodeASCII(<const char*>s, n, NULL)
-        r = _absolute(s, n, self.sc)
-        if r is not _MISS:
-            return r
+            lpath = PyBytes_GET_SIZE(self.path)
+            self.sc.ensure(lpre + lpath + n)
+            o = self.sc.buf
+            memcpy(o, pre, lpre)
+            memcpy(o + lpre, PyBytes_AS_STRING(self.path), lpath)
+            memcpy(o + lpre + lpath, s, n)
+            self.res = o
+            return lpre + lpath + n
+        olen = _absolute_buf(s, n, self.sc)
+        if olen >= 0:
+            self.res = self.sc.buf
+            return olen
         # _SCHEME.match: [A-Za-z][A-Za-z0-9+.-]*: -> another scheme: the full resolver's job.
         if CLS[c] & C_ALPHA:
             i = 1
             while i < n and (CLS[s[i]] & C_SCHEME):
                 i += 1
             if i < n and s[i] == 0x3A:
-                return _MISS
+                return -1
         q = 0
         while q < n and s[q] != 0x3F:
             q += 1
@@ -825,11 +854,17 @@ cdef class _FastResolver:
         memcpy(o, pre, lpre)
         olen = lpre + _normalize(o + lpre + ldir + n + 1, ldir + q, o + lpre, self.sc.stack)
         memcpy(o + olen, s + q, n - q)
-        return PyUnicode_DecodeASCII(<const char*>o, olen + n - q, NULL)
+        self.res = o
+        return olen + n - q
 
-    cdef object _scheme_relative(self, const unsigned char* s, Py_ssize_t n):
-        cdef bytes full = (b"https:" if self.https else b"http:") + PyBytes_FromStringAndSize(<const char*>s, n)
-        return _absolute(<const unsigned char*>PyBytes_AS_STRING(full), PyBytes_GET_SIZE(full), self.sc)
+    cdef Py_ssize_t _scheme_relative(self, const unsigned char* s, Py_ssize_t n) except -2:
+        cdef Py_ssize_t ls = 6 if self.https else 5, olen
+        self.sc2.ensure(ls + n)
+        memcpy(self.sc2.buf, <const char*>(b"https:" if self.https else b"http:"), ls)
+        memcpy(self.sc2.buf + ls, s, n)
+        olen = _absolute_buf(self.sc2.buf, ls + n, self.sc)
+        self.res = self.sc.buf
+        return olen
 
 
 cdef class _Tables:
@@ -1097,6 +1132,15 @@ cdef str _unescape_ascii(const unsigned char* p, Py_ssize_t n):
     return "".join(parts)
 
 
+cdef inline bint _plain(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether `LinkExtractor._text` of p[:n] is its ASCII decoding (no byte it must work on)."""
+    cdef unsigned char acc = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        acc |= VCLS[p[i]]
+    return acc == 0
+
+
 cdef int _rel_nofollow(const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """Whether the rel value p[:n] has the token ``nofollow`` (ASCII case-insensitive, split on
     ASCII whitespace): 1 or 0; -1 when the value is not plain ASCII (a byte >= 0x80, '&',
@@ -1173,10 +1217,14 @@ cdef class LinkExtractor:
         link_set: ``"links"``, ``"resources"`` or a mapping ``{tag: (attr, ...)}``.
         max_token: the longest attribute value kept (bytes); longer values are dropped.
         collect_ids: collect the document's fragment targets in ``ids`` (see `_machine`).
+        intake: a compiled ``crawler.intake.Intake``: ``feed`` and ``close`` then return its
+            items (canonical URLs it does not know, and the Links it keeps) instead of Links;
+            a plain value resolved by the C fast path never becomes a Python object.
     """
 
     cdef public bint _strict
     cdef public bint nofollow
+    cdef Intake _intake
     cdef public str encoding
     cdef public set ids
     cdef public bint ids_complete
@@ -1287,8 +1335,9 @@ cdef class LinkExtractor:
         free(self._arena)
 
     def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN,
-                 collect_ids=False):
+                 collect_ids=False, Intake intake=None):
         cdef _Tables tb = _tables(link_set, bool(collect_ids))
+        self._intake = intake
         self.ids = set()
         self._ids = self.ids if collect_ids else None
         self._id_chars = 0
@@ -1396,6 +1445,8 @@ cdef class LinkExtractor:
             self._state = S_DEAD
             self.ids_complete = False
             self._fs.release(out)
+        if self._intake is not None and PyList_GET_SIZE(out):
+            return self._items(out)
         return out
 
     def close(self):
@@ -1415,7 +1466,20 @@ cdef class LinkExtractor:
         self._fs.release(out)
         self._state = S_DEAD
         self._buf = b""
+        if self._intake is not None and PyList_GET_SIZE(out):
+            return self._items(out)
         return out
+
+    cdef list _items(self, list out):
+        """With an intake: its items, in order (the Links the slow paths made go through it)."""
+        cdef list items = []
+        cdef Intake it = self._intake
+        for x in out:
+            if type(x) is str:
+                items.append(x)
+            else:
+                it.take_link(x, items)
+        return items
 
     # Encoding -----------------------------------------------------------------------------
 
@@ -2051,11 +2115,26 @@ cdef class LinkExtractor:
             else:
                 nofollow = i == 1
         tagstr = self._tb.entry_tagstr[k]
-        cdef object ln = _int(self._w_line)
-        cdef object co = _int(self._w_col)
+        cdef object ln = None
+        cdef object co = None
+        cdef Intake it = self._intake
+        cdef const unsigned char* p
+        cdef Py_ssize_t vlen, r
         for slot, astr, srcset in self._tb.entry_spec[k]:
             if self._sl_state[slot] != 1:
                 continue
+            if it is not None and not srcset and fr.fast:
+                # The intake's path: a plain ASCII value (its text is its bytes) resolved by the
+                # fast path goes to the intake from the buffers, no Python object made.
+                p = self._arena + self._sl_off[slot]
+                vlen = self._sl_len[slot]
+                if _plain(p, vlen):
+                    r = fr.fast_buf(p, vlen)
+                    if r >= 0 and it.resolved(fr.res, r, nofollow, out) == 0:
+                        continue
+            if ln is None:
+                ln = _int(self._w_line)
+                co = _int(self._w_col)
             raw = self._text(self._slot_value(slot))
             if srcset:
                 for u in parse_srcset(raw):

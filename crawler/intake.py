@@ -1,0 +1,178 @@
+"""The link intake: the links of a chunk in, the canonical URLs this run may not know out.
+
+The per-link part of admission (``crawler.admission``), the one step every link of every page
+goes through, in front of the crawl state: drop ``nofollow`` links (``respect_nofollow``),
+canonicalise (``UrlPolicy.canonical_resolved``), and drop the URLs a fixed-size *recent table*
+holds (those this run offered, or learnt were seen: most links of a site are its navigation,
+repeated on every page). What is left are the *items* of the chunk, in document order:
+
+* a ``str``: a canonical http(s) URL the table does not hold (admission fingerprints it,
+  probes the state, tests scope and offers it);
+* a ``Link``: a link whose URL is None (not a URL: counted as invalid, listed with
+  ``all_links``) or, with ``all_links``, not http(s) (listed as "other"). Nothing else.
+
+``found`` counts every link seen (the page's ``links_found``), ``repeated`` those the table
+dropped. The table is exact up to a 64-bit hash collision (odds ~2⁻⁶⁴ a probe) and keyed at
+random per process, so a page cannot aim for one. It has a fixed size: a newer URL may evict
+an older one, which is then decided again by the state, never lost. The twins lay it out
+differently (compiled: 4-way buckets under SipHash-1-3; Python: one entry a slot under
+``hash``), so they may evict different URLs: their items are the same up to evictions.
+
+Two twins with the same behaviour: ``IntakePy`` (here, Python's ``hash``) and the compiled
+``crawler._intake_c.Intake`` (SipHash-1-3 and the canonicalisation in C), which the compiled
+extractor also calls from inside its buffers (``LinkExtractor(..., intake=)``): there a
+repeated link creates no Python object at all. ``Intake`` is the compiled one unless
+``CRAWLER_NO_EXTENSIONS`` is set or it is not built (``CRAWLER_REQUIRE_EXTENSIONS=1``: an
+ImportError instead of a fallback); ``IMPLEMENTATION`` says which.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from crawler.extract import Link
+
+if TYPE_CHECKING:
+    from crawler.config import CrawlConfig
+    from crawler.urls import UrlPolicy
+
+__all__ = ["IMPLEMENTATION", "Intake", "IntakeC", "IntakePy", "RECENT_SLOTS", "intake_for"]
+
+#: Entries of the recent table (2 MiB): enough for the hot links of any site.
+RECENT_SLOTS = 1 << 18
+_MASK64 = (1 << 64) - 1
+
+
+class IntakePy:
+    """The pure-Python intake (the reference; the compiled ``Intake`` behaves the same).
+
+    Args:
+        policy: the crawl's canonicalisation (``UrlPolicy``).
+        sort_query, drop_params: accepted for the twins' common signature; the policy
+            applies them.
+        respect_nofollow: drop links whose ``rel`` has ``nofollow``.
+        all_links: keep non-http(s) links (as ``Link`` items) for listing.
+        slots: entries of the recent table (a power of two).
+    """
+
+    __slots__ = ("_bits", "_canonical", "_table", "all_links", "found", "repeated",
+                 "respect_nofollow")  # fmt: skip
+
+    def __init__(
+        self,
+        policy: UrlPolicy,
+        *,
+        sort_query: bool = False,
+        drop_params: Iterable[str] = (),
+        respect_nofollow: bool = False,
+        all_links: bool = False,
+        slots: int = RECENT_SLOTS,
+    ) -> None:
+        if slots < 4 or slots & (slots - 1):
+            raise ValueError("slots must be a power of two (at least 4)")
+        del sort_query, drop_params  # the policy's canonical_resolved applies them
+        self._canonical = policy.canonical_resolved
+        self.respect_nofollow = respect_nofollow
+        self.all_links = all_links
+        self._bits = slots.bit_length() - 1
+        self._table = array("Q", bytes(8 * slots))
+        self.found = 0
+        self.repeated = 0
+
+    def take(self, links: Sequence[Link]) -> list[str | Link]:
+        """The items of ``links`` (see the module docstring), in order."""
+        self.found += len(links)
+        canonical = self._canonical
+        table = self._table
+        shift = 64 - self._bits
+        out: list[str | Link] = []
+        for link in links:
+            if self.respect_nofollow and link.nofollow:
+                continue
+            url = link.url
+            if url is None:
+                out.append(link)
+                continue
+            canon = canonical(url)
+            if canon is None:
+                if self.all_links:
+                    out.append(link)
+                continue
+            h = hash(canon) & _MASK64
+            if table[h >> shift] == h | 1 and canon.isascii():
+                self.repeated += 1
+                continue
+            out.append(canon)
+        return out
+
+    def mark(self, url: str) -> None:
+        """``url`` (canonical) is known from now on: its repeats are dropped.
+
+        Only ASCII URLs (every WHATWG-serialised one) are kept, as the compiled twin does."""
+        if url.isascii():
+            h = hash(url) & _MASK64
+            self._table[h >> (64 - self._bits)] = h | 1
+
+    def mark_many(self, urls: Iterable[str]) -> None:
+        """`mark` of each of ``urls``."""
+        table = self._table
+        shift = 64 - self._bits
+        for url in urls:
+            if url.isascii():
+                h = hash(url) & _MASK64
+                table[h >> shift] = h | 1
+
+    def knows(self, url: str) -> bool:
+        """Whether the table holds ``url`` (canonical)."""
+        h = hash(url) & _MASK64
+        return url.isascii() and self._table[h >> (64 - self._bits)] == h | 1
+
+    def forget(self) -> None:
+        """Empty the table (the crawl state may have lost what it held)."""
+        self._table = array("Q", bytes(8 * len(self._table)))
+
+    def canonical(self, url: str) -> str | None:
+        """The canonicalisation this intake applies (``UrlPolicy.canonical_resolved``)."""
+        return self._canonical(url)
+
+    def __repr__(self) -> str:
+        return f"<IntakePy found={self.found} repeated={self.repeated}>"
+
+
+NO_EXTENSIONS = (
+    bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
+)
+REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS"))
+
+IntakeC: Any = None
+Intake: Any
+if TYPE_CHECKING or NO_EXTENSIONS:
+    Intake = IntakePy
+    IMPLEMENTATION = "py"
+else:
+    try:
+        from crawler._intake_c import Intake as IntakeC
+    except ImportError as exc:  # pragma: no cover - the extension is optional
+        if REQUIRE_EXTENSIONS:
+            msg = f"CRAWLER_REQUIRE_EXTENSIONS is set but the compiled intake failed: {exc}"
+            raise ImportError(msg) from exc
+        Intake = IntakePy
+        IMPLEMENTATION = "py"
+    else:  # pragma: no cover - depends on the build
+        Intake = IntakeC
+        IMPLEMENTATION = "c"
+
+
+def intake_for(config: CrawlConfig, policy: UrlPolicy, cls: Any = None) -> Any:
+    """The intake of a crawl (``cls``: a twin, for tests; default ``Intake``)."""
+    return (cls or Intake)(
+        policy,
+        sort_query=config.sort_query,
+        drop_params=config.drop_params,
+        respect_nofollow=config.respect_nofollow,
+        all_links=config.all_links,
+    )

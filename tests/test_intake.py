@@ -1,0 +1,354 @@
+"""The link intake (crawler.intake): both twins, and the compiled extractor feeding it directly.
+
+What must hold:
+* the compiled canonicalisation is ``UrlPolicy.canonical_resolved`` exactly, for every URL and
+  every query setting (sort_query, drop_params with ``*``, ``?`` and character classes);
+* both twins give the same items for the same links and the same marks;
+* the compiled extractor with ``intake=`` gives, for any chunking, the items the pure-Python
+  extractor's Links give through the pure-Python intake (corpus pages, generated link-dense
+  pages with every relative form);
+* a repeated link creates no Python object on that path.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crawler.config import CrawlConfig
+from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
+from crawler.intake import IntakeC, IntakePy, intake_for
+from crawler.urls import UrlPolicy
+from tests.extract_common import PAGES
+
+needs_c = pytest.mark.skipif(
+    IntakeC is None or LinkExtractorC is None, reason="the compiled twins are not built"
+)
+TWINS = [IntakePy] + ([IntakeC] if IntakeC is not None else [])
+SEED = "http://site.example/"
+
+# -- URLs: every case canonical_resolved works on ------------------------------------------
+
+_HOSTS = ["site.example", "u:p@site.example", "a@b@site.example", "site.example:8080",
+          "other.example", "[::1]", "127.0.0.1"]  # fmt: skip
+_PATH = st.lists(
+    st.sampled_from(
+        [
+            "a",
+            "B",
+            "%7e",
+            "%7E",
+            "%2f",
+            "%2F",
+            "%41",
+            "%zz",
+            "%4",
+            "%",
+            "~",
+            ".",
+            "x@y",
+            "é",
+            "%C3%A9",
+            "%%41",
+            ";p",
+            "%25",
+            "-_.",
+        ]  # fmt: skip
+    ),
+    max_size=5,
+).map(lambda parts: "/" + "/".join(parts))
+_PARAM = st.sampled_from(
+    [
+        "a=1",
+        "b=2",
+        "utm_source=x",
+        "utm_=y",
+        "x=",
+        "xy=1",
+        "q",
+        "",
+        "a=1",
+        "Z=0",
+        "c=%41",
+        "ref=3",
+        "b",
+        "a=0",
+        "[x]=1",
+        "k=v=w",
+    ]  # fmt: skip
+)
+_QUERY = st.one_of(
+    st.just(""),
+    st.just("?"),
+    st.just("??"),
+    st.lists(_PARAM, max_size=6).map(lambda ps: "?" + "&".join(ps)),
+)
+_FRAG = st.sampled_from(["", "#", "#f", "#a?b", "#%41"])
+URLS = st.builds(
+    lambda scheme, host, path, query, frag: f"{scheme}://{host}{path}{query}{frag}",
+    st.sampled_from(["http", "https", "ftp"]),
+    st.sampled_from(_HOSTS),
+    _PATH,
+    _QUERY,
+    _FRAG,
+)
+QUERY_RULES = [
+    {},
+    {"sort_query": True},
+    {"drop_params": ["utm_*"]},
+    {"drop_params": ["utm_*", "x?", "ref"], "sort_query": True},
+    {"drop_params": ["[ab]"]},  # a character class: the policy (fnmatch) decides
+    {"drop_params": ["*"]},
+    {"drop_params": ["*=*", "?"]},
+]
+
+
+def _policy(rules: dict[str, Any]) -> UrlPolicy:
+    return UrlPolicy([SEED], **rules)
+
+
+@needs_c
+@pytest.mark.parametrize("rules", QUERY_RULES)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(url=URLS)
+def test_compiled_canonical_is_canonical_resolved(rules: dict[str, Any], url: str) -> None:
+    policy = _policy(rules)
+    assert IntakeC(policy, **rules).canonical(url) == policy.canonical_resolved(url)
+
+
+@needs_c
+def test_compiled_canonical_cases() -> None:
+    rules = {"sort_query": True, "drop_params": ["utm_*"]}
+    it = IntakeC(_policy(rules), **rules)
+    cases = {
+        "http://site.example/p?": "http://site.example/p",
+        "http://site.example/p??": "http://site.example/p??",
+        "http://u:pw@site.example/%7e%2f%41?b=1&a=2&&utm_x=3#f": "http://site.example/~%2FA?a=2&b=1",
+        "https://site.example/?utm_a=1&utm_b=2": "https://site.example/",
+        "http://site.example/%%41%4": "http://site.example/%A%4",
+        "mailto:x@site.example": None,
+    }
+    for url, want in cases.items():
+        assert it.canonical(url) == want, url
+
+
+# -- the twins agree -------------------------------------------------------------------------
+
+
+def _same_items(a: list[Any], b: list[Any], marked: set[str]) -> None:
+    """The same items, up to the recent table's evictions.
+
+    The table is direct-mapped and each twin hashes differently (Python's hash, SipHash under
+    its own key), so a marked URL one of them evicted (another URL took its slot) comes out of
+    that one only: correct (the state decides again), but not the same. Everything else is.
+    """
+    assert [x for x in a if x not in marked] == [x for x in b if x not in marked]
+
+
+def _links(urls: list[str | None], nofollow: list[bool]) -> list[Link]:
+    return [
+        Link(u, u or "bad", "a", "href", nf, 1, 1) for u, nf in zip(urls, nofollow, strict=True)
+    ]
+
+
+@needs_c
+@settings(max_examples=200, deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(
+            st.tuples(
+                st.one_of(URLS, st.none(), st.sampled_from(["mailto:a@b", "javascript:x"])),
+                st.booleans(),
+                st.booleans(),
+            ),
+            max_size=20,
+        ),
+        max_size=6,
+    ),
+    respect_nofollow=st.booleans(),
+    all_links=st.booleans(),
+    rules=st.sampled_from(QUERY_RULES),
+)
+def test_twins_give_the_same_items(
+    batches: list[list[tuple[str | None, bool, bool]]],
+    respect_nofollow: bool,
+    all_links: bool,
+    rules: dict[str, Any],
+) -> None:
+    policy = _policy(rules)
+    kw = {"respect_nofollow": respect_nofollow, "all_links": all_links, **rules}
+    py, c = IntakePy(policy, **kw), IntakeC(policy, **kw)
+    marked: set[str] = set()
+    for batch in batches:
+        links = _links([u for u, _, _ in batch], [nf for _, nf, _ in batch])
+        a, b = py.take(links), c.take(links)
+        _same_items(a, b, marked)
+        assert py.found == c.found
+        # what the crawl would mark: some of the new URLs (the others stay unknown)
+        chosen = [x for x, (_, _, m) in zip(a, batch, strict=False) if isinstance(x, str) and m]
+        py.mark_many(chosen)
+        c.mark_many(chosen)
+        marked.update(chosen)
+        for x in chosen:  # (the table keeps ASCII URLs only: every WHATWG-serialised one)
+            assert py.knows(x) == c.knows(x) == x.isascii()
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_marked_urls_are_dropped_and_forget_empties(twin: Any) -> None:
+    it = twin(_policy({}))
+    links = _links(["http://site.example/a#x", "http://site.example/a", "http://o.example/"],
+                   [False] * 3)  # fmt: skip
+    assert it.take(links) == ["http://site.example/a", "http://site.example/a", "http://o.example/"]
+    it.mark("http://site.example/a")
+    assert it.take(links) == ["http://o.example/"]
+    assert (it.found, it.repeated) == (6, 2)
+    it.forget()
+    assert len(it.take(links)) == 3
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_nofollow_invalid_and_other_links(twin: Any) -> None:
+    links = [
+        Link("http://site.example/nf", "nf", "a", "href", True, 1, 1),
+        Link(None, "http://[bad", "a", "href", False, 1, 2),
+        Link("mailto:a@b.example", "mailto:a@b.example", "a", "href", False, 1, 3),
+    ]
+    it = twin(_policy({}), respect_nofollow=True)
+    assert it.take(links) == [links[1]]  # nofollow dropped, invalid kept, other dropped
+    it = twin(_policy({}), all_links=True)
+    assert it.take(links) == ["http://site.example/nf", links[1], links[2]]
+    assert it.found == 3
+
+
+def test_intake_for_reads_the_config() -> None:
+    cfg = CrawlConfig(seeds=(SEED,), respect_nofollow=True, all_links=True, sort_query=True)
+    it = intake_for(cfg, UrlPolicy.from_config(cfg), IntakePy)
+    assert it.respect_nofollow and it.all_links
+    with pytest.raises(ValueError, match="power of two"):
+        IntakePy(UrlPolicy([SEED]), slots=1000)
+    with pytest.raises(ValueError, match="power of two"):
+        IntakePy(UrlPolicy([SEED]), slots=2)
+
+
+# -- the compiled extractor feeding the compiled intake ---------------------------------------
+
+_FORMS = [
+    "/r/{i}.html", "../up/{i}.html", "./same/{i}.html", "same{i}.html", "//site.example/pr/{i}",
+    "//h{j}.example/x", "?page={i}", "#frag{i}", "", "/esc/%7e{i}/%7E/%41%2f", "a/./b/../c{i}",
+    "/x/../../y{i}", "http://h{j}.example/abs/{i}", "HTTP://Site.Example:80/{i}", "https://s.example:443/",
+    "/q?b={i}&a=1&&utm_x=2", "/p?", "mailto:m{i}@site.example", "javascript:void(0)", "http://[bad",
+    "  /ws/{i}  ", "/amp?a=1&amp;b={i}", "/é/{i}", "//xn--nxasmq6b.example/", "http://1.2.3.4/",
+    "/%2e%2e/dot", "tel:+1", "/r/{i}.html",
+]  # fmt: skip
+
+
+def _dense_page(rng: random.Random, n_links: int) -> bytes:
+    parts = ["<!doctype html><html><head><title>t</title></head><body>"]
+    for k in range(n_links):
+        form = rng.choice(_FORMS).format(i=rng.randrange(40), j=rng.randrange(300))
+        rel = ' rel="nofollow"' if rng.random() < 0.05 else ""
+        tag = rng.choice(["a", "a", "a", "area"])
+        parts.append(f'<{tag} href="{form}"{rel}>l{k}</{tag}> text <b>x</b>\n')
+    parts.append("</body></html>")
+    return "".join(parts).encode()
+
+
+def _direct(data: bytes, url: str, sizes: list[int], intake: Any) -> list[Any]:
+    ex = LinkExtractorC(url, None, intake=intake)
+    ex._strict = True
+    out: list[Any] = []
+    i = 0
+    for k in sizes:
+        out += ex.feed(data[i : i + k])
+        i += k
+    out += ex.feed(data[i:])
+    return out + ex.close()
+
+
+def _reference(data: bytes, url: str, intake: IntakePy) -> list[Any]:
+    ex = LinkExtractorPy(url, None)
+    items: list[Any] = intake.take(ex.feed(data) + ex.close())
+    return items
+
+
+def _mark_some(items: list[Any], rng: random.Random, marked: set[str], *intakes: Any) -> None:
+    chosen = [x for x in items if isinstance(x, str) and rng.random() < 0.7]
+    marked.update(chosen)
+    for it in intakes:
+        it.mark_many(chosen)
+
+
+def _compare_pages(pages: list[tuple[str, bytes]], seed: int, kw: dict[str, Any]) -> None:
+    rng = random.Random(seed)
+    policy = _policy({k: v for k, v in kw.items() if k in ("sort_query", "drop_params")})
+    py, c = IntakePy(policy, **kw), IntakeC(policy, **kw)
+    marked: set[str] = set()
+    for url, data in pages:
+        want = _reference(data, url, py)
+        sizes = [rng.randrange(1, 400) for _ in range(rng.randrange(0, 30))]
+        got = _direct(data, url, sizes, c)
+        _same_items(got, want, marked)
+        assert not [x for x in got if isinstance(x, str) and c.knows(x)]
+        assert c.found == py.found
+        _mark_some(want, rng, marked, py, c)
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"respect_nofollow": True},
+        {"all_links": True, "sort_query": True},
+        {"drop_params": ["utm_*", "[ab]"]},
+    ],  # fmt: skip
+)
+def test_direct_path_equals_the_python_path_on_dense_pages(kw: dict[str, Any]) -> None:
+    rng = random.Random(7)
+    pages = [
+        (f"http://site.example/d{k % 4}/sub/p{k}.html", _dense_page(rng, rng.randrange(1, 200)))
+        for k in range(25)
+    ]
+    _compare_pages(pages, 11, kw)
+
+
+@needs_c
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 60))
+def test_direct_path_any_chunking(seed: int, n: int) -> None:
+    rng = random.Random(seed)
+    pages = [("http://site.example/a/b/c.html", _dense_page(rng, n)) for _ in range(2)]
+    _compare_pages(pages, seed, {})
+
+
+@needs_c
+@pytest.mark.skipif(not PAGES, reason="needs ../shared/corpus/pages")
+def test_direct_path_equals_the_python_path_on_the_corpus() -> None:
+    pages = [(f"http://site.example/c/{p.stem}.html", p.read_bytes()) for p in PAGES]
+    _compare_pages(pages, 3, {})
+
+
+@needs_c
+def test_a_repeated_link_creates_no_python_object() -> None:
+    data = b"".join(
+        b'<a href="/nav/%d.html">n</a> <a href="../up/%d">u</a>\n' % (k % 20, k % 20)
+        for k in range(5000)
+    )
+    url = "http://site.example/d/p.html"
+    it = IntakeC(_policy({}))
+    first = _direct(data, url, [], it)
+    it.mark_many(x for x in first if isinstance(x, str))
+    ex = LinkExtractorC(url, None, intake=it)
+    ex.feed(data[:100])  # warm up (the encoding is decided, buffers sized)
+    before = sys.getallocatedblocks()
+    items = ex.feed(data[100:])
+    after = sys.getallocatedblocks()
+    assert items == []
+    assert it.repeated >= 9990
+    # 10,000 links went through: a handful of blocks (the chunk's buffers), not one per link
+    assert after - before < 100, after - before
