@@ -888,6 +888,15 @@ cdef class _Tables:
     cdef int dflt
     cdef int* idslot
     cdef int* nameslot
+    # `entry_spec` and `entry_rel` as C arrays for `_emit_simple_links`: per entry the range
+    # [spec_start, spec_start + spec_len) of the flat spec_slot/spec_srcset/spec_astr, and the
+    # rel slot (-1: none).
+    cdef int* spec_start
+    cdef int* spec_len
+    cdef int* spec_slot
+    cdef unsigned char* spec_srcset
+    cdef list spec_astr
+    cdef int* rel_slot
     # Per first byte of a tag name: bit n set when an entry of that length starts with it.
     cdef unsigned int first_len[256]
 
@@ -896,12 +905,22 @@ cdef class _Tables:
         self.wattrs = NULL
         self.idslot = NULL
         self.nameslot = NULL
+        self.spec_start = NULL
+        self.spec_len = NULL
+        self.spec_slot = NULL
+        self.spec_srcset = NULL
+        self.rel_slot = NULL
 
     def __dealloc__(self):
         free(self.entries)
         free(self.wattrs)
         free(self.idslot)
         free(self.nameslot)
+        free(self.spec_start)
+        free(self.spec_len)
+        free(self.spec_slot)
+        free(self.spec_srcset)
+        free(self.rel_slot)
 
     def __init__(self, spec, bint ids):
         cdef int i, j, nw
@@ -1013,6 +1032,30 @@ cdef class _Tables:
             self.entry_spec.append(None)
             self.entry_rel.append(-1)
             self.entry_tagstr.append(None)
+        cdef int ne = len(self.entry_spec), total = 0, at = 0
+        for sp in self.entry_spec:
+            if sp is not None:
+                total += len(sp)
+        self.spec_start = <int*>malloc((ne + 1) * sizeof(int))
+        self.spec_len = <int*>malloc((ne + 1) * sizeof(int))
+        self.rel_slot = <int*>malloc((ne + 1) * sizeof(int))
+        self.spec_slot = <int*>malloc((total + 1) * sizeof(int))
+        self.spec_srcset = <unsigned char*>malloc(total + 1)
+        if self.spec_start == NULL or self.spec_len == NULL or self.rel_slot == NULL \
+                or self.spec_slot == NULL or self.spec_srcset == NULL:
+            raise MemoryError()
+        self.spec_astr = []
+        for i in range(ne):
+            sp = self.entry_spec[i]
+            self.rel_slot[i] = self.entry_rel[i]
+            self.spec_start[i] = at
+            self.spec_len[i] = 0 if sp is None else len(sp)
+            if sp is not None:
+                for slot, astr, srcset in sp:
+                    self.spec_slot[at] = slot
+                    self.spec_srcset[at] = srcset
+                    self.spec_astr.append(astr)
+                    at += 1
 
 
 cdef dict _TABLES = {}
@@ -1775,7 +1818,8 @@ cdef class LinkExtractor:
     cdef int _emit_simple(self, int k, list out) except -1:
         """`_emit_simple_links`, guarded as `_emit` is."""
         cdef Py_ssize_t n = PyList_GET_SIZE(out)
-        self._locate()
+        if self._intake is None:  # (with one, located only when a Link is made: the count
+            self._locate()        # is cumulative, so a tag not located costs nothing)
         try:
             self._emit_simple_links(k, out)
         except Exception:
@@ -2107,22 +2151,27 @@ cdef class LinkExtractor:
                 break
         if not any_attr:
             return 0
-        slot = self._tb.entry_rel[k]
+        cdef _Tables tb = self._tb
+        slot = tb.rel_slot[k]
         if slot >= 0 and self._sl_state[slot] == 1:
             i = _rel_nofollow(self._arena + self._sl_off[slot], self._sl_len[slot])
             if i < 0:  # not plain ASCII: the reference's computation on the decoded text
                 nofollow = "nofollow" in _WS_SPLIT.split(self._text(self._slot_value(slot)).lower())
             else:
                 nofollow = i == 1
-        tagstr = self._tb.entry_tagstr[k]
         cdef object ln = None
         cdef object co = None
+        cdef object tagstr = None
         cdef Intake it = self._intake
         cdef const unsigned char* p
         cdef Py_ssize_t vlen, r
-        for slot, astr, srcset in self._tb.entry_spec[k]:
+        cdef int j, j0 = tb.spec_start[k], j1 = tb.spec_start[k] + tb.spec_len[k]
+        cdef bint srcset
+        for j in range(j0, j1):
+            slot = tb.spec_slot[j]
             if self._sl_state[slot] != 1:
                 continue
+            srcset = tb.spec_srcset[j]
             if it is not None and not srcset and fr.fast:
                 # The intake's path: a plain ASCII value (its text is its bytes) resolved by the
                 # fast path goes to the intake from the buffers, no Python object made.
@@ -2133,8 +2182,12 @@ cdef class LinkExtractor:
                     if r >= 0 and it.resolved(fr.res, r, nofollow, out) == 0:
                         continue
             if ln is None:
+                if it is not None:
+                    self._locate()
                 ln = _int(self._w_line)
                 co = _int(self._w_col)
+                tagstr = tb.entry_tagstr[k]
+            astr = <object>PyList_GET_ITEM(tb.spec_astr, j)
             raw = self._text(self._slot_value(slot))
             if srcset:
                 for u in parse_srcset(raw):
