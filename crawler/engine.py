@@ -115,6 +115,7 @@ _SKIPPED = "skipped"
 _ERROR = "error:"
 _STATUS = "status:"
 _STATUS_KEYS: dict[int, str] = {}  # status -> its counter name, "status:200" (made once)
+_END = PageResult("", 0)  # the iterator's end marker (see _iterate)
 # Seconds to wait for work when nothing is in flight here and the state has no due time
 # (leases held by another process, for a shared backend): a re-check, not a poll loop.
 _IDLE_RECHECK = 1.0
@@ -561,24 +562,29 @@ class Crawler:
         queue: asyncio.Queue[PageResult] = asyncio.Queue(ITER_QUEUE)
         self._queue = queue
         dispatcher = self._start()
+
+        def wake(_: object) -> None:
+            # The dispatcher's end wakes a reader waiting on the empty queue, with a marker
+            # never yielded: the reader awaits queue.get() alone, where waiting for "a page or
+            # the end" with asyncio.wait cost a task and a wait a page.
+            if queue.empty():
+                queue.put_nowait(_END)
+
+        dispatcher.add_done_callback(wake)
         finished = False
         try:
             while True:
-                if not queue.empty():
-                    yield queue.get_nowait()
-                    continue
-                if dispatcher.done():
-                    finished = True
-                    break
-                getter = asyncio.ensure_future(queue.get())
-                try:
-                    await asyncio.wait({getter, dispatcher}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    if not getter.done():
-                        getter.cancel()
-                if getter.done() and not getter.cancelled():
-                    yield getter.result()
+                if queue.empty():
+                    if dispatcher.done():
+                        finished = True
+                        break
+                    page = await queue.get()
+                else:
+                    page = queue.get_nowait()
+                if page is not _END:
+                    yield page
         finally:
+            dispatcher.remove_done_callback(wake)
             if self._queue is queue:
                 self._queue = None
             if not finished:

@@ -181,7 +181,7 @@ def test_benchmark_end_to_end_small(tmp_path):
         assert site["server_errors"] == []
     assert data["runs"] == data["sites"][0]["runs"]
     assert "WARNING" not in res.stdout
-    assert res.stdout.count("bar (issue 9): ") == 3
+    assert res.stdout.count("bar (issue 9, ours): ") == 3
 
 
 # ----------------------------------------------------------- the link-dense and small sites
