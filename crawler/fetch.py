@@ -95,6 +95,9 @@ DNS_CACHE_TTL = 300
 # Idle keep-alive connections kept overall: IDLE_PER_REQUEST x concurrency, at least IDLE_MIN.
 IDLE_PER_REQUEST = 2
 IDLE_MIN = 16
+# Content-Type value -> (media type, charset) as aiohttp parses it, at most this many values.
+_MEDIA_TYPES: dict[str, tuple[str, str | None]] = {}
+_MEDIA_TYPES_MAX = 256
 # Kinds worth another try: the next attempt may well succeed.
 RETRY_KINDS = frozenset({"connect", "timeout", "disconnected", "proxy"})
 
@@ -462,6 +465,9 @@ class Fetcher:
             _cookies().check_save_path(config.save_cookies)
         self._auth = AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
         self._proxies = ProxyChooser(config.proxy)
+        # per request, only what applies (both are fixed for the crawl)
+        self._auth_on = bool(self._auth)
+        self._proxies_on = bool(self._proxies)
         self._observer_failed = False
         #: Why ``save_cookies`` could not be written at :meth:`close` (None: it was, or none).
         self.cookies_error: OptionError | None = None
@@ -523,7 +529,7 @@ class Fetcher:
         cfg = self.config
         cap = cfg.max_body_bytes if max_bytes is None else max_bytes
         tries = cfg.retries if retries is None else retries
-        session = self.session
+        session = self._session if self._session is not None else self.session
         start = time.monotonic()
         try:
             target, proxy, extra = self._prepare(url)
@@ -561,13 +567,15 @@ class Fetcher:
     def _prepare(self, url: str) -> tuple[URL, Proxy | None, dict[str, str] | None]:
         """The URL to send, its proxy and its own headers (credentials for its origin only)."""
         target = URL(url, encoded=True)
-        if target.raw_user is not None or target.raw_password is not None:
+        # (userinfo needs an "@": the usual URL skips the two lookups)
+        if "@" in url and (target.raw_user is not None or target.raw_password is not None):
             target = target.with_user(None)  # never sent: credentials are --auth's
-        proxy = self._proxies.for_url(target) if self._proxies else None
+        proxy = self._proxies.for_url(target) if self._proxies_on else None
         extra: dict[str, str] | None = None
-        authorization = self._auth.header_for(target)
-        if authorization is not None:
-            extra = {"Authorization": authorization}
+        if self._auth_on:
+            authorization = self._auth.header_for(target)
+            if authorization is not None:
+                extra = {"Authorization": authorization}
         if proxy is not None and proxy.authorization is not None and target.scheme == "http":
             # A plain-http request goes TO the proxy: its credentials ride on it (aiohttp
             # puts ``proxy_headers`` only on a CONNECT, the https case, below).
@@ -621,8 +629,13 @@ class Fetcher:
             headers = r.headers
             ctype = headers.get("Content-Type")
             if ctype is not None:
-                res.content_type = r.content_type
-                res.charset = r.charset
+                parsed = _MEDIA_TYPES.get(ctype)
+                if parsed is None:  # a site sends few distinct values: each parsed once
+                    parsed = (r.content_type, r.charset)
+                    if len(_MEDIA_TYPES) >= _MEDIA_TYPES_MAX:
+                        _MEDIA_TYPES.clear()
+                    _MEDIA_TYPES[ctype] = parsed
+                res.content_type, res.charset = parsed
             res.location = location_header(headers.get("Location"))
             record = None
             if archive is not None:
