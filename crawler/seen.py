@@ -25,7 +25,7 @@ with a monotone hash):
   pure-Python one builds a new array, holding both for a moment (up to 25 bytes a URL).
 * Probe lengths at load 0.8: about 3 slots for a hit and for a miss alike (a miss stops at
   the first larger value, not at an empty slot as plain linear probing, whose misses cost ~13
-  slots at that load), and an insert moves about 13 slots (100 bytes).
+  slots at that load), and an insert moves about 10 slots (measured: 3.0, 3.0 and 9.8).
 
 Exact: two URLs are confused only if their 64-bit fingerprints are equal. The URL API
 (``add``, ``in``) uses Python's ``hash`` (keyed SipHash: random per process, free since a str

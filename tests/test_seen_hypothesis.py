@@ -54,7 +54,7 @@ def run(s: Any, op: str, arg: Any) -> tuple[str, Any]:
         return (type(exc).__name__, None)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.integers(-2, 60), ops)
 def test_twins_agree_operation_by_operation(capacity: int, program: list[tuple[str, Any]]) -> None:
     py = MemorySeenSetPy(capacity)
@@ -85,8 +85,8 @@ def test_twins_agree_across_many_growths(capacity: int) -> None:
 def test_twins_agree_when_a_growth_shortens_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     # A long tail (values stored near 2**64 whose run was pushed past the end) can make the
     # grown table shorter than the old one: the compiled twin's copying growth, not its
-    # in-place one. Rare: replay random programs until it happens, at least once.
-    shortened = []
+    # in-place one. Rare: five random programs (seeds found by search) where it happens.
+    shortened: list[int] = []
     grow = MemorySeenSetPy._grow
 
     def watched(self: Any) -> None:
@@ -96,18 +96,17 @@ def test_twins_agree_when_a_growth_shortens_the_table(monkeypatch: pytest.Monkey
             shortened.append(before)
 
     monkeypatch.setattr(MemorySeenSetPy, "_grow", watched)
-    rng = random.Random(3)
-    for _ in range(3000):
+    for seed in (922, 1429, 3523, 3718, 5418):  # programs found to shorten the table
+        rng = random.Random(seed)
         capacity = rng.randrange(0, 40)
         py, c = MemorySeenSetPy(capacity), MemorySeenSetC(capacity)
         program = [((MASK - i) * _INV) % 2**64 for i in range(rng.randrange(0, 60))]
         program += [rng.randrange(1, 2**64) for _ in range(rng.randrange(0, 200))]
+        before = len(shortened)
         for fp in program:
-            seen_before = len(shortened)
+            grown = len(shortened)
             assert py.add_fp(fp) == c.add_fp(fp)
-            if len(shortened) > seen_before:
+            if len(shortened) > grown:
                 assert py._dump() == c._dump()
         assert py._dump() == c._dump()
-        if shortened:
-            break
-    assert shortened
+        assert len(shortened) > before, seed
