@@ -664,8 +664,8 @@ cdef Py_ssize_t _absolute_buf(const unsigned char* s, Py_ssize_t n, _Scratch sc)
             if i == lab_start:
                 return -1  # empty label
             lab_start = i + 1
-    if not (CLS[s[lab_start]] & C_ALPHA):
-        return -1
+    if not (CLS[s[lab_start]] & C_ALPHA) and not _dotted_quad(s + hs, he - hs):
+        return -1  # a host ending in a number is IPv4: only its canonical form is kept as is
     i = he
     if i < n and s[i] == 0x3A:
         ps = i + 1
@@ -724,6 +724,27 @@ cdef Py_ssize_t _absolute_buf(const unsigned char* s, Py_ssize_t n, _Scratch sc)
     return olen
 
 
+cdef bint _dotted_quad(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether p[:n] is an IPv4 address as the WHATWG serializer writes it (four decimal
+    parts of 0-255, no leading zero, no trailing dot), which the host parser leaves as is."""
+    cdef Py_ssize_t i = 0, start
+    cdef int parts = 0, v
+    while parts < 4:
+        start = i
+        v = 0
+        while i < n and 0x30 <= p[i] <= 0x39 and i - start < 3:
+            v = v * 10 + (p[i] - 0x30)
+            i += 1
+        if i == start or v > 255 or (p[start] == 0x30 and i - start > 1):
+            return False
+        parts += 1
+        if parts < 4:
+            if i >= n or p[i] != 0x2E:
+                return False
+            i += 1
+    return i == n
+
+
 cdef Py_ssize_t _write_int(unsigned char* o, long v) noexcept nogil:
     cdef unsigned char tmp[24]
     cdef Py_ssize_t k = 0, i
@@ -756,9 +777,13 @@ cdef class _FastResolver:
     cdef _Scratch sc
     cdef _Scratch sc2
     cdef const unsigned char* res
+    # A base that is WHATWG-serialised already (`_lazy_resolver`): the Python resolver (an ada
+    # parse of the base, a quarter of the link work of a small page) is made on first need.
+    cdef str lazy_base
 
     def __init__(self, py):
         self.py = py
+        self.lazy_base = None
         self.sc = _Scratch()
         self.sc2 = _Scratch()
         self.fast = False
@@ -777,7 +802,13 @@ cdef class _FastResolver:
             r = self._fast_path(<const unsigned char*>PyUnicode_DATA(raw), PyUnicode_GET_LENGTH(raw))
             if r is not _MISS:
                 return r
-        return self.py.resolve(raw)
+        return self.get_py().resolve(raw)
+
+    cdef object get_py(self):
+        """The Python resolver behind the fast path (made now if it was left for later)."""
+        if self.py is None:
+            self.py = Resolver(self.lazy_base)
+        return self.py
 
     cdef object _fast_path(self, const unsigned char* s, Py_ssize_t n):
         cdef Py_ssize_t r = self.fast_buf(s, n)
@@ -865,6 +896,53 @@ cdef class _FastResolver:
         olen = _absolute_buf(self.sc2.buf, ls + n, self.sc)
         self.res = self.sc.buf
         return olen
+
+
+cdef _FastResolver _lazy_resolver(str base):
+    """A fast resolver for ``base`` without parsing it with ada, when the base is an http(s)
+    URL already WHATWG-serialised (as every page URL of a crawl is: the fast path's own
+    serialisation leaves it unchanged, so ada's would too); None otherwise."""
+    cdef const unsigned char* s
+    cdef Py_ssize_t n, i, cut, q, olen
+    cdef _FastResolver fr
+    if not PyUnicode_IS_ASCII(base):
+        return None
+    s = <const unsigned char*>PyUnicode_DATA(base)
+    n = PyUnicode_GET_LENGTH(base)
+    for i in range(n):
+        if not (CLS[s[i]] & C_SAFE):
+            return None  # ('#' is not C_SAFE: no fragment either)
+        if s[i] == 0x25 and i + 2 < n and s[i + 1] == 0x32 and (s[i + 2] == 0x65 or s[i + 2] == 0x45):
+            return None
+    fr = _FastResolver(None)
+    olen = _absolute_buf(s, n, fr.sc)
+    if olen != n or memcmp(fr.sc.buf, s, n) != 0:
+        return None
+    cut = 8 if s[4] == 0x73 else 7
+    while cut < n and s[cut] != 0x2F:
+        cut += 1
+    q = cut
+    while q < n and s[q] != 0x3F:
+        q += 1
+    i = q - 1
+    while s[i] != 0x2F:
+        i -= 1
+    fr.lazy_base = base
+    fr.fast = True
+    fr.https = s[4] == 0x73
+    fr.prefix = PyBytes_FromStringAndSize(<const char*>s, cut)
+    fr.path = PyBytes_FromStringAndSize(<const char*>s + cut, q - cut)
+    fr.dir = PyBytes_FromStringAndSize(<const char*>s + cut, i + 1 - cut)
+    fr.base_nf = base
+    return fr
+
+
+def _lazy_fields(str base):
+    """(for tests) The fast fields `_lazy_resolver` derives from ``base``, or None."""
+    cdef _FastResolver fr = _lazy_resolver(base)
+    if fr is None:
+        return None
+    return (fr.https, fr.prefix.decode(), fr.path.decode(), fr.dir.decode(), fr.base_nf)
 
 
 cdef class _Tables:
@@ -1295,7 +1373,6 @@ cdef class LinkExtractor:
     cdef Py_ssize_t _w_col
     cdef str _doc_url
     cdef object _query_codec
-    cdef object _resolver
     cdef _FastResolver _fr
     cdef bint _base_seen
     cdef Py_ssize_t _max
@@ -1415,7 +1492,7 @@ cdef class LinkExtractor:
         self._raw_names = list(_RAWTEXT_NAMES)
         self._strict = False
         self._doc_url = base_url
-        self._set_resolver(Resolver(base_url))
+        self._set_base(base_url, None)
         self._query_codec = None
         self._base_seen = False
         self.nofollow = False
@@ -1464,14 +1541,18 @@ cdef class LinkExtractor:
         self._t_at = -1
         self._state = S_DATA
 
-    cdef void _set_resolver(self, r):
-        self._resolver = r
-        self._fr = _FastResolver(r)
+    cdef int _set_base(self, str url, qc) except -1:
+        cdef _FastResolver fr = _lazy_resolver(url) if qc is None else None
+        self._fr = fr if fr is not None else _FastResolver(Resolver(url, qc))
+        return 0
 
     @property
     def base_url(self):
         """The base URL links resolve against now (the first ``<base href>`` once seen)."""
-        return self._resolver.base if self._resolver.valid else self._doc_url
+        if self._fr.lazy_base is not None:
+            return self._fr.lazy_base
+        r = self._fr.get_py()
+        return r.base if r.valid else self._doc_url
 
     # Public API ---------------------------------------------------------------------------
 
@@ -1593,11 +1674,13 @@ cdef class LinkExtractor:
         # Link queries are percent-encoded in the document's encoding (UTF-16 pages use UTF-8).
         qc = None if name in ("utf-8", "utf-16le", "utf-16be") else codec
         self._query_codec = qc
-        r = self._resolver
+        if qc is None and self._fr.lazy_base is not None and self._fr.lazy_base == self._doc_url:
+            return  # it would be made again exactly as it is
+        r = self._fr.get_py()
         if qc is None and type(r) is _ResolverType and r.query_codec is None and r.valid \
                 and r.base == self._doc_url:
             return  # Resolver(r.base, None) would be built exactly as r was: keep r
-        self._set_resolver(Resolver(r.base if r.valid else self._doc_url, qc))
+        self._set_base(r.base if r.valid else self._doc_url, qc)
 
     # Where links stand ----------------------------------------------------------------------
 
@@ -1858,7 +1941,7 @@ cdef class LinkExtractor:
                 href = attrs[b"href"]
                 url = self._fr.resolve(self._text(href))
                 if url is not None and not url.startswith(("data:", "javascript:")):
-                    self._set_resolver(Resolver(url, self._query_codec))
+                    self._set_base(url, self._query_codec)
         elif tag == b"meta":
             self._meta(attrs, out)
         return 0
