@@ -245,3 +245,22 @@ def test_require_extensions_makes_a_broken_module_fatal(
     assert expect in (proc.stdout if ok else proc.stderr)
     if not ok:
         assert "ImportError: CRAWLER_REQUIRE_EXTENSIONS is set" in proc.stderr
+
+
+def test_the_memory_benchmark_runs_and_stays_under_16_bytes() -> None:
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/seen_memory.py", "--urls", "20000", "--only", "seen"],
+        cwd=HERE.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    rows = [line for line in proc.stdout.splitlines() if "B/URL" in line and "MiB" in line]
+    names = [name for name, cls in (("C", MemorySeenSetC), ("py", MemorySeenSetPy)) if cls]
+    assert len(rows) == len(names), proc.stdout
+    for row in rows:
+        per_url = float(row.split("B/URL")[0].split()[-1])
+        worst = float(row.split("worst")[1].split()[0])
+        assert 8 / MAX_LOAD <= per_url <= 16 and worst <= 16, row
+    assert proc.stdout.count("ns/op") == len(names)
