@@ -1,6 +1,6 @@
 """Start-up time of the ``crawler`` command beside wget's, median of N runs, wall and CPU.
 
-    python benchmarks/startup.py [--runs 21] [--json FILE] [--no-pyc]
+    python benchmarks/startup.py [--runs 21] [--json FILE] [--no-pyc] [--compare DIR]
 
 Timed, each in a fresh process, one after the other (the runs interleave the commands so that
 a burst of load on the shared machine hits all of them alike):
@@ -18,6 +18,10 @@ its own on 127.0.0.1 (its CPU is not counted). ``crawler`` is the console script
 interpreter, not a pyenv shim (a shim is a bash script that costs ~0.1 s of its own here).
 Wall time: ``time.perf_counter`` around the child; CPU: the child's user + system time
 (``os.wait4``). The medians are printed with the ratios to wget's.
+
+``--compare DIR``: also ``python -m crawler`` run from the project tree DIR (PYTHONPATH=DIR;
+e.g. a copy with some files as they were before a change) and from this tree the same way,
+interleaved with the rest: an A/B on the same machine state, which a loaded machine needs.
 
 Byte code: where ``PYTHONDONTWRITEBYTECODE`` is set (it is on the benchmark machine), every
 import compiles its module from source, which an installed package never does; so the runs
@@ -115,12 +119,17 @@ def wait_for(port: int, timeout: float = 30.0) -> None:
     raise SystemExit(f"the page server did not start on port {port}")
 
 
-def timed(argv: Sequence[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(wall s, CPU s, exit status) of one run of ``argv``, its output thrown away."""
+def timed(
+    argv: Sequence[str], env: dict[str, str], tree: str | None = None
+) -> tuple[float, float, int]:
+    """(wall s, CPU s, exit status) of one run of ``argv``, its output thrown away; with
+    ``tree``, in that directory with PYTHONPATH=tree."""
+    if tree is not None:
+        env = {**env, "PYTHONPATH": tree}
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env,
+        env=env, cwd=tree,
     )  # fmt: skip
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -136,6 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-pyc",
         action="store_true",
         help="keep PYTHONDONTWRITEBYTECODE as the environment has it",
+    )
+    ap.add_argument(
+        "--compare", metavar="DIR", help="also time python -m crawler from the tree DIR"
     )
     args = ap.parse_args(argv)
 
@@ -171,15 +183,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python -c 'import asyncio'": [py, "-c", "import asyncio"],
             "python -c 'import aiohttp'": [py, "-c", "import aiohttp"],
         }
+        trees: dict[str, str] = {}
+        if args.compare:
+            for label, tree in (("this tree", str(ROOT)), ("DIR", args.compare)):
+                for what, extra in (
+                    ("--version", ["--version"]),
+                    ("crawl URL", ["crawl", url, "-q", "-o", os.devnull]),
+                ):
+                    name = f"-m crawler {what} [{label}]"
+                    commands[name] = [py, "-m", "crawler", *extra]
+                    trees[name] = str(Path(tree).resolve())
         for name, cmd in commands.items():  # warm-up: byte code, page cache
-            _, _, code = timed(cmd, env)
+            _, _, code = timed(cmd, env, trees.get(name))
             if code != 0:
                 raise SystemExit(f"{name} failed (exit {code}): {' '.join(cmd)}")
         load_before = os.getloadavg()
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(args.runs):
             for name, cmd in commands.items():
-                wall, cpu, code = timed(cmd, env)
+                wall, cpu, code = timed(cmd, env, trees.get(name))
                 if code != 0:
                     raise SystemExit(f"{name} failed (exit {code})")
                 runs[name].append((wall, cpu))
@@ -197,17 +219,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for name, rows in runs.items()
     }
+    width = max(map(len, med))
     print(
-        f"{'command':36s} {'wall ms':>8s} {'CPU ms':>8s} {'min wall':>9s}   (median of {args.runs})"
+        f"{'command':{width}s} {'wall ms':>8s} {'CPU ms':>8s} {'min wall':>9s}"
+        f"   (median of {args.runs})"
     )
     for name, (wall, cpu, best) in med.items():
-        print(f"{name:36s} {wall:8.1f} {cpu:8.1f} {best:9.1f}")
+        print(f"{name:{width}s} {wall:8.1f} {cpu:8.1f} {best:9.1f}")
     print()
-    pairs = (
+    pairs = [
         ("crawler --version", "wget --version"),
         ("crawler crawl URL", "wget -q -O /dev/null URL"),
         ("crawler crawl URL --ignore-robots", "wget -q -O /dev/null URL"),
-    )
+    ]
+    if args.compare:
+        pairs += [
+            (f"-m crawler {what} [this tree]", f"-m crawler {what} [DIR]")
+            for what in ("--version", "crawl URL")
+        ]
     for ours, theirs in pairs:
         w, c = med[ours][0] / med[theirs][0], med[ours][1] / max(med[theirs][1], 1e-3)
         print(f"{ours} / {theirs}: {w:.1f}x wall, {c:.1f}x CPU")
@@ -219,6 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"\nload average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
         f"({os.cpu_count()} CPUs); byte code: {pyc_mode}; crawler: {' '.join(crawler)}"
+        + (f"; DIR: {args.compare}" if args.compare else "")
     )
     if args.json:
         Path(args.json).write_text(
