@@ -244,6 +244,9 @@ _FORMS = [
     "/q?b={i}&a=1&&utm_x=2", "/p?", "mailto:m{i}@site.example", "javascript:void(0)", "http://[bad",
     "  /ws/{i}  ", "/amp?a=1&amp;b={i}", "/é/{i}", "//xn--nxasmq6b.example/", "http://1.2.3.4/",
     "/%2e%2e/dot", "tel:+1", "/r/{i}.html",
+    # other schemes the direct path drops without resolving, and those it must not
+    "foo:&#47;/[bad", "x-y:\n//[bad", "x-y:\t\tq", "WS:x", "File:x", "ftp:y", "mailto:&#47;",
+    "a+b.c-d:opaque?q#f", "c:x", "1a:x", "javascript:{i}",
 ]  # fmt: skip
 
 

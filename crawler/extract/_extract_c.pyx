@@ -349,6 +349,12 @@ DEF V_HIGH = 1      # >= 0x80: not ASCII
 DEF V_SPECIAL = 2   # & or NUL: character references or U+FFFD
 DEF V_CR = 4        # CR: newline normalisation
 cdef unsigned char VCLS[256]
+# The resolver fast path's one pass over a value (`_FastResolver.fast_buf`).
+DEF FV_BAD = 1      # not C_SAFE (and not '#'): the fast path cannot take the value
+DEF FV_HASH = 2     # '#': the fragment starts
+DEF FV_PCT = 4      # '%': look for %2e
+DEF FV_AMP = 8      # '&': a character reference in a raw value
+cdef unsigned char FV[256]
 
 
 cdef void _init_tables():
@@ -376,6 +382,11 @@ cdef void _init_tables():
     CLS[ord('-')] |= C_HOST | C_SCHEME
     CLS[ord('.')] |= C_HOST | C_SCHEME
     CLS[ord('+')] |= C_SCHEME
+    for i in range(256):
+        FV[i] = 0 if CLS[i] & C_SAFE else FV_BAD
+    FV[ord('#')] = FV_HASH
+    FV[ord('%')] = FV_PCT
+    FV[ord('&')] = FV_AMP
 
 
 _init_tables()
@@ -780,10 +791,12 @@ cdef class _FastResolver:
     # A base that is WHATWG-serialised already (`_lazy_resolver`): the Python resolver (an ada
     # parse of the base, a quarter of the link work of a small page) is made on first need.
     cdef str lazy_base
+    cdef object lazy_qc
 
     def __init__(self, py):
         self.py = py
         self.lazy_base = None
+        self.lazy_qc = None
         self.sc = _Scratch()
         self.sc2 = _Scratch()
         self.fast = False
@@ -807,7 +820,7 @@ cdef class _FastResolver:
     cdef object get_py(self):
         """The Python resolver behind the fast path (made now if it was left for later)."""
         if self.py is None:
-            self.py = Resolver(self.lazy_base)
+            self.py = Resolver(self.lazy_base, self.lazy_qc)
         return self.py
 
     cdef object _fast_path(self, const unsigned char* s, Py_ssize_t n):
@@ -818,21 +831,36 @@ cdef class _FastResolver:
             return self.base_nf
         return PyUnicode_DecodeASCII(<const char*>self.res, r, NULL)
 
-    cdef Py_ssize_t fast_buf(self, const unsigned char* s, Py_ssize_t n) except -2:
+    cdef Py_ssize_t fast_buf(self, const unsigned char* s, Py_ssize_t n, bint plain=False) except -2:
         """`_fast_path` of s[:n] without a Python object: the URL's length, at ``self.res``
-        (the scratch buffer, or the base's own text), or -1 (_MISS)."""
+        (the scratch buffer, or the base's own text), or -1 (_MISS).
+
+        ``plain``: s[:n] are an attribute value's raw bytes, taken only when its text is
+        those bytes (no ``&``, nothing `LinkExtractor._text` must work on): one pass over
+        the bytes checks both."""
         cdef Py_ssize_t h = 0, i, q, need, olen, lpre, lpath, ldir
-        cdef unsigned char c
+        cdef unsigned char c, t, seen = 0, acc = 0
+        cdef unsigned char stop = FV_BAD | FV_HASH | (FV_AMP if plain else 0)
         cdef unsigned char* o
         cdef const unsigned char* pre
-        while h < n and s[h] != 0x23:
-            if not (CLS[s[h]] & C_SAFE):
-                return -1
+        while h < n:
+            t = FV[s[h]]
+            if t & stop:
+                if not (t & FV_HASH):
+                    return -1
+                break
+            seen |= t
             h += 1
-        n = h
-        for i in range(n - 2):
-            if s[i] == 0x25 and s[i + 1] == 0x32 and (s[i + 2] == 0x65 or s[i + 2] == 0x45):
+        if plain:
+            for i in range(h + 1, n):
+                acc |= VCLS[s[i]]
+            if acc:
                 return -1
+        n = h
+        if seen & FV_PCT:
+            for i in range(n - 2):
+                if s[i] == 0x25 and s[i + 1] == 0x32 and (s[i + 2] == 0x65 or s[i + 2] == 0x45):
+                    return -1
         if n == 0:
             self.res = <const unsigned char*>PyUnicode_DATA(self.base_nf)
             return PyUnicode_GET_LENGTH(self.base_nf)
@@ -898,10 +926,11 @@ cdef class _FastResolver:
         return olen
 
 
-cdef _FastResolver _lazy_resolver(str base):
+cdef _FastResolver _lazy_resolver(str base, qc=None):
     """A fast resolver for ``base`` without parsing it with ada, when the base is an http(s)
     URL already WHATWG-serialised (as every page URL of a crawl is: the fast path's own
-    serialisation leaves it unchanged, so ada's would too); None otherwise."""
+    serialisation leaves it unchanged, so ada's would too); None otherwise. (The query codec
+    ``qc`` only matters to non-ASCII values, which the fast path leaves to the Python one.)"""
     cdef const unsigned char* s
     cdef Py_ssize_t n, i, cut, q, olen
     cdef _FastResolver fr
@@ -928,6 +957,7 @@ cdef _FastResolver _lazy_resolver(str base):
     while s[i] != 0x2F:
         i -= 1
     fr.lazy_base = base
+    fr.lazy_qc = qc
     fr.fast = True
     fr.https = s[4] == 0x73
     fr.prefix = PyBytes_FromStringAndSize(<const char*>s, cut)
@@ -1253,13 +1283,45 @@ cdef str _unescape_ascii(const unsigned char* p, Py_ssize_t n):
     return "".join(parts)
 
 
-cdef inline bint _plain(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """Whether `LinkExtractor._text` of p[:n] is its ASCII decoding (no byte it must work on)."""
-    cdef unsigned char acc = 0
+cdef bint _opaque_other(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether the raw value p[:n] is surely a URL of a non-special scheme with an opaque path
+    (``mailto:x``, ``javascript:...``, ``tel:...``): it always parses, and is never http(s).
+
+    The scheme is read from the raw bytes (a character reference is not a scheme character,
+    so it ends the scheme and the answer is no); after the ':' the first byte that is not a
+    tab or newline (the URL parser drops those) must be neither '/' nor '&' (which could
+    decode to one)."""
+    cdef Py_ssize_t i = 1
+    if n < 2 or not (CLS[p[0]] & C_ALPHA):
+        return False
+    while i < n and (CLS[p[i]] & C_SCHEME):
+        i += 1
+    if i >= n or p[i] != 0x3A:
+        return False
+    if _special_scheme(p, i):
+        return False
+    i += 1
+    while i < n and (p[i] == 0x09 or p[i] == 0x0A or p[i] == 0x0D):
+        i += 1
+    return i < n and p[i] != 0x2F and p[i] != 0x26
+
+
+cdef bint _special_scheme(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether the scheme p[:n] is one of the URL standard's special ones (any case)."""
+    cdef unsigned char b[6]
     cdef Py_ssize_t i
+    if n < 2 or n > 5:
+        return False
     for i in range(n):
-        acc |= VCLS[p[i]]
-    return acc == 0
+        b[i] = LOWER[p[i]]
+    if n == 2:
+        return b[0] == 0x77 and b[1] == 0x73  # ws
+    if n == 3:
+        return (b[0] == 0x77 and b[1] == 0x73 and b[2] == 0x73) \
+            or (b[0] == 0x66 and b[1] == 0x74 and b[2] == 0x70)  # wss ftp
+    if n == 4:
+        return memcmp(b, b"http", 4) == 0 or memcmp(b, b"file", 4) == 0
+    return memcmp(b, b"https", 5) == 0
 
 
 cdef int _rel_nofollow(const unsigned char* p, Py_ssize_t n) noexcept nogil:
@@ -1542,7 +1604,7 @@ cdef class LinkExtractor:
         self._state = S_DATA
 
     cdef int _set_base(self, str url, qc) except -1:
-        cdef _FastResolver fr = _lazy_resolver(url) if qc is None else None
+        cdef _FastResolver fr = _lazy_resolver(url, qc)
         self._fr = fr if fr is not None else _FastResolver(Resolver(url, qc))
         return 0
 
@@ -1674,8 +1736,10 @@ cdef class LinkExtractor:
         # Link queries are percent-encoded in the document's encoding (UTF-16 pages use UTF-8).
         qc = None if name in ("utf-8", "utf-16le", "utf-16be") else codec
         self._query_codec = qc
-        if qc is None and self._fr.lazy_base is not None and self._fr.lazy_base == self._doc_url:
-            return  # it would be made again exactly as it is
+        if self._fr.lazy_base is not None:
+            if qc != self._fr.lazy_qc or self._fr.lazy_base != self._doc_url:
+                self._set_base(self._fr.lazy_base, qc)
+            return
         r = self._fr.get_py()
         if qc is None and type(r) is _ResolverType and r.query_codec is None and r.valid \
                 and r.base == self._doc_url:
@@ -2260,10 +2324,13 @@ cdef class LinkExtractor:
                 # fast path goes to the intake from the buffers, no Python object made.
                 p = self._arena + self._sl_off[slot]
                 vlen = self._sl_len[slot]
-                if _plain(p, vlen):
-                    r = fr.fast_buf(p, vlen)
-                    if r >= 0 and it.resolved(fr.res, r, nofollow, out) == 0:
+                r = fr.fast_buf(p, vlen, True)
+                if r >= 0:
+                    if it.resolved(fr.res, r, nofollow, out) == 0:
                         continue
+                elif not it.all_links and _opaque_other(p, vlen):
+                    it.found += 1  # (mailto:, javascript:, tel:...: never a crawl's URL)
+                    continue
             if ln is None:
                 if it is not None:
                     self._locate()
