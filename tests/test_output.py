@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crawler.extract import Link
 from crawler.output import (
@@ -133,6 +135,31 @@ def test_csv_one_row_a_link_quoted_and_parseable() -> None:
         ["https://s.test/final", B.url, "a", "true"],
         ["https://s.test/final", IMG.url, "img", "false"],
         ["https://s.test/2", A.url, "a", "false"],
+    ]
+
+
+_CSV_TEXT = st.text(alphabet=st.sampled_from(list('ab/:.,"\r\n \t\x00é\u2028')), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    source=_CSV_TEXT.map(lambda t: "https://s.test/" + t),
+    links=st.lists(st.tuples(st.none() | _CSV_TEXT, _CSV_TEXT, st.booleans()), max_size=5),
+)
+def test_csv_rows_are_what_csv_writer_writes(source: str, links: list) -> None:
+    """The plain-row fast path and csv.writer give the same bytes, quoting or not."""
+    rec = Recorder()
+    sink = CsvSink(rec)  # type: ignore[arg-type]
+    sink._header_done = True
+    items = [Link(url, "raw", tag, "href", nofollow) for url, tag, nofollow in links]
+    sink.page(page(source, items))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerows(
+        (source, u, t, "true" if n else "false") for u, t, n in links if u is not None
+    )
+    assert b"".join(rec.writes) == buf.getvalue().encode("utf-8", "surrogateescape")
+    assert [list(r) for r in csv.reader(io.StringIO(buf.getvalue(), newline=""))] == [
+        [source, u, t, "true" if n else "false"] for u, t, n in links if u is not None
     ]
 
 
