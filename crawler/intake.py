@@ -14,9 +14,10 @@ repeated on every page). What is left are the *items* of the chunk, in document 
 ``found`` counts every link seen (the page's ``links_found``), ``repeated`` those the table
 dropped. The table is exact up to a 64-bit hash collision (odds ~2⁻⁶⁴ a probe) and keyed at
 random per process, so a page cannot aim for one. It has a fixed size: a newer URL may evict
-an older one, which is then decided again by the state, never lost. The twins lay it out
-differently (compiled: 4-way buckets under SipHash-1-3; Python: one entry a slot under
-``hash``), so they may evict different URLs: their items are the same up to evictions.
+an older one, which is then decided again by the state, never lost. Both twins lay it out in
+4-way buckets (two URLs evict each other only when five meet in a bucket), under different
+hashes (compiled: SipHash-1-3 under its own key; Python: ``hash``), so they may evict
+different URLs: their items are the same up to evictions.
 
 Two twins with the same behaviour: ``IntakePy`` (here, Python's ``hash``) and the compiled
 ``crawler._intake_c.Intake`` (SipHash-1-3 and the canonicalisation in C), which the compiled
@@ -49,6 +50,8 @@ _MASK64 = (1 << 64) - 1
 
 class IntakePy:
     """The pure-Python intake (the reference; the compiled ``Intake`` behaves the same).
+
+    The recent table is an ``array('Q')`` of 4-way buckets of ``hash(url) | 1`` (0: empty).
 
     Args:
         policy: the crawl's canonicalisation (``UrlPolicy``).
@@ -102,8 +105,11 @@ class IntakePy:
                 if self.all_links:
                     out.append(link)
                 continue
-            h = hash(canon) & _MASK64
-            if table[h >> shift] == h | 1 and canon.isascii():
+            h = (hash(canon) & _MASK64) | 1
+            b = (h >> shift) & ~3
+            if (
+                table[b] == h or table[b + 1] == h or table[b + 2] == h or table[b + 3] == h
+            ) and canon.isascii():
                 self.repeated += 1
                 continue
             out.append(canon)
@@ -113,23 +119,32 @@ class IntakePy:
         """``url`` (canonical) is known from now on: its repeats are dropped.
 
         Only ASCII URLs (every WHATWG-serialised one) are kept, as the compiled twin does."""
-        if url.isascii():
-            h = hash(url) & _MASK64
-            self._table[h >> (64 - self._bits)] = h | 1
+        self.mark_many((url,))
 
     def mark_many(self, urls: Iterable[str]) -> None:
         """`mark` of each of ``urls``."""
         table = self._table
         shift = 64 - self._bits
         for url in urls:
-            if url.isascii():
-                h = hash(url) & _MASK64
-                table[h >> shift] = h | 1
+            if not url.isascii():
+                continue
+            h = (hash(url) & _MASK64) | 1
+            b = (h >> shift) & ~3
+            if table[b] == h or table[b + 1] == h or table[b + 2] == h or table[b + 3] == h:
+                continue
+            for i in range(b, b + 4):
+                if not table[i]:
+                    table[i] = h
+                    break
+            else:  # full: a victim the hash picks, as the compiled twin does
+                table[b + ((h >> 1) & 3)] = h
 
     def knows(self, url: str) -> bool:
         """Whether the table holds ``url`` (canonical)."""
-        h = hash(url) & _MASK64
-        return url.isascii() and self._table[h >> (64 - self._bits)] == h | 1
+        h = (hash(url) & _MASK64) | 1
+        b = (h >> (64 - self._bits)) & ~3
+        t = self._table
+        return url.isascii() and (t[b] == h or t[b + 1] == h or t[b + 2] == h or t[b + 3] == h)
 
     def forget(self) -> None:
         """Empty the table (the crawl state may have lost what it held)."""
