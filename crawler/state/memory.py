@@ -77,6 +77,9 @@ class MemoryState:
         self._max_per_host = 0
         self._queues: OriginQueues[_Item] = OriginQueues()
         self._seen = MemorySeenSet()
+        # The local probe, once a link the intake has not seen lately: the seen set's own
+        # (compiled) contains_fp, not a method frame around it (the method below documents it).
+        self.seen = self._seen.contains_fp  # type: ignore[method-assign]
         # retried requests waiting for their not_before: (not_before, seq, item)
         self._held: list[tuple[float, int, _Item]] = []
         self._seq = 0
