@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Crawl benchmark: this crawler vs Scrapy vs ``wget --recursive --spider`` on one nginx site.
+"""Crawl benchmark: this crawler vs Scrapy vs ``wget --recursive --spider`` on nginx sites.
 
     python benchmarks/crawl.py                 # 20,000 pages (about 0.9 GB under /tmp/crawlbench)
     python benchmarks/crawl.py --quick         # the 2,000-page version
     python benchmarks/crawl.py --quick --profile   # + cProfile of our crawler, top functions
+    python benchmarks/crawl.py --site all --scrapy-time-limit 60   # the three kinds of site
 
-What it does, in one run:
-1. builds (or reuses) a static site of N pages of 30-60 KB with ~100 same-host links each
-   (benchmarks/crawl/sitegen.py; corpus pages from ../shared/corpus/pages as filler);
+What it does, in one run, for each site asked for (``--site standard|dense|small|all``):
+1. builds (or reuses) a static site: ``standard``, N pages of 30-60 KB with ~100 same-host
+   links each (benchmarks/crawl/sitegen.py; corpus pages from ../shared/corpus/pages as
+   filler); ``dense``, ~40 KB pages with ~177 links in every relative form and links to 300
+   other hosts (sitegen_dense.py); ``small``, a manual of ~15 KB pages with ~21 links
+   (sitegen_small.py);
 2. serves it with nginx on 127.0.0.1 (nginx/wget installed with apt-get when missing, with one
    apt-get update if the first install fails; scrapy and py-spy with pip): one worker pinned
    to core 0, keep-alive, a free port, no access log but a buffered method/status/URI log;
@@ -16,8 +20,11 @@ What it does, in one run:
    served 200 to a GET in nginx's log (wget --spider sends HEAD+GET, so stub_status's request
    count, also shown, is not a page count). CPU seconds (user+sys) and peak RSS come from
    os.wait4 on the child;
-4. prints a table with ratios vs Scrapy and vs wget, and the bar of issue 4:
-   ours >= 10x Scrapy pages/s, >= wget pages/s, peak RSS <= half of Scrapy's.
+4. prints a table with ratios vs wget and vs Scrapy, by wall clock and per CPU second, the
+   bar of issue 4 (ours >= 10x Scrapy pages/s, >= wget pages/s, peak RSS <= half of
+   Scrapy's) and the bar of issue 9 (ours-cli, else ours: >= 2.5x wget pages/s, >= 1.5x wget
+   pages per CPU second, peak RSS <= half of Scrapy's, exactly the site's pages fetched);
+   with several sites, a summary line a site.
 See benchmarks/CRAWL.md for figures and the profile.
 """
 
