@@ -21,7 +21,13 @@ Pipelines:
   (``ada_parse_with_base`` with the base encoded once, ``ada_get_href``, ``ada_free``) behind a
   per-page cache of the values already resolved (a page repeats its links; ours caches too);
 * ``selectolax+ada.join_url``: the same with ada-url's public ``join_url`` (3x the cost a link);
-* with ``--more-peers``: selectolax, lxml and html.parser with ``urljoin``/``urldefrag``.
+* with ``--more-peers``: selectolax, lxml and html.parser with ``urljoin``/``urldefrag``;
+* the crawl's path, beside them: ``c intake: new URLs out`` (``LinkExtractorC(url,
+  intake=IntakeC(policy))``: the compiled extractor hands the compiled intake its links from
+  its own buffers, canonical URLs the intake does not know come out), ``c links -> c intake``
+  (Links, then ``IntakeC.take``) and ``py links -> py intake`` (both pure twins); one intake
+  for a page set, each page's new URLs marked known after it, as admission does. Their
+  output is not the list above (canonical, each URL once), so their ratio is the crawl's.
 
 Figures are CPU seconds (``time.process_time``), best of ``--repeat``: the machine is shared.
 Printed: MB/s, us a page, us a link, and each pipeline's speed as a multiple of the fastest
@@ -64,6 +70,8 @@ from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 from crawler.extract import LinkExtractorC, LinkExtractorPy, _machine  # noqa: E402
 from crawler.extract._html import refresh_url  # noqa: E402
 from crawler.extract._resolve import Resolver, full_resolve  # noqa: E402
+from crawler.intake import IntakeC, IntakePy  # noqa: E402
+from crawler.urls import UrlPolicy  # noqa: E402
 
 memchr_count: Any = None
 if LinkExtractorC is not None:
@@ -435,6 +443,37 @@ def pipelines(more_peers: bool) -> list[tuple[str, Pipeline]]:
     return out
 
 
+IntakeRun = Callable[[Any, str, bytes], list[Any]]
+
+
+def intake_pipelines() -> list[tuple[str, Any, IntakeRun]]:
+    """The crawl's link path (``crawler.intake``): bytes in, the canonical URLs the intake
+    does not know yet out, one intake for the whole page set, each page's new URLs marked
+    known after it (as admission does: a repeat comes out once). Not the same output as the
+    rows above (fewer URLs, canonical), so its ratio is the crawl's, not a like-for-like one.
+    (name, intake class, run(intake, url, data) -> items)."""
+
+    def direct(it: Any, url: str, data: bytes) -> list[Any]:
+        ex = LinkExtractorC(url, intake=it)
+        return ex.feed(data) + ex.close()  # type: ignore[no-any-return]
+
+    def links(cls: Any) -> IntakeRun:
+        def run(it: Any, url: str, data: bytes) -> list[Any]:
+            ex = cls(url)
+            return it.take(ex.feed(data) + ex.close())  # type: ignore[no-any-return]
+
+        return run
+
+    out: list[tuple[str, Any, IntakeRun]] = []
+    if IntakeC is not None and LinkExtractorC is not None:
+        out += [
+            ("c intake: new URLs out", IntakeC, direct),
+            ("c links -> c intake", IntakeC, links(LinkExtractorC)),
+        ]
+    out.append(("py links -> py intake", IntakePy, links(LinkExtractorPy)))
+    return out
+
+
 def bench_set(
     title: str, pages: Sequence[Page], repeat: int, more_peers: bool
 ) -> dict[str, tuple[float, int]]:
@@ -447,6 +486,20 @@ def bench_set(
             return sum(len(fn(u, d)) for u, d in pages)
 
         results[name] = best_of(work, repeat)
+    origin = "/".join(pages[0][0].split("/")[:3]) + "/"
+    policy = UrlPolicy([origin])  # the page set's site as the crawl's seed
+    for name, cls, run in intake_pipelines():
+
+        def crawl(cls: Any = cls, run: IntakeRun = run) -> int:
+            it = cls(policy)
+            n = 0
+            for u, d in pages:
+                new = [x for x in run(it, u, d) if type(x) is str]
+                it.mark_many(new)  # what admission does with them: known from now on
+                n += len(new)
+            return n
+
+        results[name] = best_of(crawl, repeat)
     peer = min(t for name, (t, _) in results.items() if name.startswith("selectolax+ada"))
     links = results["selectolax+ada"][1]
     print(
@@ -454,13 +507,15 @@ def bench_set(
         f"({links / len(pages):.0f} a page, {total / max(links, 1):,.0f} bytes a link)"
     )
     print(
-        f"{'pipeline':<26}{'MB/s':>8}{'us/page':>10}{'us/link':>9}{'links':>9}"
+        f"{'pipeline':<26}{'MB/s':>8}{'us/page':>10}{'us/link':>9}{'URLs out':>9}"
         f"{'x selectolax+ada':>18}"
     )
     for name, (t, n) in results.items():
+        if name == "c intake: new URLs out":
+            print("the crawl's path: one intake for the set, the URLs it does not know out")
         print(
             f"{name:<26}{total / t / 1e6:>8.1f}{t / len(pages) * 1e6:>10.1f}"
-            f"{t / max(n, 1) * 1e6:>9.2f}{n:>9}{peer / t:>17.2f}x"
+            f"{t / max(links, 1) * 1e6:>9.2f}{n:>9}{peer / t:>17.2f}x"
         )
     floors: dict[str, Callable[[], int]] = {
         "floor: bytes.count('<')": lambda: sum(d.count(b"<") for _, d in pages)

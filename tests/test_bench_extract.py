@@ -59,8 +59,10 @@ def test_script_runs_on_tiny_input(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
     names = ["crawler py", "crawler py 1KiB chunks", "selectolax+ada", "selectolax+ada.join_url"]
+    names.append("py links -> py intake")
     if LinkExtractor.__module__.endswith("_extract_c"):
-        names += ["crawler c", "crawler c 1KiB chunks"]
+        names += ["crawler c", "crawler c 1KiB chunks", "c intake: new URLs out"]
+        names.append("c links -> c intake")
     for title in ("link-sparse corpus: 3 pages", "link-dense pages ("):
         assert title in out, out
     for name in names:
@@ -71,6 +73,12 @@ def test_script_runs_on_tiny_input(tmp_path: Path) -> None:
     assert "3 pages, 0.0 MB, 11 links" in out, out
     assert "link-sparse corpus: the lists agree on 3 of 3 pages" in out, out
     assert "link-dense pages: the lists agree on 3 of 3 pages" in out, out
+    # The intake rows: the URLs a crawl of the corpus's site would not know yet, each once
+    # (a.html and c.html resolve against example.org; b.html's base moves its links off it).
+    intake = [line.split()[-2] for line in out.splitlines() if "intake" in line[:26]]
+    k = len(intake) // 2  # the rows of the corpus, then of the dense pages
+    assert k and intake[:k] == [intake[0]] * k and intake[k:] == [intake[k]] * k, out
+    assert 0 < int(intake[0]) <= 11 and 0 < int(intake[k]) < 3 * 190, out
 
 
 @pytest.mark.parametrize("source", ["own", "auto"])
