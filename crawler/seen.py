@@ -27,6 +27,14 @@ with a monotone hash):
   the first larger value, not at an empty slot as plain linear probing, whose misses cost ~13
   slots at that load), and an insert moves about 10 slots (measured: 3.0, 3.0 and 9.8).
 
+Measured (``python benchmarks/seen_memory.py [--urls 10000000 --only seen] [--c-level]``,
+both twins alike): 14.2 B/URL at 1M URLs, 10.8 at 10M, 15.01 at the worst point (just after a
+growth); peak RSS while building: compiled 14.3 at 1M and 10.8 at 10M, pure 23.5 and 17.9.
+CPU from Python (shared machine at load 6-8): compiled 160-310 ns an ``add_fp`` or
+``contains_fp`` (a call; at 10M a cache miss), pure 575-2,350 ns (2x the old power-of-two
+table's pure-Python cost: two more big-int multiplies and the shift); from C through the
+``.pxd``, ``put`` 90-135 ns, ``has`` 65-70 ns at 1M.
+
 Exact: two URLs are confused only if their 64-bit fingerprints are equal. The URL API
 (``add``, ``in``) uses Python's ``hash`` (keyed SipHash: random per process, free since a str
 caches it), with odds ~n²/2⁶⁵ of a collision, ~3e-8 at a million URLs; a persistent backend
