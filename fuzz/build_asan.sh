@@ -61,26 +61,34 @@ fi
 
 # -- the extension, instrumented --
 suffix=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+# The compiled intake (which the extractor imports) and the extractor, each rebuilt when one
+# of its sources is newer than its module.
+build() {  # build PYX MODULE_SO SOURCES...
+  local pyx=$1 out=$2 csrc stale=0 syms src
+  shift 2
+  csrc=$OUT/$(basename "$pyx" .pyx).c
+  for src in "$@" "$0"; do
+    if [ "$src" -nt "$out" ]; then stale=1; fi
+  done
+  if [ $force = 1 ] || [ ! -f "$out" ] || [ $stale = 1 ]; then
+    # Cython takes the module name from the package layout (crawler.extract._extract_c), so
+    # the relative imports in the .pyx resolve against crawler.extract when the target loads it.
+    "$PY" -m cython -3 --fast-fail -o "$csrc" "$pyx"
+    # -O1 -g and frame pointers: readable ASan stacks; the normal build is -O2.
+    "$CC" -shared -fPIC -O1 -g -fno-omit-frame-pointer \
+      -fsanitize=address,fuzzer-no-link -I"$inc" "$csrc" -o "$out.tmp"
+    mv "$out.tmp" "$out"
+    echo "build_asan.sh: built $out" >&2
+  fi
+  # Prove the instrumentation is there (the docs' check: ASan and sancov symbols).
+  # (grep -c, not -q: -q would stop reading and fail the pipe under pipefail.)
+  syms=$(nm -D "$out")
+  grep -c __asan_report <<<"$syms" >/dev/null || { echo "build_asan.sh: $out has no ASan symbols" >&2; exit 1; }
+  grep -c __sanitizer_cov <<<"$syms" >/dev/null || { echo "build_asan.sh: $out has no coverage" >&2; exit 1; }
+}
 so=$OUT/asan/_extract_c$suffix
-csrc=$OUT/_extract_c.c
-# The .pyx `include`s Python sources of crawler/extract/ (_tree.py): any of them newer rebuilds.
-stale=0
-for src in "$PYX" crawler/extract/*.py "$0"; do [ "$src" -nt "$so" ] && stale=1; done
-if [ $force = 1 ] || [ ! -f "$so" ] || [ $stale = 1 ]; then
-  # Cython takes the module name from the package layout (crawler.extract._extract_c), so
-  # the relative imports in the .pyx resolve against crawler.extract when the target loads it.
-  "$PY" -m cython -3 --fast-fail -o "$csrc" "$PYX"
-  inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-  # -O1 -g and frame pointers: readable ASan stacks; the normal build is -O2.
-  "$CC" -shared -fPIC -O1 -g -fno-omit-frame-pointer \
-    -fsanitize=address,fuzzer-no-link -I"$inc" "$csrc" -o "$so.tmp"
-  mv "$so.tmp" "$so"
-  echo "build_asan.sh: built $so" >&2
-fi
-# Prove the instrumentation is there (the docs' check: ASan and sancov symbols).
-# (grep -c, not -q: -q would stop reading and fail the pipe under pipefail.)
-syms=$(nm -D "$so")
-grep -c __asan_report <<<"$syms" >/dev/null || { echo "build_asan.sh: $so has no ASan symbols" >&2; exit 1; }
-grep -c __sanitizer_cov <<<"$syms" >/dev/null || { echo "build_asan.sh: $so has no coverage" >&2; exit 1; }
+build crawler/_intake_c.pyx "$OUT/asan/_intake_c$suffix" crawler/_intake_c.pyx crawler/_intake_c.pxd
+build "$PYX" "$so" "$PYX" crawler/extract/*.py crawler/_intake_c.pxd
 echo "$rt"
 echo "$so"

@@ -18,11 +18,16 @@ cannot rot:
 4. the result does not depend on the chunking: whole equals chunked, for both; and nothing
    comes out of feed() or close() after close();
 5. ``collect_ids`` changes no link: the chunked run collects ids, the whole run does on
-   every other seed (then its ids must equal the chunked run's).
+   every other seed (then its ids must equal the chunked run's);
+6. the link intake (``crawler.intake``): the compiled extractor feeding the compiled intake
+   from its buffers (``intake=``, chunked) gives the items the pure-Python intake gives for
+   the pure-Python extractor's links, with the same ``found``; then, with every URL of those
+   items marked in both, again (up to the recent table's evictions).
 
-Run by run.sh, the compiled twin is the one built with AddressSanitizer and libFuzzer's
-coverage (fuzz/build_asan.sh) and named by ``CRAWLER_FUZZ_ASAN_SO``; without it the target
-uses the installed ``LinkExtractorC`` (no sanitizer, the differential checks still hold).
+Run by run.sh, the compiled twins are the ones built with AddressSanitizer and libFuzzer's
+coverage (fuzz/build_asan.sh; the extractor named by ``CRAWLER_FUZZ_ASAN_SO``, the intake
+beside it); without them the target uses the installed ones (no sanitizer, the differential
+checks still hold).
 """
 
 from __future__ import annotations
@@ -203,7 +208,9 @@ def _diff(a: Result, b: Result) -> str:
     return f"(encoding, base_url, nofollow): {a[1:]!r} != {b[1:]!r}"
 
 
-def check(data: bytes, py: Any, c: Any | None, link_type: type) -> Case:
+def check(
+    data: bytes, py: Any, c: Any | None, link_type: type, intake_c: Any | None = None
+) -> Case:
     """The oracle: raise `Finding` (or the extractor's own exception) if ``data`` breaks it.
 
     Args:
@@ -211,6 +218,7 @@ def check(data: bytes, py: Any, c: Any | None, link_type: type) -> Case:
         py: the pure-Python extractor class.
         c: the compiled extractor class, or None to check the Python one alone.
         link_type: the `Link` class both must return.
+        intake_c: the compiled intake class (property 6), or None.
 
     Returns:
         The decoded case (for the caller's statistics).
@@ -247,19 +255,69 @@ def check(data: bytes, py: Any, c: Any | None, link_type: type) -> Case:
         raise Finding(f"c != py: {_diff(results['c'], results['py'])} [{case.describe()}]")
     if "c" in found and found["c"] != found["py"]:
         raise Finding(f"c != py: ids {found['c']!r} != {found['py']!r} [{case.describe()}]")
+    if "c" in results and intake_c is not None:
+        _check_intake(case, c, results["py"][0], intake_c, data)
     return case
 
 
-def _load_asan_twin(path: str) -> Any:
-    """Load the ASan-instrumented compiled extractor from fuzz/build, not crawler/extract."""
-    name = "crawler.extract._extract_c"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"fuzz_extract: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.LinkExtractor
+def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: bytes) -> None:
+    """Property 6: the direct path's items are the pure-Python path's."""
+    from crawler.intake import IntakePy  # noqa: PLC0415 (after the twins are loaded)
+    from crawler.urls import UrlPolicy  # noqa: PLC0415
+
+    policy = UrlPolicy([case.base])
+    flags = data[3] if len(data) > 3 else 0
+    kw = {"respect_nofollow": bool(flags & 2), "all_links": bool(flags & 4)}
+    ic, ip = intake_c(policy, **kw), IntakePy(policy, **kw)
+    marked: set[str] = set()
+    for attempt in (1, 2):
+        ex = c(case.base, case.encoding, link_set=case.link_set, intake=ic,
+               **({} if case.max_token is None else {"max_token": case.max_token}))  # fmt: skip
+        ex._strict = True
+        got: list[Any] = []
+        i = 0
+        for k in case.sizes if attempt == 1 else ():
+            got += ex.feed(case.body[i : i + k])
+            i += k
+        got += ex.feed(case.body[i:])
+        got += ex.close()
+        want = ip.take(links)
+        if [x for x in got if x not in marked] != [x for x in want if x not in marked]:
+            raise Finding(f"intake, pass {attempt}: c direct != py: {got!r} != {want!r}"
+                          f" [{case.describe()}]")  # fmt: skip
+        if ic.found != ip.found:
+            raise Finding(f"intake: found {ic.found} != {ip.found} [{case.describe()}]")
+        new = [x for x in want if type(x) is str]
+        ic.mark_many(new)
+        ip.mark_many(new)
+        marked.update(new)
+
+
+def _load_asan_twin(path: str) -> tuple[Any, Any]:
+    """Load the ASan-instrumented compiled intake and extractor from fuzz/build (the intake
+    first: the extractor imports it), not the installed ones."""
+    suffix = path[path.rindex("_extract_c") + len("_extract_c") :]
+    loaded = []
+    for name, file in (
+        ("crawler._intake_c", os.path.join(os.path.dirname(path), "_intake_c" + suffix)),
+        ("crawler.extract._extract_c", path),
+    ):
+        spec = importlib.util.spec_from_file_location(name, file)
+        if spec is None or spec.loader is None:
+            raise SystemExit(f"fuzz_extract: cannot load {file}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        loaded.append(module)
+    return loaded[1].LinkExtractor, loaded[0].Intake
+
+
+def _installed_intake() -> Any:
+    """The installed compiled intake class, or None."""
+    try:
+        return importlib.import_module("crawler._intake_c").Intake
+    except ImportError:
+        return None
 
 
 def replay(paths: list[str]) -> int:
@@ -274,7 +332,13 @@ def replay(paths: list[str]) -> int:
         with open(path, "rb") as f:
             data = f.read()
         try:
-            case = check(data, extract.LinkExtractorPy, extract.LinkExtractorC, extract.Link)
+            case = check(
+                data,
+                extract.LinkExtractorPy,
+                extract.LinkExtractorC,
+                extract.Link,
+                _installed_intake() if extract.LinkExtractorC is not None else None,
+            )
         except Exception as exc:
             failed += 1
             print(f"{path}: FAIL: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -299,13 +363,17 @@ def main(argv: list[str]) -> None:
     else:
         extract = importlib.import_module("crawler.extract")
     py = extract.LinkExtractorPy
-    c = _load_asan_twin(asan_so) if asan_so else extract.LinkExtractorC
+    if asan_so:
+        c, intake_c = _load_asan_twin(asan_so)
+    else:
+        c = extract.LinkExtractorC
+        intake_c = _installed_intake() if c is not None else None
     if c is None:
         print("fuzz_extract: no compiled extractor; fuzzing the Python one alone", file=sys.stderr)
     link_type = extract.Link
 
     def one_input(data: bytes) -> None:
-        check(data, py, c, link_type)
+        check(data, py, c, link_type, intake_c)
 
     atheris.Setup(argv, one_input)
     atheris.Fuzz()
