@@ -267,7 +267,7 @@ def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: byt
 
     policy = UrlPolicy([case.base])
     flags = data[3] if len(data) > 3 else 0
-    kw = {"respect_nofollow": bool(flags & 2), "all_links": bool(flags & 4)}
+    kw: dict[str, Any] = {"respect_nofollow": bool(flags & 2), "all_links": bool(flags & 4)}
     ic, ip = intake_c(policy, **kw), IntakePy(policy, **kw)
     marked: set[str] = set()
     for attempt in (1, 2):
