@@ -5,8 +5,10 @@
 `crawler.seen` first), slot for slot: the same scattering (``m = fp * MUL``), home
 (``(m * size) >> 64``, a 64x64->128-bit multiply), tail and sentinel rule, load limit and 1.5x
 growth, so that tests/test_seen_hypothesis.py compares the two tables operation by operation.
-The table is allocated with ``PyMem_RawCalloc`` (tracemalloc sees it, as it sees the Python
-twin's array). ``has``/``put`` are its C-level API (``_hash_c.pxd``).
+The table is allocated with ``PyMem_Raw*`` (tracemalloc sees it, as it sees the Python twin's
+array) and grows in place (``_grow``: a realloc and the values moved right, last to first),
+where the Python twin copies into a new array: the same slots, a lower peak. ``has``/``put``
+are its C-level API (``_hash_c.pxd``).
 
 ``Fingerprinter``: keyed BLAKE2b with an 8-byte digest, written here from RFC 7693 (sections
 2.5-3.3: the G mixing function, the compression function F with its 12 rounds and the message
