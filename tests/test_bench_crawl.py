@@ -304,7 +304,7 @@ def test_dense_files_sizes_and_links(dense_built):
                 off_hosts.add(host)
         assert targets == {site.url(j) for j in site.links(i)}, i
         graph[site.url(i)] = targets
-    assert all(160 <= c <= 200 for c in counts), (min(counts), max(counts))
+    assert all(dense.LINKS[0] <= c <= dense.LINKS[1] for c in counts), (min(counts), max(counts))
     assert 168 <= sum(counts) / len(counts) <= 185
     assert len(off_hosts) >= 280  # ~300 other hosts, each only linked to
     assert _reachable(graph) == set(urls)
@@ -363,7 +363,7 @@ def test_dense_full_size_reachable_and_sized():
     for i in (0, 5, 777, 1999):
         page = site.page(i)
         assert dense.MIN_BYTES <= len(page) <= dense.MAX_BYTES
-        assert 160 <= page.count(b"<a href=") <= 200
+        assert dense.LINKS[0] <= page.count(b"<a href=") <= dense.LINKS[1]
 
 
 @pytest.fixture(scope="module")
