@@ -62,7 +62,10 @@ def _ignore(*args: Any, **kwargs: Any) -> None:
 def _caller() -> str | None:
     """``"verified"`` or ``"unverified"`` when the context being made is one of
     ``aiohttp.connector._make_ssl_context``'s, else None."""
-    frame = sys._getframe(2)  # (0: here, 1: the patched __new__, 2: who made the context)
+    try:
+        frame = sys._getframe(2)  # (0: here, 1: the patched __new__, 2: who made the context)
+    except ValueError:  # called from C with no Python caller
+        return None
     via_default = frame.f_code.co_name == "create_default_context"
     if via_default:
         frame = frame.f_back  # type: ignore[assignment]
@@ -82,7 +85,11 @@ def _import_aiohttp() -> bool:
     import ssl  # noqa: PLC0415
 
     cls = ssl.SSLContext
-    original = cls.__dict__["__new__"]
+    original = cls.__dict__.get("__new__")
+    if not isinstance(original, staticmethod):  # another ssl module: import as it is
+        import aiohttp  # noqa: F401, PLC0415
+
+        return False
     thread = threading.get_ident()
 
     def deferred_new(klass: type, *args: Any, **kwargs: Any) -> Any:
