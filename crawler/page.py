@@ -81,6 +81,7 @@ class PageJob:
         #: (no Link objects) when nothing wants the page's Links.
         self.direct = (
             not page_links
+            and not collect_ids
             and LinkExtractorC is not None
             and LinkExtractor is LinkExtractorC
             and IntakeC is not None
@@ -312,44 +313,47 @@ class _Body:
         except Exception as exc:
             self._fail("extract", "the extractor", exc)
             return None
-        self.direct = job.direct and not job.collect_ids
+        self.direct = job.direct
         return self.feed
 
     def feed(self, chunk: bytes) -> Awaitable[None] | None:
         ex = self.extractor
         if ex is None:
             raise _BodyAbort("extraction failed")
-        admission = self.job.admission
-        admission.check_epoch()
-        intake = admission.intake
+        intake = self._intake()
         before = intake.found
         try:
-            if self.direct:
-                items = ex.feed(chunk)
-            else:
-                links = ex.feed(chunk)
-                items = self._intake(links, intake) if links else links
-        except _BodyAbort:
-            raise
+            out = ex.feed(chunk)
         except Exception as exc:
             raise self._fail("extract", "the extractor", exc) from exc
-        found = intake.found - before
-        if found:
-            self.found += found
-            self.tally.links_found += found
+        items = self._items(out, intake, before)
         if items:
             return self._take(items, ex)
         return None
 
-    def _intake(self, links: list[Link], intake: Any) -> list[str | Link]:
-        # Links from the extractor (pure Python, or ids/page links wanted): kept for the
-        # page's record, then through the intake.
-        if self.job.page_links:
-            self.page.links.extend(links)
-        try:
-            return intake.take(links)  # type: ignore[no-any-return]
-        except Exception as exc:
-            raise self._fail("internal", "link handling", exc) from exc
+    def _intake(self) -> Any:
+        admission = self.job.admission
+        admission.check_epoch()  # before the intake's table decides anything
+        return admission.intake
+
+    def _items(self, out: list[Any], intake: Any, before: int) -> list[str | Link]:
+        """The intake's items of what the extractor returned, its links counted.
+
+        Direct, ``out`` are the items already; else they are Links (pure-Python extractor,
+        or the page's Links wanted): kept for the page's record, then through the intake.
+        """
+        if not self.direct and out:
+            if self.job.page_links:
+                self.page.links.extend(out)
+            try:
+                out = intake.take(out)
+            except Exception as exc:
+                raise self._fail("internal", "link handling", exc) from exc
+        found = intake.found - before
+        if found:
+            self.found += found
+            self.tally.links_found += found
+        return out
 
     async def _take(self, items: list[str | Link], ex: Any) -> None:
         job = self.job
@@ -383,26 +387,19 @@ class _Body:
         if ex is None:
             return
         self.extractor = None
-        admission = self.job.admission
-        admission.check_epoch()
-        intake = admission.intake
+        intake = self._intake()
         before = intake.found
         try:
-            links = ex.close()
+            out = ex.close()
         except Exception as exc:  # the extractor never raises by contract; belt and braces
             self._fail("extract", "the extractor", exc)
             return
-
         if self.job.collect_ids:
             self.ids = (set(ex.ids), bool(ex.ids_complete))
         try:
-            items = links if self.direct or not links else self._intake(links, intake)
+            items = self._items(out, intake, before)
         except _BodyAbort:
             return  # kept in self.failure
-        found = intake.found - before
-        if found:
-            self.found += found
-            self.tally.links_found += found
         if items:
             try:
                 await self._take(items, ex)
