@@ -2,6 +2,8 @@
 # which hands it resolved URLs straight from its buffers: a repeated link creates no Python object.
 from libc.stdint cimport uint64_t
 
+from crawler._hash_c cimport Fingerprinter, MemorySeenSet
+
 
 cdef class Intake:
     cdef object _policy
@@ -19,8 +21,11 @@ cdef class Intake:
     cdef Py_ssize_t _cap
     cdef void* _params
     cdef Py_ssize_t _pcap
+    cdef MemorySeenSet _seen
+    cdef Fingerprinter _fper
     cdef public Py_ssize_t found
     cdef public Py_ssize_t repeated
+    cdef public Py_ssize_t known
 
     cdef int _ensure(self, Py_ssize_t n) except -1
     cdef Py_ssize_t _canon(self, const unsigned char* s, Py_ssize_t n) except -2
@@ -28,5 +33,7 @@ cdef class Intake:
     cdef bint _known(self, const unsigned char* p, Py_ssize_t n) noexcept
     cdef void _put(self, const unsigned char* p, Py_ssize_t n) noexcept
     cdef int _py_canon(self, str url, list out) except -1
+    cdef int _canon_str(self, str canon, list out) except -1
+    cdef int _new(self, const unsigned char* p, Py_ssize_t m, str s, list out) except -1
     cdef int resolved(self, const unsigned char* url, Py_ssize_t n, bint nofollow, list out) except -1
     cdef int take_link(self, object link, list out) except -1

@@ -4,8 +4,10 @@
 Per link, in C: canonicalise a WHATWG-serialised URL exactly as
 `crawler.urls.UrlPolicy.canonical_resolved` does (fragment, userinfo, percent-escapes, an
 empty query, ``sort_query`` and ``drop_params``), hash the canonical bytes (SipHash-1-3 under a
-random per-process key) and probe the recent table. A repeat costs no Python object; a URL the
-table does not know comes out as its canonical ``str``.
+random per-process key) and probe the recent table; on a miss, when a state is bound
+(`Intake.bind`), fingerprint it (the state's keyed BLAKE2b, `crawler._hash_c`) and probe the
+state's seen set. A repeat costs no Python object; a URL neither knows comes out as its
+canonical ``str``.
 
 The compiled extractor calls `Intake.resolved` with the resolved URL still in its own buffer
 (`crawler.extract._extract_c`), so that a repeated link never becomes a ``Link`` at all.
@@ -17,6 +19,8 @@ from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 import os
+
+from crawler._hash_c cimport Fingerprinter, MemorySeenSet
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -169,6 +173,9 @@ cdef class Intake:
         self._pcap = 0
         self.found = 0
         self.repeated = 0
+        self.known = 0
+        self._seen = None
+        self._fper = None
 
     def __dealloc__(self):
         free(self._table)
@@ -340,8 +347,7 @@ cdef class Intake:
             if self._known(self._buf, m):
                 self.repeated += 1
                 return 0
-            out.append(PyUnicode_DecodeASCII(<const char*>self._buf, m, NULL))
-            return 0
+            return self._new(self._buf, m, None, out)
         if m == NOT_HTTP:
             self.found -= 1
             return 1  # not the fast path's kind of URL: the caller makes a Link of it
@@ -350,11 +356,37 @@ cdef class Intake:
 
     cdef int _py_canon(self, str url, list out) except -1:
         canon = self._policy.canonical_resolved(url)  # http(s): never None
-        if PyUnicode_IS_ASCII(canon) and self._known(
-                <const unsigned char*>PyUnicode_DATA(canon), PyUnicode_GET_LENGTH(canon)):
+        return self._canon_str(canon, out)
+
+    cdef int _canon_str(self, str canon, list out) except -1:
+        cdef const unsigned char* p
+        if not PyUnicode_IS_ASCII(canon):
+            out.append(canon)  # (not WHATWG-serialised: admission decides it)
+            return 0
+        p = <const unsigned char*>PyUnicode_DATA(canon)
+        if self._known(p, PyUnicode_GET_LENGTH(canon)):
             self.repeated += 1
             return 0
-        out.append(canon)
+        return self._new(p, PyUnicode_GET_LENGTH(canon), canon, out)
+
+    cdef int _new(self, const unsigned char* p, Py_ssize_t m, str s, list out) except -1:
+        """A canonical ASCII URL p[:m] (``s``, or None: made here) the recent table does not
+        hold: dropped (and put in the table) when the bound state knows it, else an item."""
+        cdef uint64_t fp
+        if self._seen is not None:
+            if self._fper is not None:
+                fp = self._fper.fp_bytes(p, m)
+            else:
+                if s is None:
+                    s = PyUnicode_DecodeASCII(<const char*>p, m, NULL)
+                fp = <uint64_t>hash(s)  # MemoryState's fingerprint: (hash & 2**64-1) or 1
+                if fp == 0:
+                    fp = 1
+            if self._seen.has(fp):
+                self._put(p, m)
+                self.known += 1
+                return 0
+        out.append(s if s is not None else PyUnicode_DecodeASCII(<const char*>p, m, NULL))
         return 0
 
     cdef int take_link(self, object link, list out) except -1:
@@ -376,8 +408,7 @@ cdef class Intake:
                 if self._known(self._buf, m):
                     self.repeated += 1
                     return 0
-                out.append(PyUnicode_DecodeASCII(<const char*>self._buf, m, NULL))
-                return 0
+                return self._new(self._buf, m, None, out)
             if m == NOT_HTTP:
                 if self.all_links:
                     out.append(link)
@@ -387,14 +418,24 @@ cdef class Intake:
             if self.all_links:
                 out.append(link)
             return 0
-        if PyUnicode_IS_ASCII(canon) and self._known(
-                <const unsigned char*>PyUnicode_DATA(canon), PyUnicode_GET_LENGTH(canon)):
-            self.repeated += 1
-            return 0
-        out.append(canon)
-        return 0
+        return self._canon_str(canon, out)
 
     # -- the Python API (the same as IntakePy's) --
+
+    def bind(self, seen, fingerprinter=None):
+        """Probe the crawl state's own seen set too (``CrawlState.probe_parts``): a URL the
+        table does not hold but the state knows is dropped here (and put in the table).
+
+        ``seen`` is the state's local seen set, ``fingerprinter`` its fingerprint (None:
+        Python's ``hash``, as ``MemoryState``'s). Only the compiled ones can be probed from
+        C: anything else (or ``seen`` None) unbinds, and admission probes alone."""
+        if isinstance(seen, MemorySeenSet) and (
+                fingerprinter is None or isinstance(fingerprinter, Fingerprinter)):
+            self._seen = seen
+            self._fper = fingerprinter
+        else:
+            self._seen = None
+            self._fper = None
 
     def take(self, links):
         """The items of ``links`` (see `crawler.intake`), in order."""
@@ -437,4 +478,5 @@ cdef class Intake:
         return PyUnicode_DecodeASCII(<const char*>self._buf, m, NULL)
 
     def __repr__(self):
-        return f"<Intake (compiled) found={self.found} repeated={self.repeated}>"
+        return (f"<Intake (compiled) found={self.found} repeated={self.repeated}"
+                f" known={self.known}>")

@@ -111,6 +111,9 @@ class Admission:
         #: blake2b for a persistent state, ~1 us), no probe, and from the compiled extractor
         #: no Python object.
         self.intake = intake if intake is not None else intake_for(config, policy)
+        # A backend's local probe in parts (its seen set, its fingerprint function), optional:
+        # the intake probes it for every URL its table misses (in C with the compiled twins).
+        self._parts = callable(getattr(state, "probe_parts", None)) and self._local is None
         self._max_depth = config.max_depth
         # A state that may lose acknowledged writes (Redis brought back from its AOF without
         # the last second) says so by a new ``epoch``: what this run's caches hold as offered
@@ -324,9 +327,17 @@ class Admission:
 
     def check_epoch(self) -> None:
         """Before the intake sees a chunk: a state whose ``epoch`` changed may have lost what
-        the recent table holds as offered, so the table is emptied (the state decides again)."""
+        the recent table holds as offered, so the table is emptied (the state decides again);
+        and the intake probes the state's seen set as it is now (``probe_parts``: a backend
+        may replace it, as Redis's bounded cache starts over)."""
         if getattr(self.state, "epoch", 0) != self._epoch:
             self._forget()
+        if self._parts:
+            parts = self.state.probe_parts()  # (looked up each time: a wrapper may forward it)
+            if parts is None:
+                self.intake.bind(None)
+            else:
+                self.intake.bind(*parts)
 
     def _forget(self) -> None:
         """Drop what the caches hold as offered (the state's epoch changed)."""

@@ -11,13 +11,19 @@ repeated on every page). What is left are the *items* of the chunk, in document 
 * a ``Link``: a link whose URL is None (not a URL: counted as invalid, listed with
   ``all_links``) or, with ``all_links``, not http(s) (listed as "other"). Nothing else.
 
+With a state bound (``bind``: its seen set and fingerprint, from
+``CrawlState.probe_parts``), a URL the table does not hold is fingerprinted and probed in the
+state's seen set here too (the compiled twin: keyed BLAKE2b and the probe in C), and dropped
+when the state knows it: admission then only sees what neither knows.
+
 ``found`` counts every link seen (the page's ``links_found``), ``repeated`` those the table
-dropped. The table is exact up to a 64-bit hash collision (odds ~2⁻⁶⁴ a probe) and keyed at
-random per process, so a page cannot aim for one. It has a fixed size: a newer URL may evict
-an older one, which is then decided again by the state, never lost. Both twins lay it out in
-4-way buckets (two URLs evict each other only when five meet in a bucket), under different
-hashes (compiled: SipHash-1-3 under its own key; Python: ``hash``), so they may evict
-different URLs: their items are the same up to evictions.
+dropped, ``known`` those the bound state knew. The table is exact up to a 64-bit hash
+collision (odds ~2⁻⁶⁴ a probe) and keyed at random per process, so a page cannot aim for
+one. It has a fixed size: a newer URL may evict an older one, which is then decided again by
+the state, never lost. Both twins lay it out in 4-way buckets (two URLs evict each other
+only when five meet in a bucket), under different hashes (compiled: SipHash-1-3 under its
+own key; Python: ``hash``), so they may evict different URLs: their items are the same up
+to evictions.
 
 Two twins with the same behaviour: ``IntakePy`` (here, Python's ``hash``) and the compiled
 ``crawler._intake_c.Intake`` (SipHash-1-3 and the canonicalisation in C), which the compiled
@@ -32,7 +38,7 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crawler.extract import Link
@@ -62,8 +68,8 @@ class IntakePy:
         slots: entries of the recent table (a power of two).
     """
 
-    __slots__ = ("_bits", "_canonical", "_table", "all_links", "found", "repeated",
-                 "respect_nofollow")  # fmt: skip
+    __slots__ = ("_bits", "_canonical", "_contains", "_fper", "_table", "all_links", "found",
+                 "known", "repeated", "respect_nofollow")  # fmt: skip
 
     def __init__(
         self,
@@ -85,6 +91,18 @@ class IntakePy:
         self._table = array("Q", bytes(8 * slots))
         self.found = 0
         self.repeated = 0
+        self.known = 0
+        self._contains: Callable[[int], bool] | None = None
+        self._fper: Callable[[str], int] | None = None
+
+    def bind(self, seen: Any, fingerprinter: Callable[[str], int] | None = None) -> None:
+        """Probe the crawl state's own seen set too (``CrawlState.probe_parts``): a URL the
+        table does not hold but the state knows is dropped here (and put in the table).
+
+        ``seen`` is the state's local seen set (``contains_fp``), ``fingerprinter`` its
+        fingerprint (None: Python's ``hash``, as ``MemoryState``'s); ``seen`` None unbinds."""
+        self._contains = None if seen is None else seen.contains_fp
+        self._fper = fingerprinter
 
     def take(self, links: Sequence[Link]) -> list[str | Link]:
         """The items of ``links`` (see the module docstring), in order."""
@@ -112,6 +130,14 @@ class IntakePy:
             ) and canon.isascii():
                 self.repeated += 1
                 continue
+            contains = self._contains
+            if contains is not None and canon.isascii():
+                fper = self._fper
+                fp = fper(canon) if fper is not None else (hash(canon) & _MASK64) or 1
+                if contains(fp):
+                    self.mark(canon)
+                    self.known += 1
+                    continue
             out.append(canon)
         return out
 

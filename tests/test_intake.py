@@ -355,3 +355,47 @@ def test_a_repeated_link_creates_no_python_object() -> None:
     assert it.repeated >= 9990
     # 10,000 links went through: a handful of blocks (the chunk's buffers), not one per link
     assert after - before < 100, after - before
+
+
+# -- a bound state: its seen set probed by the intake ----------------------------------------
+
+
+def _seen_twins() -> list[tuple[Any, Any]]:
+    from crawler import fingerprint, seen  # noqa: PLC0415
+
+    out = [(seen.MemorySeenSetPy, fingerprint.FingerprinterPy)]
+    if seen.MemorySeenSetC is not None:
+        out.append((seen.MemorySeenSetC, fingerprint.FingerprinterC))
+    return out
+
+
+@pytest.mark.parametrize("twin", TWINS)
+@pytest.mark.parametrize("parts", _seen_twins())
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_bound_state_drops_what_it_knows(twin: Any, parts: tuple[Any, Any], keyed: bool) -> None:
+    seen_cls, fper_cls = parts
+    fper = fper_cls(b"k" * 16) if keyed else None
+
+    def fp(url: str) -> int:  # the state's fingerprint: keyed BLAKE2b, or MemoryState's hash
+        return fper(url) if fper is not None else (hash(url) & (2**64 - 1)) or 1
+
+    urls = [f"http://site.example/p/{i}" for i in range(50)]
+    seen = seen_cls()
+    for url in urls[::2]:
+        seen.add_fp(fp(url))
+    it = twin(_policy({}))
+    it.bind(seen, fper)
+    links = _links([u + "#f" for u in urls], [False] * len(urls))
+    items = it.take(links)
+    # the compiled twin probes only the compiled seen set and fingerprint (else unbound:
+    # admission probes alone, the result is the same)
+    probed = twin is IntakePy or (IntakeC is not None and seen_cls.__module__ == "crawler._hash_c")
+    if probed:
+        assert items == urls[1::2]
+        assert it.known == 25
+        assert all(it.knows(u) for u in urls[::2])  # put in the table: the next is a repeat
+    else:
+        assert items == urls and it.known == 0
+    it.bind(None)
+    it.forget()
+    assert it.take(links) == urls  # unbound, forgotten: everything comes out again

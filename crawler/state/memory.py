@@ -139,6 +139,10 @@ class MemoryState:
         """Whether ``fp`` was accepted by ``offer_many`` before (a local, synchronous probe)."""
         return self._seen.contains_fp(fp)
 
+    def probe_parts(self) -> tuple[MemorySeenSet, None]:
+        """What ``seen`` reads and how ``fingerprint`` hashes (None: Python's ``hash``)."""
+        return self._seen, None
+
     @property
     def origins_held(self) -> int:
         """Origins the queues hold (with work, in flight, or within their delay): what a wide

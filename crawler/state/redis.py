@@ -526,6 +526,11 @@ class RedisState:
         """True if this worker offered ``fp`` before (a local, bounded cache)."""
         return self._local.contains_fp(fp)
 
+    def probe_parts(self) -> tuple[MemorySeenSet, Fingerprinter] | None:
+        """What ``seen`` reads now (the cache is replaced when it starts over: ask again for
+        each chunk) and the ``fingerprint`` function (None before ``open``)."""
+        return None if self._fp is None else (self._local, self._fp)
+
     def _remember(self, fps: Sequence[int]) -> None:
         if len(self._local) + len(fps) > self._local_max:
             self._local = MemorySeenSet()

@@ -400,6 +400,10 @@ class SQLiteState:
         """Whether ``fp`` has a request row: the in-memory probe, exact for this backend."""
         return self._seen.contains_fp(fp)
 
+    def probe_parts(self) -> tuple[MemorySeenSet, Fingerprinter | None] | None:
+        """What ``seen`` reads and the ``fingerprint`` function (None before ``open``)."""
+        return None if self._fp is None else (self._seen, self._fp)
+
     # -- writing: one group transaction per turn of the event loop --
 
     def _db(self) -> Any:
