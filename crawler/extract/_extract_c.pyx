@@ -975,6 +975,193 @@ def _lazy_fields(str base):
     return (fr.https, fr.prefix.decode(), fr.path.decode(), fr.dir.decode(), fr.base_nf)
 
 
+# The <meta> prescan (`charset.prescan`) in C ------------------------------------------------
+# Every page without a transport charset is prescanned: in Python (regexes) that was ~20 us a
+# page, most of a small page's extraction. The same steps on bytes, each regex of the Python
+# one written out (tests/test_extract_prescan.py compares the two on generated heads); only the
+# label lookups (`charset.lookup`, `charset_from_content`) stay in Python, once per <meta>.
+
+cdef inline bint _pws(unsigned char c) noexcept nogil:
+    return c == 0x09 or c == 0x0A or c == 0x0C or c == 0x0D or c == 0x20
+
+
+cdef inline bint _palpha(unsigned char c) noexcept nogil:
+    return (0x41 <= c <= 0x5A) or (0x61 <= c <= 0x7A)
+
+
+cdef Py_ssize_t _pre_attr_end(const unsigned char* d, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """`_PRE_ATTR_END.match` (``[ws/]*>``): the end of the match, or -1."""
+    while pos < n and (_pws(d[pos]) or d[pos] == 0x2F):
+        pos += 1
+    return pos + 1 if pos < n and d[pos] == 0x3E else -1
+
+
+cdef Py_ssize_t _pre_attr(const unsigned char* d, Py_ssize_t pos, Py_ssize_t n,
+                          Py_ssize_t* nm, Py_ssize_t* vm) noexcept nogil:
+    """`_PRE_ATTR.match`: the end of the match or -1; nm[0:2] the name, vm[0:2] the value
+    (vm[0] = -1: none)."""
+    cdef Py_ssize_t i, k
+    cdef unsigned char q
+    while pos < n and (_pws(d[pos]) or d[pos] == 0x2F):
+        pos += 1
+    if pos >= n or d[pos] == 0x3E:  # the name's first byte: [^ws/>] (ws and / skipped)
+        return -1
+    nm[0] = pos
+    pos += 1
+    while pos < n and not (_pws(d[pos]) or d[pos] == 0x2F or d[pos] == 0x3D or d[pos] == 0x3E):
+        pos += 1
+    nm[1] = pos
+    vm[0] = -1
+    # (?:[ws]*=[ws]*(value))?
+    i = pos
+    while i < n and _pws(d[i]):
+        i += 1
+    if i >= n or d[i] != 0x3D:
+        return pos
+    i += 1
+    while i < n and _pws(d[i]):
+        i += 1
+    if i < n and (d[i] == 0x22 or d[i] == 0x27):
+        q = d[i]
+        k = i + 1
+        while k < n and d[k] != q:
+            k += 1
+        vm[0] = i + 1
+        vm[1] = k
+        return k + 1 if k < n else k
+    k = i
+    while k < n and not (_pws(d[k]) or d[k] == 0x3E):
+        k += 1
+    vm[0] = i
+    vm[1] = k
+    return k
+
+
+cdef bint _ci(const unsigned char* d, Py_ssize_t a, Py_ssize_t b, const char* lower) noexcept nogil:
+    """Whether d[a:b] is ``lower`` in ASCII case-insensitive comparison."""
+    cdef Py_ssize_t i
+    for i in range(b - a):
+        if lower[i] == 0 or LOWER[d[a + i]] != <unsigned char>lower[i]:
+            return False
+    return lower[b - a] == 0
+
+
+cdef object _pre_meta(const unsigned char* d, Py_ssize_t pos, Py_ssize_t n, bytes data,
+                      Py_ssize_t* out):
+    """`charset._meta`: the encoding or None; the position after the <meta> into out[0]."""
+    cdef Py_ssize_t nm[2]
+    cdef Py_ssize_t vm[2]
+    cdef Py_ssize_t e
+    cdef bint got_pragma = False
+    cdef int need_pragma = -1  # -1: None
+    cdef set seen = set()
+    charset = None
+    while True:
+        e = _pre_attr_end(d, pos, n)
+        if e >= 0:
+            pos = e
+            break
+        e = _pre_attr(d, pos, n, nm, vm)
+        if e < 0 or e >= n:
+            out[0] = n
+            return None
+        pos = e
+        name = data[nm[0]:nm[1]].lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        value = data[vm[0]:vm[1]] if vm[0] >= 0 else b""
+        if name == b"http-equiv":
+            if value.lower() == b"content-type":
+                got_pragma = True
+        elif name == b"content":
+            if charset is None:
+                c = _charset.charset_from_content(value)
+                if c is not None:
+                    charset = c
+                    need_pragma = 1
+        elif name == b"charset":
+            charset = _charset.lookup(value.decode("latin-1")) or ""
+            need_pragma = 0
+    out[0] = pos
+    if not charset or need_pragma == -1 or (need_pragma == 1 and not got_pragma):
+        return None
+    if charset in ("utf-16be", "utf-16le"):
+        return "utf-8"
+    if charset == "x-user-defined":
+        return "windows-1252"
+    return charset
+
+
+cdef object _prescan(bytes data):
+    """`charset.prescan`: the encoding a <meta> in the first 1024 bytes declares, or None."""
+    cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = min(PyBytes_GET_SIZE(data), 1024), pos = 0, i, e
+    cdef Py_ssize_t nm[2]
+    cdef Py_ssize_t vm[2]
+    cdef Py_ssize_t after[1]
+    cdef unsigned char c
+    while pos < n:
+        # _PRE_TOKEN.search: the leftmost '<' that starts one of its four alternatives
+        i = pos
+        while True:
+            while i < n and d[i] != 0x3C:
+                i += 1
+            if i >= n:
+                return None
+            if i + 1 < n:
+                c = d[i + 1]
+                if c == 0x21 or c == 0x2F or c == 0x3F or _palpha(c):
+                    break
+            i += 1
+        c = d[i + 1]
+        if c == 0x21 and i + 3 < n and d[i + 2] == 0x2D and d[i + 3] == 0x2D:  # <!--
+            pos = i + 4
+            e = -1
+            i = pos - 2
+            while i + 2 < n:
+                if d[i] == 0x2D and d[i + 1] == 0x2D and d[i + 2] == 0x3E:
+                    e = i
+                    break
+                i += 1
+            if e < 0:
+                return None
+            pos = e + 3
+        elif i + 5 < n and _ci(d, i + 1, i + 5, b"meta") and (_pws(d[i + 5]) or d[i + 5] == 0x2F):
+            enc = _pre_meta(d, i + 6, n, data, after)
+            pos = after[0]
+            if enc is not None:
+                return enc
+        elif _palpha(c) or (c == 0x2F and i + 2 < n and _palpha(d[i + 2])):  # </?[A-Za-z]
+            pos = i + (2 if _palpha(c) else 3)
+            while pos < n and not (_pws(d[pos]) or d[pos] == 0x3E):  # _NAME_END.search
+                pos += 1
+            if pos >= n:
+                return None
+            while True:
+                e = _pre_attr_end(d, pos, n)
+                if e >= 0:
+                    pos = e
+                    break
+                e = _pre_attr(d, pos, n, nm, vm)
+                if e < 0 or e >= n:
+                    return None
+                pos = e
+        else:  # <! </ <?
+            pos = i + 2
+            while pos < n and d[pos] != 0x3E:
+                pos += 1
+            if pos >= n:
+                return None
+            pos += 1
+    return None
+
+
+def prescan(bytes data):
+    """(for tests) `_prescan`, the compiled `charset.prescan`."""
+    return _prescan(data)
+
+
 cdef class _Tables:
     """The C tag table of one link set: every tag whose start tag does something in HTML
     content (wanted attributes, a tokenizer switch, svg/math), built once per link set."""
@@ -1685,7 +1872,7 @@ cdef class LinkExtractor:
                 name, skip = b
                 data = data[skip:]
             else:
-                found = self._transport or _charset.prescan(data)
+                found = self._transport or _prescan(data)
                 self._tentative = found is None
                 name = found or self._undeclared(data, final)
             self._decide(name)
