@@ -2506,18 +2506,22 @@ cdef class LinkExtractor:
             if self._sl_state[slot] != 1:
                 continue
             srcset = tb.spec_srcset[j]
-            if it is not None and not srcset and fr.fast:
-                # The intake's path: a plain ASCII value (its text is its bytes) resolved by the
-                # fast path goes to the intake from the buffers, no Python object made.
+            r = -1
+            if not srcset and fr.fast:
+                # A plain ASCII value (its text is its bytes) the fast path resolves: with an
+                # intake, it goes there from the buffers and no Python object is made; without
+                # one, its Link is made from the buffers (no bytes copy, no second pass).
                 p = self._arena + self._sl_off[slot]
                 vlen = self._sl_len[slot]
                 r = fr.fast_buf(p, vlen, True)
-                if r >= 0:
-                    if it.resolved(fr.res, r, nofollow, out) == 0:
+                if it is not None:
+                    if r >= 0:
+                        if it.resolved(fr.res, r, nofollow, out) == 0:
+                            continue
+                        r = -1
+                    elif not it.all_links and _opaque_other(p, vlen):
+                        it.found += 1  # (mailto:, javascript:, tel:...: never a crawl's URL)
                         continue
-                elif not it.all_links and _opaque_other(p, vlen):
-                    it.found += 1  # (mailto:, javascript:, tel:...: never a crawl's URL)
-                    continue
             if ln is None:
                 if it is not None:
                     self._locate()
@@ -2525,6 +2529,11 @@ cdef class LinkExtractor:
                 co = _int(self._w_col)
                 tagstr = tb.entry_tagstr[k]
             astr = <object>PyList_GET_ITEM(tb.spec_astr, j)
+            if r >= 0:
+                out.append(_mklink(PyUnicode_DecodeASCII(<const char*>fr.res, r, NULL),
+                                   PyUnicode_DecodeASCII(<const char*>p, vlen, NULL),
+                                   tagstr, astr, nofollow, ln, co))
+                continue
             raw = self._text(self._slot_value(slot))
             if srcset:
                 for u in parse_srcset(raw):
