@@ -333,7 +333,8 @@ class Admission:
         if getattr(self.state, "epoch", 0) != self._epoch:
             self._forget()
         if self._parts:
-            parts = self.state.probe_parts()  # (looked up each time: a wrapper may forward it)
+            # (looked up each time: a wrapper state may forward it to another backend)
+            parts = getattr(self.state, "probe_parts")()  # noqa: B009 (optional in the protocol)
             if parts is None:
                 self.intake.bind(None)
             else:
