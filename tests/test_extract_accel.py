@@ -416,6 +416,33 @@ def test_every_pair_of_pieces_same_as_python() -> None:
 
 
 @needs_c
+def test_url_fast_path_takes_opaque_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mailto:``, ``javascript:``, ``tel:``: a non-special scheme whose rest does not start
+    with '/' is resolved in C (no Python resolver is made for it); special schemes and
+    hierarchical rests go to the Python resolver; the same results for all of them."""
+    seen: list[str] = []
+    orig = Resolver.resolve
+
+    def recorded(self: Resolver, raw: str) -> str | None:
+        seen.append(raw)
+        return orig(self, raw)
+
+    monkeypatch.setattr(Resolver, "resolve", recorded)
+    schemes = ["mailto", "JavaScript", "tel", "a", "c", "x+y.z-w", "Files", "blob"]
+    special = ["http", "HTTPS", "ws", "wss", "ftp", "file", "FiLe"]
+    rests = ["", "x@y", "void(0)", ";", "a?b#c", ":", "#f", "?q=1&r", "https://a/b", "x/../y"]
+    odd = ["/a/../b", "//h/p", "a b", "%2e", "\u00e9", "\t"]
+    for scheme in schemes + special:
+        for rest in rests + odd:
+            raw = scheme + ":" + rest
+            seen.clear()
+            assert _C.resolve(BASE, raw) == orig(Resolver(BASE), raw), raw
+            absolute = scheme.lower() in ("http", "https") and rest == "//h/p"  # as before
+            taken = scheme in schemes and (rest in rests or rest == "%2e")
+            assert (seen == []) == (taken or absolute), raw
+
+
+@needs_c
 def test_url_fast_path_examples() -> None:
     cases = {
         "": "https://example.org/dir/page.html",

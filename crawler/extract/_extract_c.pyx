@@ -826,7 +826,7 @@ cdef class _FastResolver:
     cdef object _fast_path(self, const unsigned char* s, Py_ssize_t n):
         cdef Py_ssize_t r = self.fast_buf(s, n)
         if r < 0:
-            return _MISS
+            return _opaque_url(s, n)
         if r == PyUnicode_GET_LENGTH(self.base_nf) and self.res == PyUnicode_DATA(self.base_nf):
             return self.base_nf
         return PyUnicode_DecodeASCII(<const char*>self.res, r, NULL)
@@ -1468,6 +1468,34 @@ cdef str _unescape_ascii(const unsigned char* p, Py_ssize_t n):
     if last < n:
         parts.append(PyUnicode_DecodeASCII(<const char*>p + last, n - last, NULL))
     return "".join(parts)
+
+
+cdef object _opaque_url(const unsigned char* s, Py_ssize_t n):
+    """The URL of s[:n] when it has a non-special scheme and an opaque path (``mailto:x@y``,
+    ``javascript:void(0)``, ``tel:+1``) and every byte before any '#' is C_SAFE: the URL
+    parser lower-cases the scheme and keeps the rest as it is (no C_SAFE byte is in the
+    C0-control or query percent-encode sets), the fragment cut; else _MISS (special schemes:
+    ``http:x`` is relative to an http base; a rest starting with '/': hierarchical). Only for
+    the Link path's `_FastResolver.resolve`: the intake's direct path drops these values
+    (`_opaque_other`) and `fast_buf` stays as it is."""
+    cdef Py_ssize_t i = 1, h, k
+    cdef str out
+    if n < 2 or not (CLS[s[0]] & C_ALPHA):
+        return _MISS
+    while i < n and (CLS[s[i]] & C_SCHEME):
+        i += 1
+    if i >= n or s[i] != 0x3A or _special_scheme(s, i) or (i + 1 < n and s[i + 1] == 0x2F):
+        return _MISS
+    h = i + 1
+    while h < n and (CLS[s[h]] & C_SAFE):
+        h += 1
+    if h < n and s[h] != 0x23:
+        return _MISS
+    out = PyUnicode_DecodeASCII(<const char*>s, h, NULL)
+    for k in range(i):
+        if s[k] != LOWER[s[k]]:
+            return out[:i].lower() + out[i:]
+    return out
 
 
 cdef bint _opaque_other(const unsigned char* p, Py_ssize_t n) noexcept nogil:
