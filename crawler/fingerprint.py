@@ -33,8 +33,11 @@ ns. From C (``fp_bytes``, no call) ~180 ns a 60-byte URL.
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any
+
+from crawler._twins import NO_EXTENSIONS as NO_EXTENSIONS  # (re-exported: tests read them)
+from crawler._twins import REQUIRE_EXTENSIONS as REQUIRE_EXTENSIONS
+from crawler._twins import compiled
 
 __all__ = [
     "IMPLEMENTATION",
@@ -94,28 +97,17 @@ class FingerprinterPy:
         return "Fingerprinter(<key>)"  # the key stays out of logs
 
 
-NO_EXTENSIONS = (
-    bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
+_c = (
+    None
+    if TYPE_CHECKING
+    else compiled("crawler._hash_c", "Fingerprinter", "fingerprint", what="crawler._hash_c")
 )
-REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS"))
-
-FingerprinterC: Any = None
-if TYPE_CHECKING or NO_EXTENSIONS:
+FingerprinterC: Any = None if _c is None else _c[0]
+if TYPE_CHECKING or _c is None:
     Fingerprinter = FingerprinterPy
     fingerprint = fingerprint_py
     IMPLEMENTATION = "py"
-else:
-    try:
-        from crawler._hash_c import Fingerprinter as FingerprinterC
-        from crawler._hash_c import fingerprint as _fingerprint_c
-    except ImportError as exc:  # pragma: no cover - the extension is optional
-        if REQUIRE_EXTENSIONS:
-            msg = f"CRAWLER_REQUIRE_EXTENSIONS is set but crawler._hash_c failed: {exc}"
-            raise ImportError(msg) from exc
-        Fingerprinter = FingerprinterPy
-        fingerprint = fingerprint_py
-        IMPLEMENTATION = "py"
-    else:  # pragma: no cover - depends on the build
-        Fingerprinter = FingerprinterC
-        fingerprint = _fingerprint_c
-        IMPLEMENTATION = "c"
+else:  # pragma: no cover - depends on the build
+    Fingerprinter = FingerprinterC
+    fingerprint = _c[1]
+    IMPLEMENTATION = "c"

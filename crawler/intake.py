@@ -35,12 +35,13 @@ ImportError instead of a fallback); ``IMPLEMENTATION`` says which.
 
 from __future__ import annotations
 
-import os
-import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from crawler._twins import NO_EXTENSIONS as NO_EXTENSIONS  # (re-exported: tests read them)
+from crawler._twins import REQUIRE_EXTENSIONS as REQUIRE_EXTENSIONS
+from crawler._twins import compiled
 from crawler.extract import Link
 
 if TYPE_CHECKING:
@@ -184,28 +185,10 @@ class IntakePy:
         return f"<IntakePy found={self.found} repeated={self.repeated}>"
 
 
-NO_EXTENSIONS = (
-    bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
-)
-REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS"))
-
-IntakeC: Any = None
-Intake: Any
-if TYPE_CHECKING or NO_EXTENSIONS:
-    Intake = IntakePy
-    IMPLEMENTATION = "py"
-else:
-    try:
-        from crawler._intake_c import Intake as IntakeC
-    except ImportError as exc:  # pragma: no cover - the extension is optional
-        if REQUIRE_EXTENSIONS:
-            msg = f"CRAWLER_REQUIRE_EXTENSIONS is set but the compiled intake failed: {exc}"
-            raise ImportError(msg) from exc
-        Intake = IntakePy
-        IMPLEMENTATION = "py"
-    else:  # pragma: no cover - depends on the build
-        Intake = IntakeC
-        IMPLEMENTATION = "c"
+_c = None if TYPE_CHECKING else compiled("crawler._intake_c", "Intake", what="the compiled intake")
+IntakeC: Any = None if _c is None else _c[0]
+Intake: Any = IntakePy if IntakeC is None else IntakeC
+IMPLEMENTATION = "py" if IntakeC is None else "c"
 
 
 def intake_for(config: CrawlConfig, policy: UrlPolicy, cls: Any = None) -> Any:

@@ -52,11 +52,13 @@ one is in use; ``CRAWLER_REQUIRE_EXTENSIONS=1`` makes a missing compiled module 
 
 from __future__ import annotations
 
-import os
-import sys
 from array import array
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
+
+from crawler._twins import NO_EXTENSIONS as NO_EXTENSIONS  # (re-exported: tests read them)
+from crawler._twins import REQUIRE_EXTENSIONS as REQUIRE_EXTENSIONS
+from crawler._twins import compiled
 
 __all__ = [
     "IMPLEMENTATION",
@@ -246,26 +248,11 @@ def _bad(fp: int) -> Exception:
     return OverflowError(f"a fingerprint is in [1, 2**64), not {fp!r}")
 
 
-NO_EXTENSIONS = (
-    bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
-)
-# As in crawler.extract: with CRAWLER_REQUIRE_EXTENSIONS a compiled module that is missing or
-# broken is an ImportError, not a silent fallback (CRAWLER_NO_EXTENSIONS still wins).
-REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS"))
-
-MemorySeenSetC: Any = None
-if TYPE_CHECKING or NO_EXTENSIONS:
+_c = None if TYPE_CHECKING else compiled("crawler._hash_c", "MemorySeenSet", what="crawler._hash_c")
+MemorySeenSetC: Any = None if _c is None else _c[0]
+if TYPE_CHECKING or MemorySeenSetC is None:
     MemorySeenSet = MemorySeenSetPy
     IMPLEMENTATION = "py"
-else:
-    try:
-        from crawler._hash_c import MemorySeenSet as MemorySeenSetC
-    except ImportError as exc:  # pragma: no cover - the extension is optional
-        if REQUIRE_EXTENSIONS:
-            msg = f"CRAWLER_REQUIRE_EXTENSIONS is set but crawler._hash_c failed: {exc}"
-            raise ImportError(msg) from exc
-        MemorySeenSet = MemorySeenSetPy
-        IMPLEMENTATION = "py"
-    else:  # pragma: no cover - depends on the build
-        MemorySeenSet = MemorySeenSetC
-        IMPLEMENTATION = "c"
+else:  # pragma: no cover - depends on the build
+    MemorySeenSet = MemorySeenSetC
+    IMPLEMENTATION = "c"

@@ -36,39 +36,29 @@ ImportError instead of a fallback, and ``setup.py`` fails when it cannot build i
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from crawler._twins import NO_EXTENSIONS as NO_EXTENSIONS  # (re-exported: tests read them)
+from crawler._twins import REQUIRE_EXTENSIONS as REQUIRE_EXTENSIONS
+from crawler._twins import compiled
 
 from ._link import Link
 from ._machine import MAX_ID_CHARS, MAX_IDS, MAX_TOKEN
 from ._machine import LinkExtractor as LinkExtractorPy
 
-NO_EXTENSIONS = (
-    bool(os.environ.get("CRAWLER_NO_EXTENSIONS")) or sys.implementation.name != "cpython"
+_c = (
+    None
+    if TYPE_CHECKING
+    else compiled("crawler.extract._extract_c", "LinkExtractor", what="the compiled extractor")
 )
-# CI on a machine with a compiler sets this: a missing or broken compiled module is then an
-# ImportError (with the reason), not a silent fallback that skips every compiled test.
-# CRAWLER_NO_EXTENSIONS, an explicit request for the pure-Python extractor, still wins.
-REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLER_REQUIRE_EXTENSIONS"))
-
-LinkExtractorC: Any = None
-if TYPE_CHECKING or NO_EXTENSIONS:
+LinkExtractorC: Any = None if _c is None else _c[0]
+if TYPE_CHECKING or LinkExtractorC is None:
     LinkExtractor = LinkExtractorPy
     IMPLEMENTATION = "py"
-else:
-    try:
-        from ._extract_c import LinkExtractor as LinkExtractorC  # type: ignore[no-redef]
-    except ImportError as exc:  # pragma: no cover - the extension is optional
-        if REQUIRE_EXTENSIONS:
-            msg = f"CRAWLER_REQUIRE_EXTENSIONS is set but the compiled extractor failed: {exc}"
-            raise ImportError(msg) from exc
-        LinkExtractor = LinkExtractorPy
-        IMPLEMENTATION = "py"
-    else:  # pragma: no cover - depends on the build
-        LinkExtractor = LinkExtractorC
-        IMPLEMENTATION = "c"
+else:  # pragma: no cover - depends on the build
+    LinkExtractor = LinkExtractorC
+    IMPLEMENTATION = "c"
 
 
 def extract_links(
