@@ -45,6 +45,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from crawl import _apt_install  # noqa: E402 (the crawl benchmark's installer, one copy)
 
 SERVER = r"""
 import sys
@@ -62,26 +65,6 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def _apt_install(pkg: str, binary: str) -> str:
-    """The path of ``binary``, installing the Debian package ``pkg`` if it is missing."""
-    found = shutil.which(binary)
-    if found:
-        return found
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q", pkg]
-    log(f"installing {pkg}: {' '.join(cmd)}")
-    if subprocess.run(cmd, env=env, check=False).returncode != 0:
-        log("apt-get install failed; running apt-get update once and retrying")
-        subprocess.run(
-            ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-q"], env=env, check=True
-        )
-        subprocess.run(cmd, env=env, check=True)
-    found = shutil.which(binary)
-    if not found:
-        raise SystemExit(f"{binary} not found after installing {pkg}")
-    return found
 
 
 def crawler_command() -> list[str]:
