@@ -365,8 +365,11 @@ def commands(
         elif name == "ours-gc":  # experiment: the same with the cyclic GC tuned
             cmd = [py, str(HERE / "crawl" / "run_ours.py"), url, "--concurrency", str(conc),
                    "--time-limit", str(limit), "--gc-tuned"]  # fmt: skip
-        elif name == "ours-cli":
-            cmd = [
+        elif name in ("ours-cli", "ours-aiohttp"):
+            # ours-aiohttp: the same command with every request through aiohttp (A/B of
+            # crawler.http1); env(1) execs in place, so wait4 still measures the crawler
+            cmd = ["env", "CRAWLER_NO_PLAIN_HTTP=1"] if name == "ours-aiohttp" else []
+            cmd += [
                 py,
                 "-m",
                 "crawler",
@@ -410,7 +413,8 @@ def commands(
             ]
         else:
             raise SystemExit(
-                f"unknown crawler {name!r}; choose from {CRAWLERS + ('ours-cli', 'ours-gc')}"
+                f"unknown crawler {name!r}; choose from "
+                f"{CRAWLERS + ('ours-cli', 'ours-aiohttp', 'ours-gc')}"
             )
         runs.append(Run(name, cmd))
     return runs
@@ -781,7 +785,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--crawlers",
         default=",".join(CRAWLERS),
-        help="comma list: ours,ours-cli,ours-gc,scrapy,wget",
+        help="comma list: ours,ours-cli,ours-aiohttp,ours-gc,scrapy,wget",
     )
     ap.add_argument("--time-limit", type=float, default=600, help="seconds per crawler run")
     ap.add_argument("--scrapy-time-limit", type=float, default=None, help="default: --time-limit")

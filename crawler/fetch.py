@@ -33,39 +33,32 @@ exchange with the body bytes as received (the session then reads raw and
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import random
 import socket
+import sys
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-from crawler import fetch_tls  # noqa: F401  (first: aiohttp without its TLS contexts)
-
-# isort: split
-import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
+from crawler import http1
 from crawler.auth import AuthMap, redact_userinfo
 from crawler.config import CrawlConfig, header_problem
-from crawler.fetch_archive import (
-    ArchiveFailed,
-    archive_only,
-    begin_record,
-    end_record,
-    read_decoded,
-)
-from crawler.fetch_decode import DecodeError, accept_encoding
-from crawler.fetch_errors import OptionError
+from crawler.fetch_decode import DecodeError, accept_encoding, decoder_for
+from crawler.fetch_errors import ArchiveFailed, OptionError
 from crawler.proxy import Proxy, ProxyChooser
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from crawler.cookies import Cookie
+    from crawler.fetch_session import BoundedPoolConnector, make_session
     from crawler.warc import WarcArchive
 
 __all__ = [
@@ -85,6 +78,27 @@ __all__ = [
 ]
 
 log = logging.getLogger("crawler")
+
+#: Set (to anything but "" or "0") to send every request through aiohttp (A/B, a workaround).
+NO_PLAIN_HTTP = os.environ.get("CRAWLER_NO_PLAIN_HTTP", "") not in ("", "0")
+_SESSION_NAMES = frozenset({"BoundedPoolConnector", "make_session", "new_cookie_jar"})
+
+
+def __getattr__(name: str) -> Any:
+    """aiohttp's side (crawler.fetch_session), imported when one of its names is asked for."""
+    if name in _SESSION_NAMES:
+        from crawler import fetch_session  # noqa: PLC0415  (start-up: aiohttp only when used)
+
+        return getattr(fetch_session, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _aiohttp() -> Any:
+    """aiohttp, imported (with its TLS contexts deferred) the first time a request needs it."""
+    from crawler import fetch_tls  # noqa: F401, PLC0415  (first: aiohttp without TLS contexts)
+
+    return importlib.import_module("aiohttp")
+
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
@@ -153,6 +167,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     value = value.strip(" \t")
     if value.isascii() and value.isdigit():
         return float(value)  # any length: float() gives inf, which max_retry_after caps
+    from email.utils import parsedate_to_datetime  # noqa: PLC0415  (an HTTP-date: rare)
+
     try:
         when = parsedate_to_datetime(value)
         if when.tzinfo is None:
@@ -186,6 +202,15 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
         return "decode", detail
     if isinstance(exc, ArchiveFailed):
         return "archive", str(exc)
+    if isinstance(exc, http1.HttpError):
+        return exc.kind, str(exc)
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timeout", detail or "timeout"
+    aiohttp = sys.modules.get("aiohttp")  # its faults exist only once it was imported
+    if aiohttp is None:
+        if isinstance(exc, (ConnectionError, OSError)):
+            return "disconnected", detail
+        return "protocol", detail
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "dns", detail
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -228,85 +253,6 @@ def idle_cap(config: CrawlConfig) -> int:
     return max(IDLE_MIN, IDLE_PER_REQUEST * max(1, config.concurrency))
 
 
-class BoundedPoolConnector(aiohttp.TCPConnector):
-    """A TCPConnector that keeps at most ``max_idle`` idle keep-alive connections overall.
-
-    aiohttp keeps every idle connection for ``keepalive_timeout`` per (host, port, ssl) key with
-    no cap (``limit`` counts only connections in use), so a wide crawl held one open socket per
-    origin met in the last 30 s: 3,500 fds after 4,000 origins, EMFILE at ``ulimit -n 1024``.
-    Here, each time a connection goes back to the pool and the pool holds more than
-    ``max_idle``, idle connections are closed, those of the least recently used origin (pool
-    key) first, its oldest first. The origins being crawled right now are the recently used
-    ones, so their keep-alive reuse is unchanged.
-
-    aiohttp has no public knob for this: the trim reads the private pool (``_conns``: key ->
-    deque of ``(protocol, last_used)``) and hooks ``_release`` (its first argument is the key).
-    Should an aiohttp release change that layout, :attr:`idle_cap_active` turns False and the
-    pool behaves as aiohttp's own (uncapped), never an error; tests/test_fetch_pool.py fails
-    if that happens on the pinned version.
-    """
-
-    def __init__(self, *, max_idle: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.max_idle = max(0, max_idle)
-        self.idle_cap_active = isinstance(getattr(self, "_conns", None), dict)
-        # Pool keys, least recently released first. May hold keys the pool has since dropped
-        # (taken by a request, expired): skipped when met, pruned when it grows past bounds.
-        self._lru: OrderedDict[Any, None] = OrderedDict()
-
-    def _release(self, *args: Any, **kwargs: Any) -> None:
-        super()._release(*args, **kwargs)
-        if self.idle_cap_active:
-            try:
-                self._trim_idle(args[0] if args else kwargs.get("key"))
-            except Exception:  # a changed private layout: keep aiohttp's behaviour, uncapped
-                self.idle_cap_active = False
-
-    @property
-    def idle_connections(self) -> int:
-        """Idle keep-alive connections in the pool now (0 if the layout is not understood)."""
-        conns = getattr(self, "_conns", None)
-        return sum(map(len, conns.values())) if isinstance(conns, dict) else 0
-
-    def _trim_idle(self, key: Any) -> None:
-        """Mark ``key`` most recently used; close idle connections beyond ``max_idle``.
-
-        O(1) per connection closed, plus a sum over the idle keys (at most ``max_idle`` + 1).
-        """
-        conns = self._conns
-        lru = self._lru
-        if key in conns:
-            lru[key] = None
-            lru.move_to_end(key)
-        if len(lru) > 2 * self.max_idle + 64:
-            self._lru = lru = OrderedDict((k, None) for k in lru if k in conns)
-        excess = sum(map(len, conns.values())) - self.max_idle
-        while excess > 0:
-            if not lru:  # keys we did not see released (the pool was rebuilt): oldest first
-                lru.update(dict.fromkeys(conns))
-                if not lru:
-                    break
-            oldest = next(iter(lru))
-            idle = conns.get(oldest)
-            if not idle:
-                del lru[oldest]
-                if idle is not None:
-                    del conns[oldest]
-                continue
-            proto, used = idle[0]  # unpack before changing anything
-            if not isinstance(used, (int, float)):
-                raise TypeError(f"unknown pool entry {idle[0]!r}")
-            transport = proto.transport
-            idle.popleft()
-            proto.close()
-            if oldest.is_ssl and not getattr(self, "_cleanup_closed_disabled", True):
-                self._cleanup_closed_transports.append(transport)
-            excess -= 1
-            if not idle:
-                del conns[oldest]
-                del lru[oldest]
-
-
 def parse_headers(headers: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
     """("Name", "value") pairs of ``--header`` values; OptionError naming the bad one."""
     out: list[tuple[str, str]] = []
@@ -332,63 +278,14 @@ def session_headers(config: CrawlConfig) -> CIMultiDict[str]:
     return headers
 
 
-def new_cookie_jar() -> aiohttp.CookieJar:
-    """The crawl's cookie jar: RFC 6265 matching, as a browser does it.
-
-    ``unsafe=True``: aiohttp's jar otherwise drops every cookie set by a host that is an IP
-    address (``http://127.0.0.1:8080/``, an intranet box), which no browser does: a site on
-    an address is a site. That is all ``unsafe`` changes (aiohttp: an IP host gets its own
-    cookies back, exact host only, never "subdomains" of an address).
-    ``quote_cookie=False``: send a value as the server set it. aiohttp's default re-quotes any
-    value outside RFC 2109's token characters, so ``s=abc==`` (base64, the usual session id)
-    went back as ``s="abc=="``, which a server that compares the bytes does not recognise.
-    """
-    return aiohttp.CookieJar(unsafe=True, quote_cookie=False)
-
-
-def make_session(
-    config: CrawlConfig, *, cookies: list[Cookie] | None = None
-) -> aiohttp.ClientSession:
-    """The crawl's session: pooled keep-alive connections, global and per-host limits.
-
-    The idle connections kept are capped (:func:`idle_cap`, least recently used closed first)
-    so that the open sockets stay flat however many origins a crawl meets. The cookie jar
-    starts with ``cookies`` (default: those of ``config.cookies``, loaded now).
-    """
-    if cookies is None and config.cookies:
-        cookies = _cookies().load_cookies(config.cookies)
-    headers = session_headers(config)
-    connector = BoundedPoolConnector(
-        max_idle=idle_cap(config),
-        limit=max(1, config.concurrency),
-        limit_per_host=max(1, config.per_host),
-        ttl_dns_cache=DNS_CACHE_TTL,
-        keepalive_timeout=KEEPALIVE_TIMEOUT,
-    )
-    timeout = aiohttp.ClientTimeout(
-        total=config.timeout or None,
-        sock_connect=config.connect_timeout or None,
-        sock_read=config.read_timeout or None,
-    )
-    jar = new_cookie_jar()
-    if cookies:
-        _cookies().fill_jar(jar, cookies)
-    session = aiohttp.ClientSession(
-        connector=connector,
-        timeout=timeout,
-        headers=headers,
-        cookie_jar=jar,
-        auto_decompress=True,
-        trust_env=False,  # proxies are ours (crawler.proxy); no netrc either
-        raise_for_status=False,
-    )
-    # aiohttp silently resends a GET once when the connection drops before the response
-    # (ServerDisconnectedError / ClientOSError), on top of our own retries: a server that
-    # resets got 2 x (1 + retries) requests. Our retry loop already covers that case (with
-    # backoff), so turn the hidden one off and let ``retries`` mean what it says.
-    if hasattr(session, "_retry_connection"):
-        session._retry_connection = False
-    return session
+def _request_head_base(user_accept_encoding: bool, config: CrawlConfig) -> bytes:
+    """The header lines every plain request sends (after ``Host``): the session's headers and,
+    unless the user gave one, the Accept-Encoding of what :mod:`crawler.fetch_decode` decodes
+    (aiohttp's own choice, less the codings it could not decode either)."""
+    lines = [f"{name}: {value}\r\n" for name, value in session_headers(config).items()]
+    if not user_accept_encoding:
+        lines.append(f"Accept-Encoding: {accept_encoding()}\r\n")
+    return "".join(lines).encode("utf-8")
 
 
 def _cookies() -> Any:
@@ -438,6 +335,10 @@ class Fetcher:
             Its headers and cookie jar are its own; auth, proxy and the taps still apply.
         observer: called with the final Response of every :meth:`fetch` (the metrics).
         archive: gets every exchange as it happens (a WARC writer, :mod:`crawler.warc`).
+        plain: send plain ``http://`` GETs through :mod:`crawler.http1` when nothing of
+            aiohttp's is needed for them (no caller's session, proxy, archive or cookie jar in
+            use; ``CRAWLER_NO_PLAIN_HTTP`` turns it off); every other request, and every
+            request once a server has set a cookie, goes through aiohttp.
 
     Raises OptionError (naming the option) if the config's headers, cookies file,
     credentials or proxy cannot be used.
@@ -450,6 +351,7 @@ class Fetcher:
         *,
         observer: Observer | None = None,
         archive: WarcArchive | None = None,
+        plain: bool = True,
     ) -> None:
         self.config = config
         self._own = session is None
@@ -468,15 +370,34 @@ class Fetcher:
         # per request, only what applies (both are fixed for the crawl)
         self._auth_on = bool(self._auth)
         self._proxies_on = bool(self._proxies)
+        self._plain_on = (
+            plain
+            and not NO_PLAIN_HTTP
+            and session is None
+            and archive is None
+            and not self._proxies_on
+            and not self._cookies
+            and not config.save_cookies
+        )
+        self._pool: http1.Pool | None = None
+        self._head_base = _request_head_base(self._user_accept_encoding, config)
         self._observer_failed = False
         #: Why ``save_cookies`` could not be written at :meth:`close` (None: it was, or none).
         self.cookies_error: OptionError | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        """The aiohttp session (made, and aiohttp imported, the first time it is asked for)."""
         if self._session is None:
+            from crawler.fetch_session import make_session  # noqa: PLC0415  (start-up)
+
             self._session = make_session(self.config, cookies=self._cookies)
         return self._session
+
+    @property
+    def plain_http(self) -> bool:
+        """Whether plain ``http://`` GETs go through :mod:`crawler.http1` now."""
+        return self._plain_on
 
     async def close(self) -> None:
         """Save the cookies (``save_cookies``) and close the session if it is ours.
@@ -484,13 +405,16 @@ class Fetcher:
         A jar that cannot be written (its directory went away) is logged and kept in
         :attr:`cookies_error`; the close goes on.
         """
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
         session, self._session = self._session, None
         if session is None:
             return
         try:
             path = self.config.save_cookies
             jar = session.cookie_jar
-            if path and isinstance(jar, aiohttp.CookieJar):
+            if path and isinstance(jar, _aiohttp().CookieJar):
                 try:
                     count = _cookies().save_cookies(jar, path)
                 except OptionError as exc:  # the crawl is done: say so, do not fail the close
@@ -529,10 +453,14 @@ class Fetcher:
         cfg = self.config
         cap = cfg.max_body_bytes if max_bytes is None else max_bytes
         tries = cfg.retries if retries is None else retries
-        session = self._session if self._session is not None else self.session
         start = time.monotonic()
+        plain = http1.split_http_url(url) if self._plain_on else None
+        proxy: Proxy | None = None
         try:
-            target, proxy, extra = self._prepare(url)
+            if plain is None:
+                target, proxy, extra = self._prepare(url)
+            else:
+                plain_extra = self._plain_extra(url)
         except Exception as exc:  # a URL yarl cannot take: no request at all
             res = Response(url)
             res.error, res.error_detail = classify_error(exc)
@@ -542,9 +470,18 @@ class Fetcher:
             res = Response(url, retries=attempt)
             wait: float | None = None
             try:
-                await self._exchange(
-                    session, target, res, on_headers, cap, attempt < tries, proxy, extra
-                )
+                if plain is not None and not self._plain_on:  # a cookie came: aiohttp's jar
+                    plain = None
+                    target, proxy, extra = self._prepare(url)
+                if plain is not None:
+                    await self._exchange_plain(
+                        plain, url, res, on_headers, cap, attempt < tries, plain_extra
+                    )
+                else:
+                    session = self._session if self._session is not None else self.session
+                    await self._exchange(
+                        session, target, res, on_headers, cap, attempt < tries, proxy, extra
+                    )
             except _RetryStatus as retry:
                 wait = retry.wait
             except asyncio.CancelledError:
@@ -611,6 +548,13 @@ class Fetcher:
         proxy: Proxy | None,
         extra: dict[str, str] | None,
     ) -> None:
+        from crawler.fetch_archive import (  # noqa: PLC0415  (aiohttp's path only)
+            archive_only,
+            begin_record,
+            end_record,
+            read_decoded,
+        )
+
         archive = self.archive
         kwargs: dict[str, Any] = {}
         if extra is not None:
@@ -690,6 +634,167 @@ class Fetcher:
                     await pending
             res.bytes = read
 
+    def _plain_extra(self, url: str) -> bytes:
+        """The request's own header lines on the plain path: credentials for its origin."""
+        if not self._auth_on:
+            return b""
+        authorization = self._auth.header_for(URL(url, encoded=True))
+        if authorization is None:
+            return b""
+        return b"Authorization: " + authorization.encode("utf-8") + b"\r\n"
+
+    def _plain_pool(self) -> http1.Pool:
+        cfg = self.config
+        self._pool = http1.Pool(
+            max_idle=idle_cap(cfg),
+            keepalive=KEEPALIVE_TIMEOUT,
+            connect_timeout=cfg.connect_timeout,
+            read_timeout=cfg.read_timeout,
+        )
+        return self._pool
+
+    async def _exchange_plain(
+        self,
+        parts: tuple[str, int, str, str],
+        url: str,
+        res: Response,
+        on_headers: Callable[[Response], Consumer | None] | None,
+        cap: int,
+        may_retry: bool,
+        extra: bytes,
+    ) -> None:
+        """:meth:`_exchange` through :mod:`crawler.http1`: the same Response, the same kinds."""
+        host, port, authority, target = parts
+        pool = self._pool if self._pool is not None else self._plain_pool()
+        head = b"".join(
+            (
+                b"GET ",
+                target.encode("ascii"),
+                b" HTTP/1.1\r\nHost: ",
+                authority.encode("ascii"),
+                b"\r\n",
+                self._head_base,
+                extra,
+                b"\r\n",
+            )
+        )
+        total = self.config.timeout
+        deadline = pool.loop.time() + total if total else None
+        conn = await pool.exchange(host, port, head, deadline)
+        try:
+            await self._read_plain(conn, url, res, on_headers, cap, may_retry)
+        finally:
+            conn.release()
+
+    async def _read_plain(
+        self,
+        conn: http1.Connection,
+        url: str,
+        res: Response,
+        on_headers: Callable[[Response], Consumer | None] | None,
+        cap: int,
+        may_retry: bool,
+    ) -> None:
+        status = conn.status
+        res.status = status
+        ctype = location = retry_after = encoding = None
+        cookies: list[str] | None = None
+        for name, raw in conn.headers:
+            if len(name) > 19:
+                continue  # none of the names read here is longer
+            lower = name.lower()
+            if lower == b"content-type":
+                if ctype is None:
+                    ctype = raw.decode("utf-8", "surrogateescape")
+            elif lower == b"location":
+                if location is None:
+                    location = raw.decode("utf-8", "surrogateescape")
+            elif lower == b"retry-after":
+                if retry_after is None:
+                    retry_after = raw.decode("utf-8", "surrogateescape")
+            elif lower == b"content-encoding":
+                if encoding is None:
+                    encoding = raw.decode("utf-8", "surrogateescape")
+            elif lower == b"set-cookie":
+                if cookies is None:
+                    cookies = []
+                cookies.append(raw.decode("utf-8", "surrogateescape"))
+        if ctype is not None:
+            parsed = _MEDIA_TYPES.get(ctype)
+            if parsed is None:
+                parsed = http1.content_type_of(ctype)
+                if len(_MEDIA_TYPES) >= _MEDIA_TYPES_MAX:
+                    _MEDIA_TYPES.clear()
+                _MEDIA_TYPES[ctype] = parsed
+            res.content_type, res.charset = parsed
+        res.location = location_header(location)
+        if cookies is not None:
+            self._take_cookies(cookies, url)
+        if status == 429 or status >= 500:
+            res.retry_after = retry_after
+            if may_retry:
+                wait = parse_retry_after(retry_after)
+                if wait is not None:
+                    wait = min(wait, self.config.max_retry_after)
+                raise _RetryStatus(wait)
+        if status >= 400:
+            res.error = f"http_{status}"
+            reason = conn.reason.decode("utf-8", "surrogateescape")
+            res.error_detail = f"HTTP {status} {reason}".strip()
+        consumer = on_headers(res) if on_headers is not None else None
+        if consumer is None:
+            return
+        decoder = decoder_for(encoding)
+        raw_read = 0
+        read = 0
+        truncated = False
+        while True:
+            chunk = await conn.read()
+            if not chunk:
+                break
+            if cap and raw_read + len(chunk) > cap:  # the raw bytes too: see read_decoded
+                chunk = chunk[: cap - raw_read]
+                truncated = True
+            raw_read += len(chunk)
+            for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
+                if cap and read + len(piece) > cap:
+                    piece = piece[: cap - read]
+                    truncated = True
+                if piece:
+                    read += len(piece)
+                    res.bytes = read
+                    pending = consumer(piece)
+                    if pending is not None:
+                        await pending
+                if truncated and read >= cap:
+                    break  # the decoded cap: nothing more is inflated
+            if truncated:
+                res.mark_too_large(cap)
+                break
+        if not truncated and decoder is not None:
+            decoder.finish()
+        res.bytes = read
+
+    def _take_cookies(self, values: list[str], url: str) -> None:
+        """A server set cookies: they go to aiohttp's jar, and from now on every request goes
+        through aiohttp, which sends them where RFC 6265 says."""
+        self._plain_on = False
+        jar = self.session.cookie_jar
+        update = getattr(jar, "update_cookies_from_headers", None)
+        response_url = URL(url, encoded=True)
+        if update is not None:
+            update(values, response_url)
+            return
+        from http.cookies import CookieError, SimpleCookie  # noqa: PLC0415  (aiohttp < 3.12)
+
+        cookies: SimpleCookie = SimpleCookie()
+        for value in values:
+            try:
+                cookies.load(value)
+            except CookieError:
+                log.warning("cannot load a Set-Cookie header of %s", url)
+        jar.update_cookies(cookies, response_url)
+
     @staticmethod
     def describe(res: Response) -> dict[str, Any]:
         """A dict view of a Response (for logs and tests)."""
@@ -703,6 +808,7 @@ def _proxy_kind(exc: BaseException, kind: str, detail: str, proxy: Proxy) -> tup
     proxy's), so a connect-phase failure is the proxy's: refused, unresolvable, timed out,
     or a CONNECT tunnel the proxy refused.
     """
+    aiohttp = _aiohttp()
     if isinstance(exc, aiohttp.ClientSSLError):
         return kind, detail  # TLS is with the server, through the tunnel: not the proxy's
     if isinstance(exc, aiohttp.ClientHttpProxyError):

@@ -24,6 +24,7 @@ from yarl import URL
 
 from crawler.auth import REDACTED
 from crawler.fetch_decode import decoder_for
+from crawler.fetch_errors import ArchiveFailed
 
 if TYPE_CHECKING:
     from crawler.fetch import Consumer, Response
@@ -40,13 +41,6 @@ __all__ = [
 
 #: Request headers whose value never leaves the fetcher (the archive gets "[redacted]").
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization"})
-
-
-class ArchiveFailed(Exception):
-    """The archive raised: error kind ``archive`` (a bug of the writer; not retried)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(f"the archive raised {type(exc).__name__}: {exc}")
 
 
 def _version(v: Any) -> str:

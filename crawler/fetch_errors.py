@@ -1,12 +1,12 @@
-"""The error of a bad fetch option (header, cookies file, credentials, proxy).
+"""The errors of the fetcher that do not come from the wire: a bad fetch option, the archive.
 
-A leaf module (no imports of ours) so that cookies, auth and proxy can raise it and the CLI can
-catch it without importing aiohttp's side of the fetcher first.
+A leaf module (no imports of ours) so that cookies, auth and proxy can raise them, and the CLI
+and the fetcher can catch them, without importing aiohttp's side of the fetcher first.
 """
 
 from __future__ import annotations
 
-__all__ = ["OptionError"]
+__all__ = ["ArchiveFailed", "OptionError"]
 
 
 class OptionError(ValueError):
@@ -21,3 +21,10 @@ class OptionError(ValueError):
         super().__init__(f"{option}: {reason}")
         self.option = option
         self.reason = reason
+
+
+class ArchiveFailed(Exception):
+    """The archive raised: error kind ``archive`` (a bug of the writer; not retried)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(f"the archive raised {type(exc).__name__}: {exc}")

@@ -61,7 +61,7 @@ class Collect:
 
 @pytest.fixture
 async def fetcher():  # type: ignore[no-untyped-def]
-    f = Fetcher(cfg())
+    f = Fetcher(cfg(), plain=False)
     yield f
     await f.close()
 
@@ -114,7 +114,7 @@ async def test_503_forever_gives_up_after_retries(fetcher: Fetcher) -> None:
 
 
 async def test_retry_after_is_honoured_and_capped() -> None:
-    f = Fetcher(cfg(retries=1, max_retry_after=0.3, backoff=0.0))
+    f = Fetcher(cfg(retries=1, max_retry_after=0.3, backoff=0.0), plain=False)
     try:
         with mock() as m:
             m.get(URL, status=429, headers={"Retry-After": "3600"})
@@ -161,7 +161,7 @@ async def test_redirect_not_followed(fetcher: Fetcher) -> None:
 
 
 async def test_size_cap_truncates(fetcher: Fetcher) -> None:
-    f = Fetcher(cfg(max_body_bytes=10))
+    f = Fetcher(cfg(max_body_bytes=10), plain=False)
     col = Collect()
     try:
         with mock() as m:
@@ -190,10 +190,16 @@ def test_classify_reset_vs_short_body() -> None:
     assert classify_error(short)[0] == "protocol"
 
 
-# -- against a real server --
+# -- against a real server: both the plain path (crawler.http1) and aiohttp's --
 
 
-async def test_gzip_and_cap_on_decompressed_bytes(serve) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture(params=[True, False], ids=["plain", "aiohttp"])
+def plain(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+
+async def test_gzip_and_cap_on_decompressed_bytes(serve, plain: bool) -> None:  # type: ignore[no-untyped-def]
     page = b"<a href=/x>x</a>" + b" " * 100_000
     bomb = gzip.compress(b"\0" * 50_000_000, 9)
 
@@ -211,7 +217,7 @@ async def test_gzip_and_cap_on_decompressed_bytes(serve) -> None:  # type: ignor
     app.router.add_get("/gz", gz)
     app.router.add_get("/bomb", bomb_h)
     server = await serve(app)
-    f = Fetcher(cfg(max_body_bytes=1_000_000))
+    f = Fetcher(cfg(max_body_bytes=1_000_000), plain=plain)
     try:
         col = Collect()
         res = await f.fetch(str(server.make_url("/gz")), col)
@@ -224,7 +230,7 @@ async def test_gzip_and_cap_on_decompressed_bytes(serve) -> None:  # type: ignor
         await f.close()
 
 
-async def test_stalled_body_times_out_and_keeps_partial(serve) -> None:  # type: ignore[no-untyped-def]
+async def test_stalled_body_times_out_and_keeps_partial(serve, plain: bool) -> None:  # type: ignore[no-untyped-def]
     async def stall(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/html"})
         await resp.prepare(request)
@@ -235,7 +241,7 @@ async def test_stalled_body_times_out_and_keeps_partial(serve) -> None:  # type:
     app = web.Application()
     app.router.add_get("/stall", stall)
     server = await serve(app)
-    f = Fetcher(cfg(read_timeout=0.3, retries=0))
+    f = Fetcher(cfg(read_timeout=0.3, retries=0), plain=plain)
     col = Collect()
     try:
         t0 = time.monotonic()
@@ -247,7 +253,7 @@ async def test_stalled_body_times_out_and_keeps_partial(serve) -> None:  # type:
     assert b"".join(col.chunks) == b"<a href=/a>a</a>"
 
 
-async def test_url_sent_byte_for_byte(serve) -> None:  # type: ignore[no-untyped-def]
+async def test_url_sent_byte_for_byte(serve, plain: bool) -> None:  # type: ignore[no-untyped-def]
     seen: list[str] = []
 
     async def h(request: web.Request) -> web.Response:
@@ -257,7 +263,7 @@ async def test_url_sent_byte_for_byte(serve) -> None:  # type: ignore[no-untyped
     app = web.Application()
     app.router.add_get("/{tail:.*}", h)
     server = await serve(app)
-    f = Fetcher(cfg())
+    f = Fetcher(cfg(), plain=plain)
     try:
         base = str(server.make_url("")).rstrip("/")
         for path in ["/pct/%zz%4", "/a%2Fb?q=%7e&x=%E9", "/100%"]:
@@ -294,12 +300,14 @@ async def _raw_server(*responses: bytes):  # type: ignore[no-untyped-def]
         (b"/\xc3\xbc", "/\xfc"),
     ],
 )
-async def test_non_utf8_location_kept_as_its_bytes(location: bytes, expected: str) -> None:
+async def test_non_utf8_location_kept_as_its_bytes(
+    location: bytes, expected: str, plain: bool
+) -> None:
     close = b"Connection: close\r\nContent-Length: 0\r\n\r\n"
     moved = b"HTTP/1.1 301 Moved\r\nLocation: " + location + b"\r\n" + close
     ok = b"HTTP/1.1 200 OK\r\n" + close
     server, port, targets = await _raw_server(moved, ok)
-    fetcher = Fetcher(cfg(retries=0))
+    fetcher = Fetcher(cfg(retries=0), plain=plain)
     try:
         res = await fetcher.fetch(f"http://127.0.0.1:{port}/")
         assert (res.status, res.error, res.location) == (301, None, expected)
@@ -314,7 +322,7 @@ async def test_non_utf8_location_kept_as_its_bytes(location: bytes, expected: st
     assert unquote_to_bytes(targets[1]) == location
 
 
-async def test_an_awaitable_consumer_is_awaited_before_the_next_chunk(serve) -> None:  # type: ignore[no-untyped-def]
+async def test_an_awaitable_consumer_is_awaited_before_the_next_chunk(serve, plain: bool) -> None:  # type: ignore[no-untyped-def]
     # Pull-based bodies: a consumer may return a coroutine (the engine offers a chunk's links
     # to the crawl state); the next chunk is read only once it has finished, the capped last
     # chunk included, and a sync consumer still works.
@@ -343,7 +351,7 @@ async def test_an_awaitable_consumer_is_awaited_before_the_next_chunk(serve) -> 
     def on_headers(res: Response):  # type: ignore[no-untyped-def]
         return consume
 
-    f = Fetcher(cfg(max_body_bytes=5500))
+    f = Fetcher(cfg(max_body_bytes=5500), plain=plain)
     try:
         res = await f.fetch(str(server.make_url("/slow")), on_headers)
         assert res.error == "too_large" and res.bytes == 5500
