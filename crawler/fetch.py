@@ -646,6 +646,8 @@ class Fetcher:
     def _plain_pool(self) -> http1.Pool:
         cfg = self.config
         self._pool = http1.Pool(
+            limit=cfg.concurrency,
+            per_host=cfg.per_host,
             max_idle=idle_cap(cfg),
             keepalive=KEEPALIVE_TIMEOUT,
             connect_timeout=cfg.connect_timeout,

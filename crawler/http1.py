@@ -162,6 +162,8 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0
         #: loop.time() by which the exchange must be over (None: no total timeout)
         self.deadline: float | None = None
+        #: whether this connection's exchange holds one of the pool's slots (freed at release)
+        self.slot_held = False
         self._active = False
         self._waiter: asyncio.Future[None] | None = None
         self._clear()
@@ -387,6 +389,9 @@ class Connection(asyncio.Protocol):
         """The exchange is over: the connection goes back to the pool, or is closed."""
         self._active = False
         self._waiter = None
+        if self.slot_held:
+            self.slot_held = False
+            self._pool._free(self.key)
         if self.done and self._keep and not self.closed:
             self._body.clear()  # a body read whole but not asked for (a redirect's, say)
             self._buffered = 0
@@ -396,11 +401,18 @@ class Connection(asyncio.Protocol):
 
 
 class Pool:
-    """Keep-alive connections by (host, port), bounded idle, with the crawl's timeouts."""
+    """Keep-alive connections by (host, port), bounded idle, with the crawl's timeouts.
+
+    At most ``limit`` exchanges at once, at most ``per_host`` to one (host, port), as aiohttp's
+    connector limits them (the crawl's ``concurrency`` and ``per_host``): a caller over either
+    waits for a slot, first come first served, within its deadline.
+    """
 
     def __init__(
         self,
         *,
+        limit: int,
+        per_host: int,
         max_idle: int,
         keepalive: float,
         connect_timeout: float | None,
@@ -415,10 +427,73 @@ class Pool:
         self._n_idle = 0
         self._all: set[Connection] = set()
         self._dns: dict[tuple[str, int], tuple[float, list[Any]]] = {}
+        self.limit = max(1, limit)
+        self.per_host = max(1, per_host)
+        self._in_use = 0
+        self._by_key: dict[tuple[str, int], int] = {}
+        self._slot_waiters: deque[tuple[tuple[str, int], asyncio.Future[None]]] = deque()
 
     @property
     def idle_connections(self) -> int:
         return self._n_idle
+
+    @property
+    def in_use(self) -> int:
+        """Exchanges holding a slot now."""
+        return self._in_use
+
+    def _fits(self, key: tuple[str, int]) -> bool:
+        return self._in_use < self.limit and self._by_key.get(key, 0) < self.per_host
+
+    def _hold(self, key: tuple[str, int]) -> None:
+        self._in_use += 1
+        self._by_key[key] = self._by_key.get(key, 0) + 1
+
+    def _free(self, key: tuple[str, int]) -> None:
+        """A slot of ``key`` is given back: the first waiters that fit now get theirs."""
+        self._in_use -= 1
+        n = self._by_key[key] - 1
+        if n:
+            self._by_key[key] = n
+        else:
+            del self._by_key[key]
+        waiters = self._slot_waiters
+        if not waiters:
+            return
+        kept: deque[tuple[tuple[str, int], asyncio.Future[None]]] = deque()
+        while waiters and self._in_use < self.limit:
+            wkey, fut = waiters.popleft()
+            if fut.done():
+                continue  # cancelled, timed out
+            if self._fits(wkey):
+                self._hold(wkey)
+                fut.set_result(None)
+            else:
+                kept.append((wkey, fut))
+        kept.extend(waiters)
+        self._slot_waiters = kept
+
+    async def _slot(self, key: tuple[str, int], deadline: float | None) -> None:
+        if self._fits(key):
+            self._hold(key)
+            return
+        fut = self.loop.create_future()
+        self._slot_waiters.append((key, fut))
+        try:
+            async with asyncio.timeout_at(deadline):
+                await fut
+        except TimeoutError as exc:
+            if fut.done() and not fut.cancelled():
+                self._free(key)  # given just as the deadline passed: give it back
+            raise HttpError(
+                "timeout", "TimeoutError: the total timeout passed waiting for a connection"
+            ) from exc
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self._free(key)
+            else:
+                fut.cancel()
+            raise
 
     async def exchange(
         self, host: str, port: int, head: bytes, deadline: float | None = None
@@ -431,9 +506,15 @@ class Pool:
         :meth:`Connection.release`, also on a fault.
         """
         key = (host, port)
-        conn = self._take(key)
-        if conn is None:
-            conn = await self._connect(key, deadline)
+        await self._slot(key, deadline)
+        try:
+            conn = self._take(key)
+            if conn is None:
+                conn = await self._connect(key, deadline)
+        except BaseException:
+            self._free(key)
+            raise
+        conn.slot_held = True
         conn.deadline = deadline
         conn.send(head)
         try:

@@ -83,7 +83,7 @@ async def test_open_connections_stay_under_the_cap_across_600_origins(
     cap = idle_cap(config)
     port = wide_server.port
     assert port is not None
-    fetcher = Fetcher(config)
+    fetcher = Fetcher(config, plain=False)  # aiohttp's connector: its private pool
     peak = 0
     done = asyncio.Event()
 
@@ -120,7 +120,7 @@ async def test_open_connections_stay_under_the_cap_across_600_origins(
 
 async def test_repeated_fetches_to_one_origin_reuse_one_connection(wide_server: TestServer) -> None:
     port = wide_server.port
-    fetcher = Fetcher(CrawlConfig(concurrency=8, retries=0))
+    fetcher = Fetcher(CrawlConfig(concurrency=8, retries=0), plain=False)
     try:
         for _ in range(30):
             assert (await fetcher.fetch(f"http://127.0.0.1:{port}/", read)).status == 200
@@ -135,7 +135,7 @@ async def test_an_origin_in_use_keeps_its_connection_while_cold_ones_are_evicted
     """LRU: the origin fetched between every cold one is always the most recent, never closed."""
     port = wide_server.port
     config = CrawlConfig(concurrency=8, retries=0)
-    fetcher = Fetcher(config)
+    fetcher = Fetcher(config, plain=False)  # aiohttp's connector: its private pool
     hot = f"http://127.0.9.9:{port}/"
     try:
         for h in hosts(5 * idle_cap(config)):
@@ -173,3 +173,46 @@ async def test_a_changed_pool_layout_turns_the_cap_off_instead_of_raising() -> N
     finally:
         connector._conns = {}  # type: ignore[assignment]
         await connector.close()
+
+
+async def test_plain_path_keeps_the_same_bounds_across_600_origins(
+    wide_server: TestServer,
+) -> None:
+    # crawler.http1's pool: in use <= concurrency, at most per_host to one origin, idle <= cap
+    config = CrawlConfig(concurrency=8, per_host=2, retries=0)
+    cap = idle_cap(config)
+    port = wide_server.port
+    assert port is not None
+    fetcher = Fetcher(config)
+    peak = 0
+    peak_in_use = 0
+    done = asyncio.Event()
+
+    async def sample() -> None:
+        nonlocal peak, peak_in_use
+        while not done.is_set():
+            peak = max(peak, client_connections(port))
+            pool = fetcher._pool
+            if pool is not None:
+                peak_in_use = max(peak_in_use, pool.in_use)
+            await asyncio.sleep(0.005)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        urls = [f"http://{h}:{port}/" for h in hosts(ORIGINS)]
+        urls += urls[:20] * 3  # some origins asked 4 times at once: per_host holds them to 2
+        results = await asyncio.gather(*(fetcher.fetch(u, read) for u in urls))
+        assert [r.status for r in results] == [200] * len(urls)
+        assert fetcher.plain_http
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        idle_now = client_connections(port)
+        pool = fetcher._pool
+        assert pool is not None and pool.idle_connections <= cap and pool.in_use == 0
+    finally:
+        done.set()
+        await sampler
+        await fetcher.close()
+    assert 0 < idle_now <= cap
+    assert 0 < peak_in_use <= config.concurrency
+    assert peak <= cap + 2 * config.concurrency

@@ -382,3 +382,79 @@ async def test_pool_close_closes_everything(raw) -> None:  # type: ignore[no-unt
     assert isinstance(pool, http1.Pool) and pool.idle_connections == 1
     await f.close()
     assert pool.idle_connections == 0
+
+
+async def test_per_host_and_limit_hold_in_flight_requests() -> None:
+    active = 0
+    peak = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal active, peak
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                active += 1
+                peak = max(peak, active)
+                await asyncio.sleep(0.05)
+                active -= 1
+                writer.write(ok())
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    f = Fetcher(cfg(concurrency=3, per_host=2), plain=True)
+    try:
+        results = await asyncio.gather(
+            *(f.fetch(f"http://127.0.0.1:{port}/{i}", None) for i in range(8))
+        )
+        assert [r.status for r in results] == [200] * 8
+        assert peak == 2  # per_host, under the limit of 3
+        # a fetch cancelled while it waits for a slot gives nothing back twice, holds nothing
+        tasks = [
+            asyncio.create_task(f.fetch(f"http://127.0.0.1:{port}/c{i}", None)) for i in range(5)
+        ]
+        await asyncio.sleep(0.01)
+        for t in tasks[2:]:
+            t.cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        assert [r.status for r in done[:2]] == [200, 200]  # type: ignore[union-attr]
+        assert all(isinstance(r, asyncio.CancelledError) for r in done[2:])
+        pool = f._pool
+        assert pool is not None and pool.in_use == 0
+        res = await f.fetch(f"http://127.0.0.1:{port}/after", None)
+        assert res.status == 200
+    finally:
+        await f.close()
+        server.close()
+
+
+async def test_slot_wait_counts_toward_the_total_timeout() -> None:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            await asyncio.sleep(1.0)
+            writer.write(ok())
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    f = Fetcher(cfg(concurrency=1, timeout=0.3, read_timeout=5.0), plain=True)
+    try:
+        first, second = await asyncio.gather(
+            f.fetch(f"http://127.0.0.1:{port}/a", None), f.fetch(f"http://127.0.0.1:{port}/b", None)
+        )
+        assert first.error == "timeout" and second.error == "timeout", (first, second)
+        assert second.elapsed_ms < 900, second
+        pool = f._pool
+        assert pool is not None and pool.in_use == 0
+    finally:
+        await f.close()
+        server.close()
