@@ -32,6 +32,7 @@ import re
 import socket
 import time
 from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httptools
@@ -57,6 +58,15 @@ MAX_HEAD = 64 * 1024
 HIGH_WATER = 256 * 1024
 #: Seconds a resolved host name is kept (aiohttp's ``ttl_dns_cache`` of the crawl).
 DNS_TTL = 300.0
+
+
+async def _getaddrinfo(loop: asyncio.AbstractEventLoop, host: str, port: int) -> list[Any]:
+    return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+
+
+#: How a host name becomes addresses (getaddrinfo tuples); tests put a local resolver here, as
+#: they do in aiohttp's ``DefaultResolver``, so that no name lookup leaves the machine.
+resolve: Callable[[asyncio.AbstractEventLoop, str, int], Awaitable[list[Any]]] = _getaddrinfo
 
 
 class HttpError(Exception):
@@ -582,12 +592,12 @@ class Pool:
                 continue
             return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
         try:
-            infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
+            infos = await resolve(self.loop, host, port)
+        except (socket.gaierror, OSError) as exc:
             raise HttpError(
                 "dns",
                 f"ClientConnectorDNSError: Cannot connect to host {host}:{port} ssl:default "
-                f"[{exc.strerror}]",
+                f"[{exc.strerror or exc}]",
             ) from exc
         if len(self._dns) > 4096:
             self._dns.clear()

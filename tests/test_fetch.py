@@ -198,7 +198,6 @@ def plain(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
 
 
-
 async def test_gzip_and_cap_on_decompressed_bytes(serve, plain: bool) -> None:  # type: ignore[no-untyped-def]
     page = b"<a href=/x>x</a>" + b" " * 100_000
     bomb = gzip.compress(b"\0" * 50_000_000, 9)

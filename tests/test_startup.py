@@ -2,9 +2,10 @@
 
 * ``crawler --version``, ``--help`` and a usage error import none of the crawl's modules
   (asyncio, ssl, aiohttp, uvloop, yarl, crawler.config/output/engine ...).
-* A crawl of http URLs builds no ``ssl.SSLContext`` at all: aiohttp's two import-time
-  contexts are deferred (crawler/fetch_tls.py) and the one a request needs is built on the
-  first https request, once.
+* A crawl of http URLs imports no aiohttp (crawler/http1.py fetches) and builds no
+  ``ssl.SSLContext``; through aiohttp (``CRAWLER_NO_PLAIN_HTTP=1``) it builds none either:
+  aiohttp's two import-time contexts are deferred (crawler/fetch_tls.py) and the one a request
+  needs is built on the first https request, once.
 * An https crawl still works, against a server whose self-signed certificate the crawl trusts
   through ``SSL_CERT_FILE`` (the verified context is aiohttp's own).
 
@@ -167,10 +168,25 @@ def _pages() -> web.Application:
     return app
 
 
-async def test_an_http_crawl_builds_no_tls_context(serve: ServeApp, tmp_path: Path) -> None:
+async def test_an_http_crawl_imports_no_aiohttp_and_builds_no_tls_context(
+    serve: ServeApp, tmp_path: Path
+) -> None:
     server = await serve(_pages())
     url = str(server.make_url("/"))
     got = await probe(tmp_path, "crawl", url, "-q", PROBE_SSL="1")
+    assert got["code"] == 0, got["stderr"]
+    assert sorted(got["stdout"].split()) == [url, url + "a", url + "b"]
+    assert "crawler.http1" in got["new"]  # the plain path fetched ...
+    assert not [m for m in got["new"] if m.split(".")[0] == "aiohttp"]  # ... aiohttp not imported
+    assert got["contexts"] == 0 and got["built"] is None  # ... and no context was ever made
+
+
+async def test_an_http_crawl_through_aiohttp_builds_no_tls_context(
+    serve: ServeApp, tmp_path: Path
+) -> None:
+    server = await serve(_pages())
+    url = str(server.make_url("/"))
+    got = await probe(tmp_path, "crawl", url, "-q", PROBE_SSL="1", CRAWLER_NO_PLAIN_HTTP="1")
     assert got["code"] == 0, got["stderr"]
     assert sorted(got["stdout"].split()) == [url, url + "a", url + "b"]
     assert "aiohttp.connector" in got["new"]  # the connector was imported ...
@@ -183,7 +199,13 @@ async def test_aiohttp_imported_first_keeps_its_own_contexts(
 ) -> None:
     server = await serve(_pages())
     got = await probe(
-        tmp_path, "crawl", str(server.make_url("/")), "-q", PROBE_SSL="1", PROBE_AIOHTTP_FIRST="1"
+        tmp_path,
+        "crawl",
+        str(server.make_url("/")),
+        "-q",
+        PROBE_SSL="1",
+        PROBE_AIOHTTP_FIRST="1",
+        CRAWLER_NO_PLAIN_HTTP="1",
     )
     assert got["code"] == 0, got["stderr"]
     assert got["deferred"] is False  # nothing changed: aiohttp built both at its import

@@ -32,11 +32,9 @@ N = 1500
 
 @pytest.fixture
 def resolver() -> Iterator[None]:
-    old = patch_resolver()
+    restore = patch_resolver()
     yield
-    import aiohttp.connector  # noqa: PLC0415
-
-    aiohttp.connector.DefaultResolver = old  # type: ignore[misc]
+    restore()
 
 
 class CountingSink(RecordingSink):

@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import re
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp.connector
@@ -153,11 +154,28 @@ class LocalhostResolver(AbstractResolver):
         pass
 
 
-def patch_resolver() -> Any:
-    """Make aiohttp sessions made from now on use LocalhostResolver; returns the old class."""
+def patch_resolver() -> Callable[[], None]:
+    """Make aiohttp sessions made from now on, and crawler.http1's pools, resolve as
+    LocalhostResolver does; returns what puts the old resolvers back."""
+    import crawler.http1  # noqa: PLC0415
+
     old = aiohttp.connector.DefaultResolver
+    old_plain = crawler.http1.resolve
     aiohttp.connector.DefaultResolver = LocalhostResolver  # type: ignore[misc]
-    return old
+
+    async def local(loop: Any, host: str, port: int) -> list[Any]:
+        found = await LocalhostResolver().resolve(host, port)
+        return [
+            (r["family"], socket.SOCK_STREAM, r["proto"], "", (r["host"], r["port"])) for r in found
+        ]
+
+    crawler.http1.resolve = local
+
+    def restore() -> None:
+        aiohttp.connector.DefaultResolver = old  # type: ignore[misc]
+        crawler.http1.resolve = old_plain
+
+    return restore
 
 
 def main() -> None:
