@@ -40,7 +40,7 @@ import random
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +50,7 @@ from yarl import URL
 from crawler import http1
 from crawler.auth import AuthMap, redact_userinfo
 from crawler.config import CrawlConfig, header_problem
-from crawler.fetch_decode import DecodeError, accept_encoding, decoder_for
+from crawler.fetch_decode import DecodeError, accept_encoding, decoder_for, deliver
 from crawler.fetch_errors import ArchiveFailed, OptionError
 from crawler.proxy import Proxy, ProxyChooser
 
@@ -112,6 +112,8 @@ IDLE_MIN = 16
 # Content-Type value -> (media type, charset) as aiohttp parses it, at most this many values.
 _MEDIA_TYPES: dict[str, tuple[str, str | None]] = {}
 _MEDIA_TYPES_MAX = 256
+# The response headers the plain path reads (their first values), by position.
+_PLAIN_HEADERS = {b"content-type": 0, b"location": 1, b"retry-after": 2, b"content-encoding": 3}
 # Kinds worth another try: the next attempt may well succeed.
 RETRY_KINDS = frozenset({"connect", "timeout", "disconnected", "proxy"})
 
@@ -699,28 +701,19 @@ class Fetcher:
     ) -> None:
         status = conn.status
         res.status = status
-        ctype = location = retry_after = encoding = None
+        first: list[str | None] = [None, None, None, None]  # as _PLAIN_HEADERS numbers them
         cookies: list[str] | None = None
         for name, raw in conn.headers:
-            if len(name) > 19:
-                continue  # none of the names read here is longer
             lower = name.lower()
-            if lower == b"content-type":
-                if ctype is None:
-                    ctype = raw.decode("utf-8", "surrogateescape")
-            elif lower == b"location":
-                if location is None:
-                    location = raw.decode("utf-8", "surrogateescape")
-            elif lower == b"retry-after":
-                if retry_after is None:
-                    retry_after = raw.decode("utf-8", "surrogateescape")
-            elif lower == b"content-encoding":
-                if encoding is None:
-                    encoding = raw.decode("utf-8", "surrogateescape")
+            i = _PLAIN_HEADERS.get(lower)
+            if i is not None:
+                if first[i] is None:  # the first value counts, as aiohttp's headers.get
+                    first[i] = raw.decode("utf-8", "surrogateescape")
             elif lower == b"set-cookie":
                 if cookies is None:
                     cookies = []
                 cookies.append(raw.decode("utf-8", "surrogateescape"))
+        ctype, location, retry_after, encoding = first
         if ctype is not None:
             parsed = _MEDIA_TYPES.get(ctype)
             if parsed is None:
@@ -746,36 +739,7 @@ class Fetcher:
         consumer = on_headers(res) if on_headers is not None else None
         if consumer is None:
             return
-        decoder = decoder_for(encoding)
-        raw_read = 0
-        read = 0
-        truncated = False
-        while True:
-            chunk = await conn.read()
-            if not chunk:
-                break
-            if cap and raw_read + len(chunk) > cap:  # the raw bytes too: see read_decoded
-                chunk = chunk[: cap - raw_read]
-                truncated = True
-            raw_read += len(chunk)
-            for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
-                if cap and read + len(piece) > cap:
-                    piece = piece[: cap - read]
-                    truncated = True
-                if piece:
-                    read += len(piece)
-                    res.bytes = read
-                    pending = consumer(piece)
-                    if pending is not None:
-                        await pending
-                if truncated and read >= cap:
-                    break  # the decoded cap: nothing more is inflated
-            if truncated:
-                res.mark_too_large(cap)
-                break
-        if not truncated and decoder is not None:
-            decoder.finish()
-        res.bytes = read
+        await deliver(_body_of(conn), decoder_for(encoding), res, consumer, cap)
 
     def _take_cookies(self, values: list[str], url: str) -> None:
         """A server set cookies: they go to aiohttp's jar, and from now on every request goes
@@ -801,6 +765,12 @@ class Fetcher:
     def describe(res: Response) -> dict[str, Any]:
         """A dict view of a Response (for logs and tests)."""
         return {k: getattr(res, k) for k in Response.__slots__}
+
+
+async def _body_of(conn: http1.Connection) -> AsyncIterator[bytes]:
+    """The body bytes of the response on ``conn``, as they come."""
+    while chunk := await conn.read():
+        yield chunk
 
 
 def _proxy_kind(exc: BaseException, kind: str, detail: str, proxy: Proxy) -> tuple[str, str]:

@@ -23,7 +23,7 @@ import aiohttp
 from yarl import URL
 
 from crawler.auth import REDACTED
-from crawler.fetch_decode import decoder_for
+from crawler.fetch_decode import decoder_for, deliver
 from crawler.fetch_errors import ArchiveFailed
 
 if TYPE_CHECKING:
@@ -153,35 +153,9 @@ async def read_decoded(
     ever).
     """
     decoder = decoder_for(r.headers.get("Content-Encoding"))
-    truncated: str | None = None
-    raw = 0
-    read = 0
+    tap = record.write if record is not None else None
     try:
-        async for chunk in r.content.iter_any():
-            if cap and raw + len(chunk) > cap:
-                chunk = chunk[: cap - raw]
-                truncated = "length"
-            raw += len(chunk)
-            if record is not None:
-                record.write(chunk)
-            for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
-                if cap and read + len(piece) > cap:
-                    piece = piece[: cap - read]
-                    truncated = "length"
-                if piece:
-                    read += len(piece)
-                    res.bytes = read
-                    pending = consumer(piece)
-                    if pending is not None:
-                        await pending
-                if cap and read >= cap and truncated:
-                    break  # the decoded cap: nothing more is inflated
-            if truncated:
-                res.mark_too_large(cap)
-                break
-        else:
-            if decoder is not None:
-                decoder.finish()
+        stopped = await deliver(r.content.iter_any(), decoder, res, consumer, cap, tap)
     except asyncio.CancelledError:
         if record is not None:
             end_record(record, "unspecified")
@@ -192,8 +166,7 @@ async def read_decoded(
             if pending is not None:
                 await pending
         raise
-    res.bytes = read
     if record is not None:
-        pending = end_record(record, truncated)
+        pending = end_record(record, "length" if stopped else None)
         if pending is not None:
             await pending

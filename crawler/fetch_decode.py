@@ -1,7 +1,10 @@
-"""Content-Encoding decoding for the archive path, bounded so a bomb cannot blow up memory.
+"""Content-Encoding decoding, bounded so a bomb cannot blow up memory, and the capped delivery
+of a body to its consumer.
 
-With a WARC archive the session reads bodies raw (``auto_decompress=False``): the archive wants
-the bytes as received, and the extractor wants them decoded, so the fetcher decodes here. Every
+The plain-http path (crawler/http1.py) reads every body raw, and so does aiohttp's path with a
+WARC archive (``auto_decompress=False``: the archive wants the bytes as received, and the
+extractor wants them decoded): the fetcher decodes here, and :func:`deliver` hands the decoded
+pieces to the consumer under the body cap, on both. Every
 call returns the output in pieces of at most :data:`PIECE` bytes, produced lazily
 (``decompressobj(...).decompress(data, max_length)`` / brotli's ``output_buffer_limit``): the
 fetcher stops pulling pieces at the body cap, and nothing past it is ever inflated.
@@ -17,10 +20,13 @@ through as they are, as in aiohttp.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["PIECE", "BodyDecoder", "DecodeError", "accept_encoding", "decoder_for"]
+if TYPE_CHECKING:
+    from crawler.fetch import Consumer, Response
+
+__all__ = ["PIECE", "BodyDecoder", "DecodeError", "accept_encoding", "decoder_for", "deliver"]
 
 #: The most output one decompression step produces.
 PIECE = 64 * 1024
@@ -130,3 +136,50 @@ def decoder_for(content_encoding: str | None) -> BodyDecoder | None:
     if enc not in ("gzip", "deflate", "br"):
         return None  # identity, unknown, or a list: passed through (aiohttp does the same)
     return BodyDecoder(enc)
+
+
+async def deliver(
+    chunks: AsyncIterable[bytes],
+    decoder: BodyDecoder | None,
+    res: Response,
+    consumer: Consumer,
+    cap: int,
+    tap: Callable[[bytes], object] | None = None,
+) -> bool:
+    """The raw ``chunks`` of a body, decoded, to ``consumer`` (awaiting what it returns); True
+    if the cap stopped the read (``res`` is then marked too large).
+
+    ``tap`` gets every raw byte read (the archive's record). The cap (0: none) is on the
+    decoded bytes, and on the raw bytes too: bytes after the end of a deflate stream decode to
+    nothing and must not be read for ever. ``res.bytes`` is kept at the decoded count.
+    """
+    truncated = False
+    raw = 0
+    read = 0
+    async for chunk in chunks:
+        if cap and raw + len(chunk) > cap:
+            chunk = chunk[: cap - raw]
+            truncated = True
+        raw += len(chunk)
+        if tap is not None:
+            tap(chunk)
+        for piece in decoder.feed(chunk) if decoder is not None else (chunk,):
+            if cap and read + len(piece) > cap:
+                piece = piece[: cap - read]
+                truncated = True
+            if piece:
+                read += len(piece)
+                res.bytes = read
+                pending = consumer(piece)
+                if pending is not None:
+                    await pending
+            if truncated and read >= cap:
+                break  # the decoded cap: nothing more is inflated
+        if truncated:
+            res.mark_too_large(cap)
+            break
+    else:
+        if decoder is not None:
+            decoder.finish()
+    res.bytes = read
+    return truncated
