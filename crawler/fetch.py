@@ -1,4 +1,10 @@
-"""HTTP for the crawl: one aiohttp session, one request at a time, bodies streamed.
+"""HTTP for the crawl: one request at a time, bodies streamed, over two paths.
+
+Plain ``http://`` GETs go through :mod:`crawler.http1` (our keep-alive pool on asyncio,
+httptools' parser) while nothing of aiohttp's is needed for them; everything else (https, a
+proxy, a WARC archive, a cookie jar in use, a caller's session) through one aiohttp session
+(:mod:`crawler.fetch_session`, imported only then). Both give the same :class:`Response`,
+error kinds, timeouts and body cap (tests/test_http1.py holds them to each other).
 
 :class:`Fetcher` makes exactly one HTTP exchange per :meth:`Fetcher.fetch` (plus retries):
 redirects are *not* followed here (``allow_redirects=False``), because the engine checks every

@@ -11,8 +11,8 @@ https, proxies, a WARC archive, cookies (from the first ``Set-Cookie`` on), a ca
 The wire format is parsed by httptools (llhttp, the parser of Node.js and, vendored, of
 aiohttp's own C parser), with aiohttp's leniencies and limits so that both paths accept and
 refuse the same responses: a header line at most 8,190 bytes, at most 128 header fields,
-whitespace after a value stripped, a NUL in a value refused; here also a response head of at
-most 64 KB in all, so a server that sends headers without end is cut off. Faults are
+whitespace after a value stripped, a NUL in a value refused; here also a response head still
+not complete after 64 KB is cut off (a server that sends headers without end). Faults are
 :class:`HttpError` with the fetcher's error kinds (``dns``, ``connect``, ``timeout``,
 ``disconnected``, ``protocol``) and aiohttp's wording where a test or a user reads it.
 
@@ -52,7 +52,7 @@ __all__ = [
 MAX_FIELD = 8190
 #: The most header fields of one response, aiohttp's ``max_headers``.
 MAX_HEADERS = 128
-#: The most bytes of a response head in all (status line and every field).
+#: Bytes read for a response head (status line and fields) before it is given up on.
 MAX_HEAD = 64 * 1024
 #: Body bytes buffered before the socket is paused (the consumer is slower than the wire).
 HIGH_WATER = 256 * 1024
