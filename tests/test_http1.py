@@ -255,6 +255,42 @@ async def test_request_head_has_host_and_the_crawls_headers(raw) -> None:  # typ
         ),
         pytest.param(b"HTTP/1.1 200 OK\r\nX: a\x00b\r\nContent-Length: 0\r\n\r\n", id="nul"),
         pytest.param(b"", id="closed-at-once"),
+        pytest.param(
+            b"HTTP/1.1 100 Continue\r\n\r\n" * 1000
+            + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi",
+            id="interim-flood",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+            b"2\r\nhi\r\n0\r\n\r\n",
+            id="chunked-and-length",
+        ),
+        pytest.param(
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\nto the close", id="http10"
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\nContent-Length: 2\nContent-Type: text/html\n\nhi", id="lf-only"
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html;\r\n charset=utf-8\r\n"
+            b"Content-Length: 2\r\n\r\nhi",
+            id="folded",
+        ),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhi", id="negative-length"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nhi",
+            id="chunk-overflow",
+        ),
+        pytest.param(b"HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n", id="status-999"),
+        pytest.param(b"HTTP/2 200\r\n\r\n", id="http2"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: text/html\r\n"
+            b"Content-Length: 5\r\n\r\nnotgz",
+            id="bad-gzip",
+        ),
+        pytest.param(
+            b"HTTP/1.1 301 Moved\r\nLocation: /caf\xe9\r\nContent-Length: 0\r\n\r\n", id="latin-1"
+        ),
     ],
 )
 async def test_same_outcome_as_aiohttp(raw, response: bytes, plain: bool) -> None:  # type: ignore[no-untyped-def]
@@ -458,3 +494,19 @@ async def test_slot_wait_counts_toward_the_total_timeout() -> None:
     finally:
         await f.close()
         server.close()
+
+
+async def test_bytes_after_a_complete_response_keep_the_page_not_the_connection(raw) -> None:  # type: ignore[no-untyped-def]
+    # (aiohttp fails such a response whole when the bytes come in the same packet; the page
+    # itself was complete, as a browser shows it)
+    srv = await raw(ok(b"hi") + b"garbage\r\n\r\n", ok(b"again"))
+    f = Fetcher(cfg(), plain=True)
+    try:
+        got: list[bytes] = []
+        res = await f.fetch(srv.url("/1"), lambda r: got.append)
+        assert (res.status, res.error, b"".join(got)) == (200, None, b"hi")
+        res = await f.fetch(srv.url("/2"), lambda r: got.append)
+        assert res.status == 200 and got[-1] == b"again"
+    finally:
+        await f.close()
+    assert srv.connections == 2  # the first one was not reused
