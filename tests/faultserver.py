@@ -260,6 +260,11 @@ class FaultServer:
 
     async def _startup(self) -> None:
         self._stopping = asyncio.Event()
+        # The gzip bomb's parts (1,024 crc32 passes over 1 MiB) are made now, once a process
+        # (cached), not on the first request: made then, in a thread that waits for the GIL
+        # after every pass while the crawler under test runs Python (the pure-Python twins),
+        # they took over the crawl's 5 s read timeout to come.
+        await asyncio.to_thread(gzip_bomb_parts, self.bomb_inflated)
         app = web.Application(middlewares=[self._log_middleware])
         self._routes(app)
         self._runner = web.AppRunner(
