@@ -168,7 +168,6 @@ class Connection(asyncio.Protocol):
             lenient_spaces_after_chunk_size=True,
         )
         self.closed = False
-        self.reused = False
         self.idle_since = 0.0
         #: loop.time() by which the exchange must be over (None: no total timeout)
         self.deadline: float | None = None
@@ -547,7 +546,6 @@ class Pool:
                 continue
             if not idle:
                 del self._idle[key]
-            conn.reused = True
             return conn
         del self._idle[key]
         return None
