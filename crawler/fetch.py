@@ -225,8 +225,6 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
         if isinstance(exc.os_error, socket.gaierror):
             return "dns", detail
         return "connect", detail
-    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError, TimeoutError)):
-        return "timeout", detail or "timeout"
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "disconnected", detail
     if isinstance(exc, aiohttp.ClientPayloadError):

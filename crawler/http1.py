@@ -243,12 +243,6 @@ class Connection(asyncio.Protocol):
             )
         self._wake()
 
-    def pause_writing(self) -> None:  # a request head is small: nothing to hold back
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
     # -- httptools callbacks --
     def on_message_begin(self) -> None:
         if self.done:  # a second response to one request: the connection is not reusable
