@@ -300,11 +300,15 @@ def gets_of(
     return starts, robots
 
 
-def requests_of(site: SiteServer, worker: Worker) -> tuple[int, int]:
-    """(requests of ``worker`` the site has logged, those it is answering now), by the
-    worker's X-Worker header."""
-    mine = [end for *_, end, _n, _p, w in site.log() if w == worker.label]
-    return len(mine), sum(1 for end in mine if end is None)
+def requests_of(site: SiteServer, workers: list[Worker]) -> dict[str, tuple[int, int]]:
+    """Per worker label: (requests the site has logged from it, those it is answering now),
+    by each request's X-Worker header; one read of the site's log."""
+    out = {w.label: (0, 0) for w in workers}
+    for *_, end, _n, _p, label in site.log():
+        if label in out:
+            done, now = out[label]
+            out[label] = (done + 1, now + (end is None))
+    return out
 
 
 def describe(workers: list[Worker]) -> str:
@@ -402,9 +406,14 @@ def _kill_and_restart(
     crash_redis: bool = False,
     rollback: float = 0.0,
 ) -> Cluster:
-    """Three workers (the first seeds, two join); SIGKILL the second once the site has seen
-    ``kill_after`` requests and it has sent ``victim_gets`` and has some in flight; restart
-    redis-server after ``restart_after`` requests; the other two must finish.
+    """Three workers (the first seeds, two join); SIGKILL a joining one once the site has seen
+    ``kill_after`` requests and that worker has sent ``victim_gets`` and has some in flight;
+    restart redis-server after ``restart_after`` requests; the other two must finish.
+
+    The victim is whichever joiner is first so: under the cluster-wide ``--per-host`` cap the
+    workers already holding an origin's slots lease them again as each request ends, so one
+    joiner may wait seconds for its first lease (the slots are busy, not lost) while the other
+    works; a victim named in advance could be the waiting one until the crawl is over.
 
     ``crash_redis``: SIGKILL redis-server instead of a clean stop. ``rollback``: also bring it
     back with the AOF as it was that many seconds before the kill (a copy taken then), as a
@@ -413,15 +422,17 @@ def _kill_and_restart(
     clusters.append(cluster)
     first = cluster.start(seed=True)
     wait_requests(site, 3, cluster.workers)  # the crawl exists: the others join it
-    victim = cluster.start(seed=False)
-    cluster.start(seed=False)
+    joiners = [cluster.start(seed=False), cluster.start(seed=False)]
     wait_requests(site, kill_after, cluster.workers)
+    chosen: list[Worker] = []
 
-    def working() -> bool:  # it has done some work, and has requests in flight to lose
-        done, now = requests_of(site, victim)
-        return done >= victim_gets and now > 0
+    def working() -> bool:  # a joiner has done some work, and has requests in flight to lose
+        counts = requests_of(site, joiners)
+        chosen[:] = [w for w in joiners if counts[w.label][0] >= victim_gets and counts[w.label][1]]
+        return bool(chosen)
 
-    wait_until(working, 30, f"{victim.label} to fetch {victim_gets} and have some in flight")
+    wait_until(working, 30, f"a joining worker to fetch {victim_gets} and have some in flight")
+    victim = chosen[0]
     assert victim.running(), f"{victim.label} ended before the kill:\n{victim.stderr()}"
     victim.kill()
     wait_requests(site, restart_after, cluster.workers)
