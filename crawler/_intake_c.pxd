@@ -23,9 +23,14 @@ cdef class Intake:
     cdef Py_ssize_t _pcap
     cdef MemorySeenSet _seen
     cdef Fingerprinter _fper
+    cdef object _host_scope
+    cdef uint64_t* _ext
+    cdef Py_ssize_t _next
+    cdef Py_ssize_t _ecap
     cdef public Py_ssize_t found
     cdef public Py_ssize_t repeated
     cdef public Py_ssize_t known
+    cdef public Py_ssize_t external
 
     cdef int _ensure(self, Py_ssize_t n) except -1
     cdef Py_ssize_t _canon(self, const unsigned char* s, Py_ssize_t n) except -2
@@ -34,6 +39,8 @@ cdef class Intake:
     cdef void _put(self, const unsigned char* p, Py_ssize_t n) noexcept
     cdef int _py_canon(self, str url, list out) except -1
     cdef int _canon_str(self, str canon, list out) except -1
+    cdef int _outside(self, const unsigned char* p, Py_ssize_t m, str s) except -1
+    cdef int _grow_ext(self) except -1
     cdef int _new(self, const unsigned char* p, Py_ssize_t m, str s, list out) except -1
     cdef int resolved(self, const unsigned char* url, Py_ssize_t n, bint nofollow, list out) except -1
     cdef int take_link(self, object link, list out) except -1

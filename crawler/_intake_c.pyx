@@ -7,18 +7,22 @@ empty query, ``sort_query`` and ``drop_params``), hash the canonical bytes (SipH
 random per-process key) and probe the recent table; on a miss, when a state is bound
 (`Intake.bind`), fingerprint it (the state's keyed BLAKE2b, `crawler._hash_c`) and probe the
 state's seen set. A repeat costs no Python object; a URL neither knows comes out as its
-canonical ``str``.
+canonical ``str``, unless the host rule puts it out of scope and a host scope is set
+(`Intake.set_host_scope`): then only its fingerprint is kept, in a C buffer
+(`Intake.take_external`).
 
 The compiled extractor calls `Intake.resolved` with the resolved URL still in its own buffer
 (`crawler.extract._extract_c`), so that a repeated link never becomes a ``Link`` at all.
 """
 
+from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 import os
+from array import array as _array
 
 from crawler._hash_c cimport Fingerprinter, MemorySeenSet
 
@@ -127,6 +131,9 @@ _init_tables()
 cdef const char* _UPPER_HEX = b"0123456789ABCDEF"
 
 
+cdef array.array _EMPTY_Q = _array("Q")
+
+
 cdef class Intake:
     """Links of a chunk in, the canonical URLs the recent table does not know out.
 
@@ -142,6 +149,7 @@ cdef class Intake:
         self._table = NULL
         self._buf = NULL
         self._params = NULL
+        self._ext = NULL
 
     def __init__(self, policy, *, bint sort_query=False, drop_params=(),
                  bint respect_nofollow=False, bint all_links=False, Py_ssize_t slots=1 << 18):
@@ -174,13 +182,17 @@ cdef class Intake:
         self.found = 0
         self.repeated = 0
         self.known = 0
+        self.external = 0
         self._seen = None
         self._fper = None
+        self._host_scope = None
+        self._next = 0
 
     def __dealloc__(self):
         free(self._table)
         free(self._buf)
         free(self._params)
+        free(self._ext)
 
     # -- the C API (crawler/_intake_c.pxd) --
 
@@ -386,7 +398,29 @@ cdef class Intake:
                 self._put(p, m)
                 self.known += 1
                 return 0
+            if self._host_scope is not None and self._outside(p, m, s):
+                if self._next == self._ecap:
+                    self._grow_ext()
+                self._ext[self._next] = fp
+                self._next += 1
+                self.external += 1
+                return 0
         out.append(s if s is not None else PyUnicode_DecodeASCII(<const char*>p, m, NULL))
+        return 0
+
+    cdef int _outside(self, const unsigned char* p, Py_ssize_t m, str s) except -1:
+        """1 if the host rule puts the canonical URL p[:m] out of scope."""
+        if s is None:
+            s = PyUnicode_DecodeASCII(<const char*>p, m, NULL)
+        return self._host_scope(s) is None
+
+    cdef int _grow_ext(self) except -1:
+        cdef Py_ssize_t n = self._ecap * 2 + 64
+        cdef uint64_t* b = <uint64_t*>realloc(self._ext, n * sizeof(uint64_t))
+        if b == NULL:
+            raise MemoryError()
+        self._ext = b
+        self._ecap = n
         return 0
 
     cdef int take_link(self, object link, list out) except -1:
@@ -437,6 +471,30 @@ cdef class Intake:
             self._seen = None
             self._fper = None
 
+    def set_host_scope(self, host_scope):
+        """Keep only the fingerprint of a new URL the host rule puts out of scope.
+
+        ``host_scope`` is ``UrlPolicy.host_scope`` (None: off). While a state is bound, a URL
+        neither the table nor the state knows whose ``host_scope`` is None is no item: its
+        fingerprint waits in `take_external` (the state records it seen, ``offer_seen``), as
+        admission would have offered it ``queue=False``. Off with ``all_links`` (admission
+        lists such URLs)."""
+        self._host_scope = None if self.all_links else host_scope
+
+    @property
+    def external_pending(self):
+        """How many fingerprints `take_external` would return."""
+        return self._next
+
+    def take_external(self):
+        """The fingerprints of the out-of-scope URLs kept since the last call, in order, as
+        an ``array('Q')`` (empty when none); the buffer starts over."""
+        cdef array.array out = array.clone(_EMPTY_Q, self._next, False)
+        if self._next:
+            memcpy(out.data.as_voidptr, self._ext, self._next * sizeof(uint64_t))
+        self._next = 0
+        return out
+
     def take(self, links):
         """The items of ``links`` (see `crawler.intake`), in order."""
         cdef list out = []
@@ -479,4 +537,4 @@ cdef class Intake:
 
     def __repr__(self):
         return (f"<Intake (compiled) found={self.found} repeated={self.repeated}"
-                f" known={self.known}>")
+                f" known={self.known} external={self.external}>")

@@ -20,6 +20,11 @@ target, a sitemap's ``<loc>`` and the sitemaps robots.txt names. One rule, in th
 5. ``offer_many`` once per chunk: the state deduplicates and enqueues atomically (and applies
    ``max_pages_per_host``); only what it returns as new is listed to the sink, in order.
 
+With the memory state (``offer_seen``) and without ``all_links``, a new URL of a page's chunk
+that the host rule refuses (rule 3's first half, ``UrlPolicy.host_scope``) never reaches
+``take_items``: the intake keeps its fingerprint and ``take_external`` marks the chunk's seen in
+one call, counting the new ones out of scope, which is all rule 3 does with it there.
+
 Listing (``Sink.link``) follows the offer, so a URL the sink hears of is already in the
 state: a kill after the offer and before the sink wrote loses a line, never a URL, and the
 engine re-lists the URLs a page discovered when that page was in flight at the last stop.
@@ -114,6 +119,10 @@ class Admission:
         # A backend's local probe in parts (its seen set, its fingerprint function), optional:
         # the intake probes it for every URL its table misses (in C with the compiled twins).
         self._parts = callable(getattr(state, "probe_parts", None)) and self._local is None
+        # A state whose local seen set is the state (``offer_seen``): the intake keeps only the
+        # fingerprint of a new URL the host rule refuses (see ``take_external``).
+        if self._parts and callable(getattr(state, "offer_seen", None)):
+            self.intake.set_host_scope(policy.host_scope)
         self._max_depth = config.max_depth
         # A state that may lose acknowledged writes (Redis brought back from its AOF without
         # the last second) says so by a new ``epoch``: what this run's caches hold as offered
@@ -201,11 +210,20 @@ class Admission:
         """The links of one chunk (counted in ``tally.links_found``): the intake, then
         `take_items` (the page job drives the two itself, to skip Links altogether)."""
         self.check_epoch()
-        before = self.intake.found
-        items = self.intake.take(links)
-        tally.links_found += self.intake.found - before
+        intake = self.intake
+        before = intake.found
+        items = intake.take(links)
+        tally.links_found += intake.found - before
+        if intake.external_pending:
+            await self.take_external(intake.take_external(), tally)
         if items:
             await self.take_items(items, referrer, depth, page, tally)
+
+    async def take_external(self, fps: Sequence[int], tally: Tally) -> None:
+        """The fingerprints the intake kept of new URLs the host rule refuses (rule 3 without a
+        ``str`` or a Candidate each: ``Intake.take_external``): one ``offer_seen``, and the
+        new ones counted out of scope, as their ``queue=False`` offer would."""
+        tally.out_of_scope += await self.state.offer_seen(fps)  # type: ignore[attr-defined]
 
     async def take_sitemap(
         self,

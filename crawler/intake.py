@@ -16,8 +16,17 @@ With a state bound (``bind``: its seen set and fingerprint, from
 state's seen set here too (the compiled twin: keyed BLAKE2b and the probe in C), and dropped
 when the state knows it: admission then only sees what neither knows.
 
+With a host scope set too (``set_host_scope``: ``UrlPolicy.host_scope``, by admission when the
+state has ``offer_seen`` and the crawl does not list every link), a URL neither knows whose host
+the scope rule refuses is no item either: its fingerprint waits for ``take_external``, and the
+page job hands the chunk's fingerprints to the state in one ``offer_seen`` (marked seen and
+counted out of scope once, as admission's ``queue=False`` offer would: most new URLs of a
+link-dense page go to other hosts, and this keeps them from costing a ``str``'s way through
+admission each).
+
 ``found`` counts every link seen (the page's ``links_found``), ``repeated`` those the table
-dropped, ``known`` those the bound state knew. The table is exact up to a 64-bit hash
+dropped, ``known`` those the bound state knew, ``external`` the fingerprints kept for
+``take_external``. The table is exact up to a 64-bit hash
 collision (odds ~2⁻⁶⁴ a probe) and keyed at random per process, so a page cannot aim for
 one. It has a fixed size: a newer URL may evict an older one, which is then decided again by
 the state, never lost. Both twins lay it out in 4-way buckets (two URLs evict each other
@@ -69,8 +78,9 @@ class IntakePy:
         slots: entries of the recent table (a power of two).
     """
 
-    __slots__ = ("_bits", "_canonical", "_contains", "_fper", "_table", "all_links", "found",
-                 "known", "repeated", "respect_nofollow")  # fmt: skip
+    __slots__ = ("_bits", "_canonical", "_contains", "_ext", "_fper", "_host_scope", "_table",
+                 "all_links", "external", "found", "known", "repeated",
+                 "respect_nofollow")  # fmt: skip
 
     def __init__(
         self,
@@ -93,8 +103,11 @@ class IntakePy:
         self.found = 0
         self.repeated = 0
         self.known = 0
+        self.external = 0
         self._contains: Callable[[int], bool] | None = None
         self._fper: Callable[[str], int] | None = None
+        self._host_scope: Callable[[str], str | None] | None = None
+        self._ext = array("Q")
 
     def bind(self, seen: Any, fingerprinter: Callable[[str], int] | None = None) -> None:
         """Probe the crawl state's own seen set too (``CrawlState.probe_parts``): a URL the
@@ -104,6 +117,27 @@ class IntakePy:
         fingerprint (None: Python's ``hash``, as ``MemoryState``'s); ``seen`` None unbinds."""
         self._contains = None if seen is None else seen.contains_fp
         self._fper = fingerprinter
+
+    def set_host_scope(self, host_scope: Callable[[str], str | None] | None) -> None:
+        """Keep only the fingerprint of a new URL the host rule puts out of scope.
+
+        ``host_scope`` is ``UrlPolicy.host_scope`` (None: off). While a state is bound, a URL
+        neither the table nor the state knows whose ``host_scope`` is None is no item: its
+        fingerprint waits in `take_external` (the state records it seen, ``offer_seen``), as
+        admission would have offered it ``queue=False``. Off with ``all_links`` (admission
+        lists such URLs)."""
+        self._host_scope = None if self.all_links else host_scope
+
+    @property
+    def external_pending(self) -> int:
+        """How many fingerprints `take_external` would return."""
+        return len(self._ext)
+
+    def take_external(self) -> array[int]:
+        """The fingerprints of the out-of-scope URLs kept since the last call, in order, as
+        an ``array('Q')`` (empty when none); the buffer starts over."""
+        out, self._ext = self._ext, array("Q")
+        return out
 
     def take(self, links: Sequence[Link]) -> list[str | Link]:
         """The items of ``links`` (see the module docstring), in order."""
@@ -138,6 +172,11 @@ class IntakePy:
                 if contains(fp):
                     self.mark(canon)
                     self.known += 1
+                    continue
+                host_scope = self._host_scope
+                if host_scope is not None and host_scope(canon) is None:
+                    self._ext.append(fp)
+                    self.external += 1
                     continue
             out.append(canon)
         return out

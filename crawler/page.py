@@ -17,7 +17,7 @@ repeats) and the page's link count and ``links`` start from zero again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crawler.extract import Link, LinkExtractor, LinkExtractorC
@@ -325,10 +325,14 @@ class _Body:
         try:
             out = ex.feed(chunk)
         except Exception as exc:
+            intake.take_external()  # (never this chunk's: dropped with the page)
             raise self._fail("extract", "the extractor", exc) from exc
-        items = self._items(out, intake, before)
-        if items:
-            return self._take(items, ex)
+        try:
+            items = self._items(out, intake, before)
+        finally:  # (taken even when a page fails: the intake is shared by every page)
+            ext = intake.take_external() if intake.external_pending else None
+        if items or ext:
+            return self._take(items, ext, ex)
         return None
 
     def _intake(self) -> Any:
@@ -355,12 +359,18 @@ class _Body:
             self.tally.links_found += found
         return out
 
-    async def _take(self, items: list[str | Link], ex: Any) -> None:
+    async def _take(self, items: list[str | Link], ext: Sequence[int] | None, ex: Any) -> None:
+        """Admission of a chunk's items, and of the fingerprints the intake kept of its new
+        out-of-scope URLs (``ext``, taken from the intake with the items: it is shared by
+        every page in flight)."""
         job = self.job
         try:
             if job.config.respect_nofollow and ex.nofollow:
                 return
-            await job.admission.take_items(items, self.url, self.depth, self.page, self.tally)
+            if ext:
+                await job.admission.take_external(ext, self.tally)
+            if items:
+                await job.admission.take_items(items, self.url, self.depth, self.page, self.tally)
         except Exception as exc:
             raise self._fail("internal", "link handling", exc) from exc
 
@@ -400,8 +410,10 @@ class _Body:
             items = self._items(out, intake, before)
         except _BodyAbort:
             return  # kept in self.failure
-        if items:
+        finally:
+            ext = intake.take_external() if intake.external_pending else None
+        if items or ext:
             try:
-                await self._take(items, ex)
+                await self._take(items, ext, ex)
             except _BodyAbort:
                 pass  # kept in self.failure

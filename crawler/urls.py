@@ -291,27 +291,37 @@ class UrlPolicy:
     def scope_origin(self, url: str) -> str | None:
         """The origin of a canonical URL if it is in scope, else None (the engine's hot path).
 
-        The host rule is decided once per distinct origin text and cached.
+        The host rule is decided once per distinct origin text and cached (`host_scope`).
         """
-        end = url.find("/", 8)
-        key = url if end < 0 else url[:end]
-        try:
-            origin = self._by_origin[key]
-        except KeyError:
-            origin = origin_of(url)
-            if not self._origin_ok(origin):
-                origin = None
-            if len(self._by_origin) >= _ORIGIN_CACHE or self._by_origin_chars > _ORIGIN_CACHE_CHARS:
-                self._by_origin.clear()
-                self._by_origin_chars = 0
-            self._by_origin[key] = origin
-            self._by_origin_chars += len(key)
+        origin = self.host_scope(url)
         if origin is None:
             return None
         if self._include and not any(r.search(url) for r in self._include):
             return None
         if self._exclude and any(r.search(url) for r in self._exclude):
             return None
+        return origin
+
+    def host_scope(self, url: str) -> str | None:
+        """The origin of a canonical URL if the host rule (``scope``) admits it, else None.
+
+        The first half of `scope_origin`: a URL it refuses is out of scope whatever the
+        ``include``/``exclude`` patterns say. Cached per distinct origin text.
+        """
+        end = url.find("/", 8)
+        key = url if end < 0 else url[:end]
+        try:
+            return self._by_origin[key]
+        except KeyError:
+            pass
+        origin: str | None = origin_of(url)
+        if not self._origin_ok(origin):  # type: ignore[arg-type]
+            origin = None
+        if len(self._by_origin) >= _ORIGIN_CACHE or self._by_origin_chars > _ORIGIN_CACHE_CHARS:
+            self._by_origin.clear()
+            self._by_origin_chars = 0
+        self._by_origin[key] = origin
+        self._by_origin_chars += len(key)
         return origin
 
     def in_scope(self, url: str) -> bool:

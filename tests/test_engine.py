@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -649,6 +650,57 @@ async def test_links_one_hop_past_max_depth_are_listed_as_on_any_page(serve) -> 
         ("mailto:m@x.y", "other"),
     ]
     assert result.stats.out_of_scope == 1
+
+
+@pytest.mark.parametrize("respect_nofollow", [False, True])
+async def test_out_of_scope_counts_agree_on_every_path(  # type: ignore[no-untyped-def]
+    serve, tmp_path, monkeypatch, respect_nofollow: bool
+) -> None:
+    """The memory state takes a page's new out-of-scope URLs as fingerprints only (the
+    intake's host scope, ``offer_seen``); with --all-links, and with a SQLite state, each goes
+    through admission as a Candidate. The counts are the same, and exact: each distinct
+    external URL of a followed page once, however often and on however many pages it is."""
+    routes: dict[str, str | tuple[int, str, str]] = {
+        "/": "".join(f'<a href="/p{k}">p</a>' for k in range(20)) + '<a href="/gone">g</a>',
+        "/gone": (404, "text/html", '<a href="http://gone.invalid/">x</a>'),
+    }
+    externals: set[str] = set()
+    for k in range(20):
+        links = [f"http://e{k % 7}.invalid/x{k % 5}", f"//ext{k}.invalid/", "/p0", "../p1",
+                 f"http://ext{k}.invalid:8080/", "HTTP://E1.INVALID/x1#f",
+                 "http://[::1]:9/v6"]  # fmt: skip
+        meta = '<meta name="robots" content="nofollow">' if k % 6 == 5 else ""
+        if not (meta and respect_nofollow):
+            externals.update(
+                {f"http://e{k % 7}.invalid/x{k % 5}", f"http://ext{k}.invalid/",
+                 f"http://ext{k}.invalid:8080/", "http://e1.invalid/x1", "http://[::1]:9/v6"}
+            )  # fmt: skip
+        routes[f"/p{k}"] = meta + "".join(f'<a href="{u}">l</a>' for u in links)
+    app, hits = app_of(routes)
+    server = await serve(app)
+    seed = str(server.make_url("/"))
+    from crawler.state.memory import MemoryState  # noqa: PLC0415
+
+    offered: list[int] = []
+    real = MemoryState.offer_seen
+
+    async def offer_seen(self: MemoryState, fps: Any) -> int:
+        offered.extend(fps)
+        return await real(self, fps)
+
+    monkeypatch.setattr(MemoryState, "offer_seen", offer_seen)
+    kw = {"ignore_robots": True, "respect_nofollow": respect_nofollow}
+    runs = {"memory": await crawl(seed, **kw)}
+    assert len(set(offered)) == len(externals)  # the fast path took every one of them
+    runs["memory, all links"] = await crawl(seed, all_links=True, **kw)
+    runs["sqlite"] = await crawl(seed, state=str(tmp_path / "st"), **kw)
+    assert len(set(offered)) == len(externals)  # and only that run
+    for name, result in runs.items():
+        stats = result.stats
+        assert stats.out_of_scope == len(externals), name
+        assert stats.pages == 22 and stats.links_new == 22, name
+        assert stats.links_found == runs["memory"].stats.links_found, name
+    assert all(n == 3 for n in hits.values()), hits
 
 
 def test_add_tally_counts_every_tally_field() -> None:

@@ -399,3 +399,95 @@ def test_a_bound_state_drops_what_it_knows(twin: Any, parts: tuple[Any, Any], ke
     it.bind(None)
     it.forget()
     assert it.take(links) == urls  # unbound, forgotten: everything comes out again
+
+
+# -- a host scope: new out-of-scope URLs kept as fingerprints --------------------------------
+
+
+def _scoped_pair(fper_kind: str) -> tuple[Any, Any, Any, Any]:
+    """(compiled intake, Python intake, their seen sets), each bound to its twin's state
+    parts and with the host scope of the dense pages' site set."""
+    from crawler import fingerprint, seen  # noqa: PLC0415
+
+    policy = _policy({})
+    out = []
+    for twin, seen_cls, fper_cls in (
+        (IntakeC, seen.MemorySeenSetC, fingerprint.FingerprinterC),
+        (IntakePy, seen.MemorySeenSetPy, fingerprint.FingerprinterPy),
+    ):
+        it, s = twin(policy), seen_cls()
+        it.bind(s, fper_cls(b"k" * 16) if fper_kind == "keyed" else None)
+        it.set_host_scope(policy.host_scope)
+        out += [it, s]
+    return out[0], out[1], out[2], out[3]
+
+
+@needs_c
+@pytest.mark.parametrize("fper_kind", ["hash", "keyed"])
+def test_twins_keep_the_same_external_fingerprints(fper_kind: str) -> None:
+    """On dense pages, any chunking: the same items and the same fingerprints (as multisets:
+    the compiled extractor hands a chunk's rare links, IDNA hosts for one, to the intake after
+    its others, so their fingerprints come later); each page's marked seen after it (what
+    ``offer_seen`` does), so that a repeat on a later page is known, never kept twice."""
+    rng = random.Random(5)
+    c, c_seen, py, py_seen = _scoped_pair(fper_kind)
+    marked: set[str] = set()
+    kept = 0
+    for k in range(30):
+        url = f"http://site.example/d{k % 4}/p{k}.html"
+        data = _dense_page(rng, rng.randrange(1, 200))
+        want = _reference(data, url, py)
+        got = _direct(data, url, [rng.randrange(1, 300) for _ in range(rng.randrange(0, 20))], c)
+        _same_items(got, want, marked)
+        fc, fpy = c.take_external(), py.take_external()
+        assert fc.typecode == fpy.typecode == "Q"
+        assert sorted(fc) == sorted(fpy)
+        assert c.external_pending == py.external_pending == 0
+        assert c_seen.update_fps(fc) == py_seen.update_fps(fpy) == len(set(fc))
+        kept += len(fc)
+        _mark_some(want, rng, marked, py, c)
+    assert kept > 100 and c.external == py.external == kept
+    assert not c.take_external() and not py.take_external()
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_host_scope_splits_the_items_and_changes_nothing_else(twin: Any) -> None:
+    """With a host scope, the items are those without it minus the URLs the host rule
+    refuses, whose fingerprints are kept instead, in document order; include/exclude
+    patterns do not count (a URL they refuse has a host the rule admits: an item)."""
+    from crawler.seen import MemorySeenSet  # noqa: PLC0415
+
+    policy = UrlPolicy([SEED], exclude=[r"/ex/"])
+    page = _dense_page(random.Random(9), 400) + (
+        b'<a href="/ex/1">x</a><a href="http://other.example/ex/2">y</a><a href="http://[">z</a>'
+    )
+    ex = LinkExtractorPy(SEED + "d/p.html", None)
+    links = ex.feed(page) + ex.close()
+    plain, scoped = twin(policy), twin(policy)
+    plain.bind(MemorySeenSet(), None)
+    scoped.bind(MemorySeenSet(), None)
+    scoped.set_host_scope(policy.host_scope)
+    ref, items = plain.take(links), scoped.take(links)
+    refused = [x for x in ref if isinstance(x, str) and policy.host_scope(x) is None]
+    assert refused and "http://other.example/ex/2" in refused
+    assert items == [x for x in ref if x not in refused]
+    assert "http://site.example/ex/1" in items  # the exclude pattern is admission's to apply
+    assert scoped.take_external().tolist() == [(hash(u) & (2**64 - 1)) or 1 for u in refused]
+    assert scoped.found == plain.found and scoped.external == len(refused)
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_host_scope_needs_a_bound_state_and_is_off_with_all_links(twin: Any) -> None:
+    policy = _policy({})
+    links = _links(["http://other.example/x", "http://site.example/y"], [False, False])
+    it = twin(policy)
+    it.set_host_scope(policy.host_scope)  # not bound: nothing to probe, so nothing kept
+    assert it.take(links) == ["http://other.example/x", "http://site.example/y"]
+    assert it.external_pending == 0
+    every = twin(policy, all_links=True)
+    from crawler.seen import MemorySeenSet  # noqa: PLC0415
+
+    every.bind(MemorySeenSet(), None)
+    every.set_host_scope(policy.host_scope)  # admission lists every link: it needs the str
+    assert every.take(links) == ["http://other.example/x", "http://site.example/y"]
+    assert every.external_pending == 0

@@ -139,6 +139,13 @@ class MemoryState:
         """Whether ``fp`` was accepted by ``offer_many`` before (a local, synchronous probe)."""
         return self._seen.contains_fp(fp)
 
+    async def offer_seen(self, fps: Sequence[int]) -> int:
+        """Mark fingerprints seen, none queued: how many were new (``offer_many`` of
+        ``queue=False`` candidates, without the candidates; what the intake keeps of the URLs
+        out of scope). Only here: a persistent state keeps each URL and its referrer, to list
+        a killed page's discoveries again."""
+        return int(self._seen.update_fps(fps))
+
     def probe_parts(self) -> tuple[MemorySeenSet, None]:
         """What ``seen`` reads and how ``fingerprint`` hashes (None: Python's ``hash``)."""
         return self._seen, None
