@@ -24,6 +24,7 @@ cdef class Intake:
     cdef MemorySeenSet _seen
     cdef Fingerprinter _fper
     cdef object _host_scope
+    cdef dict _scope_cache
     cdef uint64_t* _ext
     cdef Py_ssize_t _next
     cdef Py_ssize_t _ecap

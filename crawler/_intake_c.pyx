@@ -27,6 +27,8 @@ from array import array as _array
 from crawler._hash_c cimport Fingerprinter, MemorySeenSet
 
 cdef extern from "Python.h":
+    ctypedef struct PyObject
+    PyObject* PyDict_GetItemWithError(object, object) except? NULL
     bint PyUnicode_IS_ASCII(object)
     void* PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
@@ -186,6 +188,7 @@ cdef class Intake:
         self._seen = None
         self._fper = None
         self._host_scope = None
+        self._scope_cache = None
         self._next = 0
 
     def __dealloc__(self):
@@ -409,7 +412,21 @@ cdef class Intake:
         return 0
 
     cdef int _outside(self, const unsigned char* p, Py_ssize_t m, str s) except -1:
-        """1 if the host rule puts the canonical URL p[:m] out of scope."""
+        """1 if the host rule puts the canonical URL p[:m] out of scope: its origin text
+        looked up in the policy's cache (``UrlPolicy.host_cache``, keyed as ``host_scope``
+        keys it: up to the first "/" from index 8), ``host_scope`` on a miss."""
+        cdef Py_ssize_t end = m
+        cdef const unsigned char* slash
+        cdef PyObject* v
+        if self._scope_cache is not None:
+            if m > 8:
+                slash = <const unsigned char*>memchr(p + 8, b"/", m - 8)
+                if slash != NULL:
+                    end = slash - p
+            key = PyUnicode_DecodeASCII(<const char*>p, end, NULL)
+            v = PyDict_GetItemWithError(self._scope_cache, key)  # (NULL and no error: a miss)
+            if v != NULL:
+                return <object>v is None
         if s is None:
             s = PyUnicode_DecodeASCII(<const char*>p, m, NULL)
         return self._host_scope(s) is None
@@ -471,15 +488,19 @@ cdef class Intake:
             self._seen = None
             self._fper = None
 
-    def set_host_scope(self, host_scope):
+    def set_host_scope(self, host_scope, cache=None):
         """Keep only the fingerprint of a new URL the host rule puts out of scope.
 
-        ``host_scope`` is ``UrlPolicy.host_scope`` (None: off). While a state is bound, a URL
-        neither the table nor the state knows whose ``host_scope`` is None is no item: its
-        fingerprint waits in `take_external` (the state records it seen, ``offer_seen``), as
-        admission would have offered it ``queue=False``. Off with ``all_links`` (admission
-        lists such URLs)."""
+        ``host_scope`` is ``UrlPolicy.host_scope`` (None: off), ``cache`` the dict it fills
+        (``UrlPolicy.host_cache``), read here first. While a state is bound, a URL neither the
+        table nor the state knows whose ``host_scope`` is None is no item: its fingerprint
+        waits in `take_external` (the state records it seen, ``offer_seen``), as admission
+        would have offered it ``queue=False``. Off with ``all_links`` (admission lists such
+        URLs)."""
+        if cache is not None and type(cache) is not dict:
+            raise TypeError("cache must be a dict")
         self._host_scope = None if self.all_links else host_scope
+        self._scope_cache = None if self._host_scope is None else cache
 
     @property
     def external_pending(self):

@@ -122,7 +122,7 @@ class Admission:
         # A state whose local seen set is the state (``offer_seen``): the intake keeps only the
         # fingerprint of a new URL the host rule refuses (see ``take_external``).
         if self._parts and callable(getattr(state, "offer_seen", None)):
-            self.intake.set_host_scope(policy.host_scope)
+            self.intake.set_host_scope(policy.host_scope, policy.host_cache)
         self._max_depth = config.max_depth
         # A state that may lose acknowledged writes (Redis brought back from its AOF without
         # the last second) says so by a new ``epoch``: what this run's caches hold as offered

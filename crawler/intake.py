@@ -118,14 +118,19 @@ class IntakePy:
         self._contains = None if seen is None else seen.contains_fp
         self._fper = fingerprinter
 
-    def set_host_scope(self, host_scope: Callable[[str], str | None] | None) -> None:
+    def set_host_scope(
+        self, host_scope: Callable[[str], str | None] | None, cache: dict[str, Any] | None = None
+    ) -> None:
         """Keep only the fingerprint of a new URL the host rule puts out of scope.
 
-        ``host_scope`` is ``UrlPolicy.host_scope`` (None: off). While a state is bound, a URL
-        neither the table nor the state knows whose ``host_scope`` is None is no item: its
-        fingerprint waits in `take_external` (the state records it seen, ``offer_seen``), as
-        admission would have offered it ``queue=False``. Off with ``all_links`` (admission
-        lists such URLs)."""
+        ``host_scope`` is ``UrlPolicy.host_scope`` (None: off); ``cache``, the dict it fills
+        (``UrlPolicy.host_cache``), is for the compiled twin (here ``host_scope`` reads it
+        itself). While a state is bound, a URL neither the table nor the state knows whose
+        ``host_scope`` is None is no item: its fingerprint waits in `take_external` (the
+        state records it seen, ``offer_seen``), as admission would have offered it
+        ``queue=False``. Off with ``all_links`` (admission lists such URLs)."""
+        if cache is not None and type(cache) is not dict:
+            raise TypeError("cache must be a dict")
         self._host_scope = None if self.all_links else host_scope
 
     @property

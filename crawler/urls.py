@@ -302,6 +302,14 @@ class UrlPolicy:
             return None
         return origin
 
+    @property
+    def host_cache(self) -> dict[str, str | None]:
+        """`host_scope`'s cache: a URL's text up to the first "/" from index 8 (its origin
+        text, userinfo and all) -> the origin if the host rule admits it, else None. Emptied
+        with ``clear()``, never replaced (so that the compiled intake may read it); only
+        `host_scope` writes it."""
+        return self._by_origin
+
     def host_scope(self, url: str) -> str | None:
         """The origin of a canonical URL if the host rule (``scope``) admits it, else None.
 
