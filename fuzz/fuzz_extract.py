@@ -22,7 +22,9 @@ cannot rot:
 6. the link intake (``crawler.intake``): the compiled extractor feeding the compiled intake
    from its buffers (``intake=``, chunked) gives the items the pure-Python intake gives for
    the pure-Python extractor's links, with the same ``found``; then, with every URL of those
-   items marked in both, again (up to the recent table's evictions).
+   items marked in both, again (up to the recent table's evictions). One input in two binds
+   both to a memory seen set with the host scope on: the same fingerprints of out-of-scope
+   URLs too (as multisets), marked seen before the second pass.
 
 Run by run.sh, the compiled twins are the ones built with AddressSanitizer and libFuzzer's
 coverage (fuzz/build_asan.sh; the extractor named by ``CRAWLER_FUZZ_ASAN_SO``, the intake
@@ -269,6 +271,15 @@ def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: byt
     flags = data[3] if len(data) > 3 else 0
     kw: dict[str, Any] = {"respect_nofollow": bool(flags & 2), "all_links": bool(flags & 4)}
     ic, ip = intake_c(policy, **kw), IntakePy(policy, **kw)
+    seen: list[Any] = []
+    if flags & 8:  # a bound memory state and the host scope: out-of-scope URLs as fingerprints
+        from crawler.seen import MemorySeenSetPy  # noqa: PLC0415
+
+        # (the compiled intake's own seen set type: under ASan, crawler.seen may not load it)
+        seen = [importlib.import_module("crawler._hash_c").MemorySeenSet(), MemorySeenSetPy()]
+        for it, s in zip((ic, ip), seen, strict=True):
+            it.bind(s, None)
+            it.set_host_scope(policy.host_scope, policy.host_cache)
     marked: set[str] = set()
     for attempt in (1, 2):
         ex = c(case.base, case.encoding, link_set=case.link_set, intake=ic,
@@ -287,6 +298,11 @@ def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: byt
                           f" [{case.describe()}]")  # fmt: skip
         if ic.found != ip.found:
             raise Finding(f"intake: found {ic.found} != {ip.found} [{case.describe()}]")
+        ext_c, ext_py = ic.take_external(), ip.take_external()
+        if sorted(ext_c) != sorted(ext_py):
+            raise Finding(f"intake: external {list(ext_c)} != {list(ext_py)} [{case.describe()}]")
+        for s in seen:
+            s.update_fps(ext_py)
         new = [x for x in want if type(x) is str]
         ic.mark_many(new)
         ip.mark_many(new)

@@ -177,6 +177,13 @@ HOSTILE: dict[str, tuple[bytes, bytes]] = {
         b"<template><a href=/t></template><select><a href=/s></select><table><a href=/tb>",
         header(),
     ),
+    # seed bit 11 (byte 3, bit 3): the intake bound to a seen set with the host scope on
+    "intake-external": (
+        b"<a href=//other.example/a><a href=http://site2.example/b?q#f><a href=/in>"
+        b"<a href=//other.example/a><a href='HTTP://OTHER.example:80/a#x'><a href=//[::1]/v6>"
+        b"<a href='http://xn--mnchen-3ya.example/'><a href='//m\xc3\xbcnchen.example/u'>",
+        header(mode=1, exp=2, seed=0x0801),
+    ),
 }
 
 

@@ -491,3 +491,23 @@ def test_a_host_scope_needs_a_bound_state_and_is_off_with_all_links(twin: Any) -
     every.set_host_scope(policy.host_scope)  # admission lists every link: it needs the str
     assert every.take(links) == ["http://other.example/x", "http://site.example/y"]
     assert every.external_pending == 0
+
+
+@pytest.mark.parametrize("twin", TWINS)
+def test_a_widened_scope_is_seen_at_once(twin: Any) -> None:
+    """The compiled twin reads the policy's own cache (``host_cache``), which a change of
+    scope empties: a host added to the scope is in scope for the very next link."""
+    from crawler.seen import MemorySeenSet  # noqa: PLC0415
+
+    policy = _policy({})
+    it = twin(policy)
+    it.bind(MemorySeenSet(), None)
+    it.set_host_scope(policy.host_scope, policy.host_cache)
+    one = _links(["http://other.example/a"], [False])
+    assert it.take(one) == [] and len(it.take_external()) == 1
+    assert policy.host_cache  # filled by the first decision
+    policy.add_seed_host("http://other.example/")
+    assert it.take(_links(["http://other.example/b"], [False])) == ["http://other.example/b"]
+    assert it.take_external().tolist() == []
+    with pytest.raises(TypeError):
+        it.set_host_scope(policy.host_scope, [])  # type: ignore[arg-type]
