@@ -78,6 +78,12 @@ class HttpError(Exception):
         self.kind = kind
 
 
+# The common crawl URL in one match: a lower-case name or IPv4 host, an optional port, a path
+# of printable ASCII without "#". Anything else takes the general reading below (the same
+# answer: tests/test_http1.py holds the two equal).
+_PLAIN_URL = re.compile(r"http://([a-z0-9.-]+)(?::([0-9]{1,5}))?(/[!\"$-~]*)\Z")
+
+
 def split_http_url(url: str) -> tuple[str, int, str, str] | None:
     """(host, port, authority, request-target) of a plain ``http://`` URL, else None.
 
@@ -85,6 +91,19 @@ def split_http_url(url: str) -> tuple[str, int, str, str] | None:
     a path. None for anything this module does not send: another scheme, userinfo, a byte
     outside printable ASCII (the request line and ``Host`` must be sent as they are).
     """
+    m = _PLAIN_URL.match(url)
+    if m is not None:
+        host, port_text, target = m.groups()
+        if port_text is None:
+            return host, 80, host, target
+        port = int(port_text)
+        if 0 < port < 65536:
+            return host, port, f"{host}:{port_text}", target
+        return None
+    return _split_http_url(url)
+
+
+def _split_http_url(url: str) -> tuple[str, int, str, str] | None:
     if not url.startswith("http://"):
         return None
     if not url.isascii() or not url.isprintable() or " " in url:

@@ -282,3 +282,31 @@ async def test_crawl_ignores_unknown_content_type_charset(serve, label: str) -> 
     (first,) = result.pages
     assert first.error is None
     assert [link.url for link in first.links] == [root + "m%C3%BCnchen/stra%C3%9Fe", root + "after"]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=40),
+            st.sampled_from(
+                [
+                    b"text/html; charset=UTF-8",
+                    b"charset='latin1'",
+                    b"x" * 300,
+                    b'text/html;charset="shift_jis',
+                    b"CHARSET = koi8-r",
+                ]
+            ),  # fmt: skip
+        ),
+        max_size=600,
+    )
+)
+def test_charset_from_content_cache_changes_no_answer(values: list[bytes]) -> None:
+    """The answers kept for short values (and emptied when 256 are kept) are the algorithm's."""
+    from crawler.extract import charset  # noqa: PLC0415
+
+    for v in values:
+        assert charset.charset_from_content(v) == charset._charset_from_content(v)
+        assert charset.charset_from_content(bytearray(v)) == charset._charset_from_content(v)
+    assert len(charset._FROM_CONTENT) <= charset._FROM_CONTENT_MAX
+    assert all(len(k) <= charset._FROM_CONTENT_VALUE for k in charset._FROM_CONTENT)

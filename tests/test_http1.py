@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from aiohttp.helpers import parse_content_type
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler import http1
@@ -138,6 +138,34 @@ def test_split_http_url(url: str, parts: tuple[str, int, str, str]) -> None:
 )
 def test_split_http_url_leaves_the_rest_to_aiohttp(url: str) -> None:
     assert split_http_url(url) is None
+
+
+_URL_PART = st.text(alphabet=st.sampled_from("aZ09.-_:@[]/?#%~ \u00e9\x7f!$&'()*+,;="), max_size=12)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    host=st.one_of(
+        st.sampled_from(["a.test", "127.0.0.1", "[::1]", "A.test", "", "xn--d-x.test", "a_b"]),
+        _URL_PART,
+    ),
+    port=st.one_of(
+        st.none(),
+        st.sampled_from(["0", "1", "80", "080", "65535", "65536", "99999", "123456", "", "x"]),
+        _URL_PART,
+    ),  # fmt: skip
+    rest=st.one_of(st.just(""), st.builds(lambda t: "/" + t, _URL_PART), _URL_PART),
+    scheme=st.sampled_from(["http://", "http://", "https://", "HTTP://"]),
+)
+def test_split_http_url_fast_path_is_the_general_reading(
+    host: str, port: str | None, rest: str, scheme: str
+) -> None:
+    """The one-regex reading of the common URL gives what the general one gives, for any
+    host, port and path text (the general one is the reference: it was tested above)."""
+    from crawler.http1 import _split_http_url  # noqa: PLC0415
+
+    url = scheme + host + ("" if port is None else ":" + port) + rest
+    assert split_http_url(url) == _split_http_url(url)
 
 
 # -- Content-Type: the same reading as aiohttp's --

@@ -239,8 +239,30 @@ _NAME_END = re.compile(rb"[" + _WS + rb">]")
 _CHARSET = re.compile(rb"(?i:charset)[" + _WS + rb"]*=[" + _WS + rb"]*")
 
 
+# charset_from_content's answers for short values: a site's pages carry the same
+# <meta http-equiv content> on every page (DocBook, Javadoc, ...). Bounded: emptied when full.
+_FROM_CONTENT: dict[bytes, str | None] = {}
+_FROM_CONTENT_MAX = 256
+_FROM_CONTENT_VALUE = 256
+
+
 def charset_from_content(content: bytes) -> str | None:
     """The standard's "extracting a character encoding from a meta element"."""
+    if type(content) is not bytes:
+        return _charset_from_content(content)
+    try:
+        return _FROM_CONTENT[content]
+    except KeyError:
+        pass
+    name = _charset_from_content(content)
+    if len(content) <= _FROM_CONTENT_VALUE:
+        if len(_FROM_CONTENT) >= _FROM_CONTENT_MAX:
+            _FROM_CONTENT.clear()
+        _FROM_CONTENT[content] = name
+    return name
+
+
+def _charset_from_content(content: bytes) -> str | None:
     pos = 0
     while True:
         i = content.lower().find(b"charset", pos)
