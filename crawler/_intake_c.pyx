@@ -19,6 +19,7 @@ from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
+from posix.stdlib cimport posix_memalign
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 import os
@@ -172,8 +173,11 @@ cdef class Intake:
         self._shift = 64 - bits
         self._mask = <uint64_t>slots - 1
         free(self._table)
-        self._table = <uint64_t*>malloc(slots * sizeof(uint64_t))
-        if self._table == NULL:
+        # 64-byte aligned, so that a 4-way bucket (32 bytes) never straddles two cache lines:
+        # a probe is one line (glibc's malloc of a table this size is 16 bytes past a page).
+        self._table = NULL
+        if posix_memalign(<void**>&self._table, 64, slots * sizeof(uint64_t)) != 0:
+            self._table = NULL
             raise MemoryError()
         memset(self._table, 0, slots * sizeof(uint64_t))
         key = os.urandom(16)
