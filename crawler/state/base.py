@@ -172,6 +172,11 @@ class CrawlState(Protocol):
     Every method is a coroutine (a remote backend does I/O); a batch method is one round trip
     and one transaction. Implementations: ``crawler.state.memory.MemoryState``,
     ``crawler.state.sqlite.SQLiteState`` (and ``crawler.state.redis`` next).
+
+    Optional, outside the protocol: ``probe_parts()`` (the local seen set and fingerprint, for
+    the intake to probe in C) and ``offer_seen(fps) -> int`` (mark fingerprints seen, none
+    queued: what the memory state takes instead of ``queue=False`` candidates for URLs the host
+    rule refuses; a backend that must keep each URL, to re-list it after a kill, leaves it out).
     """
 
     #: The state URL it was opened from ("" for memory), for messages.
