@@ -119,6 +119,7 @@ class Admission:
         # A backend's local probe in parts (its seen set, its fingerprint function), optional:
         # the intake probes it for every URL its table misses (in C with the compiled twins).
         self._parts = callable(getattr(state, "probe_parts", None)) and self._local is None
+        self._bound: tuple[Any, Any] | None = None  # the parts the intake is bound to
         # A state whose local seen set is the state (``offer_seen``): the intake keeps only the
         # fingerprint of a new URL the host rule refuses (see ``take_external``).
         if self._parts and callable(getattr(state, "offer_seen", None)):
@@ -353,10 +354,15 @@ class Admission:
         if self._parts:
             # (looked up each time: a wrapper state may forward it to another backend)
             parts = getattr(self.state, "probe_parts")()  # noqa: B009 (optional in the protocol)
+            bound = self._bound
             if parts is None:
-                self.intake.bind(None)
-            else:
+                if bound is not None:
+                    self.intake.bind(None)
+                    self._bound = None
+            elif bound is None or parts[0] is not bound[0] or parts[1] is not bound[1]:
+                # (new parts only: the memory state's never change, Redis's on a start-over)
                 self.intake.bind(*parts)
+                self._bound = (parts[0], parts[1])
 
     def _forget(self) -> None:
         """Drop what the caches hold as offered (the state's epoch changed)."""

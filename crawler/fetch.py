@@ -46,7 +46,7 @@ import random
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -743,7 +743,7 @@ class Fetcher:
         consumer = on_headers(res) if on_headers is not None else None
         if consumer is None:
             return
-        await deliver(_body_of(conn), decoder_for(encoding), res, consumer, cap)
+        await deliver(_BodyOf(conn), decoder_for(encoding), res, consumer, cap)
 
     def _take_cookies(self, values: list[str], url: str) -> None:
         """A server set cookies: they go to aiohttp's jar, and from now on every request goes
@@ -771,10 +771,23 @@ class Fetcher:
         return {k: getattr(res, k) for k in Response.__slots__}
 
 
-async def _body_of(conn: http1.Connection) -> AsyncIterator[bytes]:
-    """The body bytes of the response on ``conn``, as they come."""
-    while chunk := await conn.read():
-        yield chunk
+class _BodyOf:
+    """The body bytes of the response on ``conn``, as they come (an async iterator, not an
+    async generator: one of those a page costs the event loop's hooks a registration)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: http1.Connection) -> None:
+        self._conn = conn
+
+    def __aiter__(self) -> _BodyOf:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self._conn.read()
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
 
 
 def _proxy_kind(exc: BaseException, kind: str, detail: str, proxy: Proxy) -> tuple[str, str]:
