@@ -17,10 +17,12 @@ import base64
 import os
 import re
 from collections.abc import Iterable, Mapping
-
-from yarl import URL
+from typing import TYPE_CHECKING
 
 from crawler.fetch_errors import OptionError
+
+if TYPE_CHECKING:
+    from yarl import URL
 
 __all__ = ["REDACTED", "AuthMap", "origin_key", "redact_userinfo"]
 
@@ -41,6 +43,8 @@ def redact_userinfo(text: str) -> str:
 
 def origin_key(url: URL | str) -> Origin | None:
     """(scheme, host, port) of an http(s) URL, host lower-case and IDNA-encoded; else None."""
+    from yarl import URL  # noqa: PLC0415  (start-up: yarl only once credentials are in use)
+
     try:
         u = url if isinstance(url, URL) else URL(url.strip())
         scheme = u.scheme.lower()

@@ -50,9 +50,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from multidict import CIMultiDict
-from yarl import URL
-
 from crawler import http1
 from crawler.auth import AuthMap, redact_userinfo
 from crawler.config import CrawlConfig, header_problem
@@ -62,6 +59,8 @@ from crawler.proxy import Proxy, ProxyChooser
 
 if TYPE_CHECKING:
     import aiohttp
+    from multidict import CIMultiDict
+    from yarl import URL
 
     from crawler.cookies import Cookie
     from crawler.fetch_session import BoundedPoolConnector, make_session
@@ -271,24 +270,32 @@ def parse_headers(headers: tuple[str, ...] | list[str]) -> list[tuple[str, str]]
     return out
 
 
-def session_headers(config: CrawlConfig) -> CIMultiDict[str]:
-    """The crawl's default request headers: ours, then the user's (a user's name replaces ours)."""
-    headers: CIMultiDict[str] = CIMultiDict({"User-Agent": config.user_agent, "Accept": ACCEPT})
+def header_list(config: CrawlConfig) -> list[tuple[str, str]]:
+    """The crawl's default request headers in order: ours, then the user's (a user's name
+    replaces ours, case-insensitively; a name the user gives twice is sent twice)."""
+    headers = [("User-Agent", config.user_agent), ("Accept", ACCEPT)]
     replaced: set[str] = set()
     for name, value in parse_headers(config.headers):
         key = name.lower()
         if key not in replaced:
-            headers.popall(name, None)
+            headers = [(n, v) for n, v in headers if n.lower() != key]
             replaced.add(key)
-        headers.add(name, value)
+        headers.append((name, value))
     return headers
+
+
+def session_headers(config: CrawlConfig) -> CIMultiDict[str]:
+    """`header_list` as the aiohttp session takes it."""
+    from multidict import CIMultiDict  # noqa: PLC0415  (start-up: aiohttp's path only)
+
+    return CIMultiDict(header_list(config))
 
 
 def _request_head_base(user_accept_encoding: bool, config: CrawlConfig) -> bytes:
     """The header lines every plain request sends (after ``Host``): the session's headers and,
     unless the user gave one, the Accept-Encoding of what :mod:`crawler.fetch_decode` decodes
     (aiohttp's own choice, less the codings it could not decode either)."""
-    lines = [f"{name}: {value}\r\n" for name, value in session_headers(config).items()]
+    lines = [f"{name}: {value}\r\n" for name, value in header_list(config)]
     if not user_accept_encoding:
         lines.append(f"Accept-Encoding: {accept_encoding()}\r\n")
     return "".join(lines).encode("utf-8")
@@ -509,6 +516,8 @@ class Fetcher:
 
     def _prepare(self, url: str) -> tuple[URL, Proxy | None, dict[str, str] | None]:
         """The URL to send, its proxy and its own headers (credentials for its origin only)."""
+        from yarl import URL  # noqa: PLC0415  (start-up: the plain path never needs it)
+
         target = URL(url, encoded=True)
         # (userinfo needs an "@": the usual URL skips the two lookups)
         if "@" in url and (target.raw_user is not None or target.raw_password is not None):
@@ -644,6 +653,8 @@ class Fetcher:
         """The request's own header lines on the plain path: credentials for its origin."""
         if not self._auth_on:
             return b""
+        from yarl import URL  # noqa: PLC0415  (start-up: only with credentials)
+
         authorization = self._auth.header_for(URL(url, encoded=True))
         if authorization is None:
             return b""
@@ -751,6 +762,8 @@ class Fetcher:
         self._plain_on = False
         jar = self.session.cookie_jar
         update = getattr(jar, "update_cookies_from_headers", None)
+        from yarl import URL  # noqa: PLC0415  (aiohttp's jar takes yarl's URL)
+
         response_url = URL(url, encoded=True)
         if update is not None:
             update(values, response_url)

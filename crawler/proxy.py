@@ -29,10 +29,12 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from yarl import URL
+from typing import TYPE_CHECKING
 
 from crawler.fetch_errors import OptionError
+
+if TYPE_CHECKING:
+    from yarl import URL
 
 __all__ = ["Proxy", "ProxyChooser", "proxy_problem"]
 
@@ -54,6 +56,8 @@ class Proxy:
 
 def proxy_problem(value: str) -> str | None:
     """Why ``value`` is not a usable proxy URL, or None. Never quotes the credentials."""
+    from yarl import URL  # noqa: PLC0415  (start-up: yarl only once a proxy is configured)
+
     try:
         url = URL(value.strip())
     except (ValueError, TypeError, UnicodeError) as exc:
@@ -78,6 +82,8 @@ def proxy_problem(value: str) -> str | None:
 
 
 def _make_proxy(option: str, value: str) -> Proxy:
+    from yarl import URL  # noqa: PLC0415  (start-up: yarl only once a proxy is configured)
+
     reason = proxy_problem(value)
     if reason:
         raise OptionError(option, reason)

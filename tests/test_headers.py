@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crawler import crawl
 from crawler.config import DEFAULT_USER_AGENT, CrawlConfig
@@ -87,3 +89,31 @@ def test_parse_headers() -> None:
         with pytest.raises(OptionError) as err:
             parse_headers([bad])
         assert err.value.option == "--header" and why in str(err.value)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["X-A", "x-a", "User-Agent", "user-agent", "ACCEPT", "Accept", "X-B"]),
+            st.text(alphabet="abc =;", max_size=5),
+        ),
+        max_size=8,
+    )
+)
+def test_header_list_is_what_a_cimultidict_built_so_holds(pairs: list[tuple[str, str]]) -> None:
+    """The plain path's request headers (``header_list``, no multidict) are the aiohttp
+    session's: ours first, a name the user gives replaces ours (any case), user repeats kept."""
+    from multidict import CIMultiDict  # noqa: PLC0415
+
+    from crawler.fetch import ACCEPT, header_list, session_headers  # noqa: PLC0415
+
+    config = CrawlConfig(seeds=("http://a.test/",), headers=tuple(f"{n}: {v}" for n, v in pairs))
+    ref: CIMultiDict[str] = CIMultiDict({"User-Agent": config.user_agent, "Accept": ACCEPT})
+    replaced: set[str] = set()
+    for name, value in parse_headers(config.headers):
+        if name.lower() not in replaced:
+            ref.popall(name, None)
+            replaced.add(name.lower())
+        ref.add(name, value)
+    assert header_list(config) == list(ref.items())
+    assert list(session_headers(config).items()) == list(ref.items())

@@ -178,6 +178,8 @@ async def test_an_http_crawl_imports_no_aiohttp_and_builds_no_tls_context(
     assert sorted(got["stdout"].split()) == [url, url + "a", url + "b"]
     assert "crawler.http1" in got["new"]  # the plain path fetched ...
     assert not [m for m in got["new"] if m.split(".")[0] == "aiohttp"]  # ... aiohttp not imported
+    # ... nor yarl and multidict (aiohttp's URL and headers: the plain path needs neither)
+    assert not [m for m in got["new"] if m.split(".")[0] in ("yarl", "multidict")]
     assert got["contexts"] == 0 and got["built"] is None  # ... and no context was ever made
 
 
