@@ -322,15 +322,14 @@ class UrlPolicy:
             return self._by_origin[key]
         except KeyError:
             pass
-        origin: str | None = origin_of(url)
-        if not self._origin_ok(origin):  # type: ignore[arg-type]
-            origin = None
+        origin = origin_of(url)
+        found = origin if self._origin_ok(origin) else None
         if len(self._by_origin) >= _ORIGIN_CACHE or self._by_origin_chars > _ORIGIN_CACHE_CHARS:
             self._by_origin.clear()
             self._by_origin_chars = 0
-        self._by_origin[key] = origin
+        self._by_origin[key] = found
         self._by_origin_chars += len(key)
-        return origin
+        return found
 
     def in_scope(self, url: str) -> bool:
         """Whether a canonical URL is inside the crawl's scope (host rule, then regexes)."""
