@@ -516,9 +516,7 @@ class Fetcher:
 
     def _prepare(self, url: str) -> tuple[URL, Proxy | None, dict[str, str] | None]:
         """The URL to send, its proxy and its own headers (credentials for its origin only)."""
-        from yarl import URL  # noqa: PLC0415  (start-up: the plain path never needs it)
-
-        target = URL(url, encoded=True)
+        target = _yarl_url(url)
         # (userinfo needs an "@": the usual URL skips the two lookups)
         if "@" in url and (target.raw_user is not None or target.raw_password is not None):
             target = target.with_user(None)  # never sent: credentials are --auth's
@@ -653,9 +651,7 @@ class Fetcher:
         """The request's own header lines on the plain path: credentials for its origin."""
         if not self._auth_on:
             return b""
-        from yarl import URL  # noqa: PLC0415  (start-up: only with credentials)
-
-        authorization = self._auth.header_for(URL(url, encoded=True))
+        authorization = self._auth.header_for(_yarl_url(url))
         if authorization is None:
             return b""
         return b"Authorization: " + authorization.encode("utf-8") + b"\r\n"
@@ -762,9 +758,7 @@ class Fetcher:
         self._plain_on = False
         jar = self.session.cookie_jar
         update = getattr(jar, "update_cookies_from_headers", None)
-        from yarl import URL  # noqa: PLC0415  (aiohttp's jar takes yarl's URL)
-
-        response_url = URL(url, encoded=True)
+        response_url = _yarl_url(url)
         if update is not None:
             update(values, response_url)
             return
@@ -782,6 +776,14 @@ class Fetcher:
     def describe(res: Response) -> dict[str, Any]:
         """A dict view of a Response (for logs and tests)."""
         return {k: getattr(res, k) for k in Response.__slots__}
+
+
+def _yarl_url(url: str) -> URL:
+    """yarl's URL of a crawl URL as it is (already encoded): what aiohttp, the credentials
+    and the cookie jar take. yarl is imported here, on first use: the plain path needs none."""
+    from yarl import URL  # noqa: PLC0415  (start-up)
+
+    return URL(url, encoded=True)
 
 
 class _BodyOf:

@@ -320,20 +320,27 @@ class _Body:
         ex = self.extractor
         if ex is None:
             raise _BodyAbort("extraction failed")
-        intake = self._intake()
-        before = intake.found
-        try:
-            out = ex.feed(chunk)
-        except Exception as exc:
-            intake.take_external()  # (never this chunk's: dropped with the page)
-            raise self._fail("extract", "the extractor", exc) from exc
-        try:
-            items = self._items(out, intake, before)
-        finally:  # (taken even when a page fails: the intake is shared by every page)
-            ext = intake.take_external() if intake.external_pending else None
+        items, ext = self._step(lambda: ex.feed(chunk))
         if items or ext:
             return self._take(items, ext, ex)
         return None
+
+    def _step(self, step: Callable[[], list[Any]]) -> tuple[list[str | Link], Sequence[int] | None]:
+        """One extractor step (its feed or close) and the intake's part of it: the items, the
+        links counted, and the fingerprints the intake kept of new out-of-scope URLs. Those
+        are taken from the intake whatever happens: it is shared by every page in flight, and
+        a failed step must leave none for another page to count."""
+        intake = self._intake()
+        before = intake.found
+        try:
+            try:
+                out = step()
+            except Exception as exc:
+                raise self._fail("extract", "the extractor", exc) from exc
+            items = self._items(out, intake, before)
+        finally:
+            ext = intake.take_external() if intake.external_pending else None
+        return items, ext
 
     def _intake(self) -> Any:
         admission = self.job.admission
@@ -397,21 +404,17 @@ class _Body:
         if ex is None:
             return
         self.extractor = None
-        intake = self._intake()
-        before = intake.found
+
+        def closing() -> list[Any]:  # (the extractor never raises by contract; belt and braces)
+            out: list[Any] = ex.close()
+            if self.job.collect_ids:
+                self.ids = (set(ex.ids), bool(ex.ids_complete))
+            return out
+
         try:
-            out = ex.close()
-        except Exception as exc:  # the extractor never raises by contract; belt and braces
-            self._fail("extract", "the extractor", exc)
-            return
-        if self.job.collect_ids:
-            self.ids = (set(ex.ids), bool(ex.ids_complete))
-        try:
-            items = self._items(out, intake, before)
+            items, ext = self._step(closing)
         except _BodyAbort:
             return  # kept in self.failure
-        finally:
-            ext = intake.take_external() if intake.external_pending else None
         if items or ext:
             try:
                 await self._take(items, ext, ex)

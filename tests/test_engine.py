@@ -506,6 +506,58 @@ async def test_an_extractor_that_raises_is_not_a_wire_error(serve, monkeypatch) 
     assert result.stats.errors == Counter({"extract": 1})
 
 
+@pytest.mark.skipif(page_mod.LinkExtractorC is None, reason="the compiled extractor is not built")
+async def test_a_failed_chunk_leaves_no_out_of_scope_fingerprint_to_another_page(  # type: ignore[no-untyped-def]
+    serve, monkeypatch
+) -> None:
+    """The compiled extractor hands the shared intake a chunk's out-of-scope URLs as it reads
+    them: when the chunk then fails, they go with the page, not to the next page's count."""
+    real = page_mod.LinkExtractorC
+
+    class Failing:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            self._ex = real(*args, **kwargs)
+            self.nofollow = False
+
+        def feed(self, chunk: bytes) -> list[object]:
+            out: list[object] = self._ex.feed(chunk)  # the intake has kept what it found
+            if b"BOOM" in chunk:
+                raise MemoryError("extractor boom")
+            return out
+
+        def close(self) -> list[object]:
+            return self._ex.close()  # type: ignore[no-any-return]
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/html; charset=utf-8"})
+        await resp.prepare(request)
+        await resp.write(b'<a href="/next">n</a>' + b" " * 2000)
+        await asyncio.sleep(0.05)
+        await resp.write(b"".join(b'<a href="http://bad%d.invalid/">b</a>' % k for k in range(10)))
+        await resp.write(b"BOOM")
+        await resp.write_eof()
+        return resp
+
+    async def nxt(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.1)  # after the root's failed chunk
+        body = "".join(f'<a href="http://good{k}.invalid/">g</a>' for k in range(3))
+        return web.Response(text=body, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", stream)
+    app.router.add_get("/next", nxt)
+    server = await serve(app)
+    monkeypatch.setattr(page_mod, "LinkExtractorC", Failing)
+    monkeypatch.setattr(page_mod, "LinkExtractor", Failing)  # (the direct path wants both)
+    config = CrawlConfig(seeds=(str(server.make_url("/")),), ignore_robots=True, quiet=True)
+    async with Crawler(config, page_links=False) as crawler:  # the direct path: no Links
+        await crawler.run()
+    stats = crawler.stats
+    assert stats.errors == Counter({"extract": 1})
+    assert stats.pages == 2
+    assert stats.out_of_scope == 3  # good0-2 only: bad0-9 went with the root
+
+
 async def _wait_for(predicate, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
