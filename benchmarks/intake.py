@@ -14,10 +14,14 @@ Links use every common relative form (root-relative, ``../``, ``./``, protocol-r
 query-only, percent escapes, dot segments) against a base in a sub-directory.
 
 Pipelines: ``c direct`` (the compiled extractor hands the compiled intake its links from its
-own buffers: the crawl's path when no output wants every Link), ``c links`` (the compiled
-extractor's Links through the compiled intake: the path when the page's links are kept),
-``py`` (both pure-Python twins). The bar of issue 9: <= 0.3 µs a repeated link and <= 1.5 µs
-a new link.
+own buffers: the crawl's path when no output wants every Link), ``c record`` (the same, and
+every link kept in the page's compact ``LinkRecord``: the command line's jsonl and csv),
+``c links`` (the compiled extractor's Links through the compiled intake: the library's
+default, which keeps the page's Links as a list), ``py`` (both pure-Python twins). The bar of
+issue 9: <= 0.3 µs a repeated link and <= 1.5 µs a new link.
+
+Then the outputs that read every link of a page, per link: a page's jsonl line (``JsonlSink``)
+and its csv rows (``CsvSink``), from a LinkRecord and from the list of Links.
 
     python benchmarks/intake.py              # N = 20,000 links a page
     python benchmarks/intake.py --links 5000 --repeat 3
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from crawler.extract import LinkExtractorC, LinkExtractorPy  # noqa: E402
 from crawler.intake import IntakeC, IntakePy  # noqa: E402
+from crawler.output import CsvSink, JsonlSink  # noqa: E402
+from crawler.results import PageResult  # noqa: E402
 from crawler.urls import UrlPolicy  # noqa: E402
 
 BASE = "http://site.example/docs/guide/page.html"
@@ -89,6 +96,10 @@ def pipelines(policy: UrlPolicy) -> dict[str, tuple[Any, Callable[[Any, bytes], 
         ex = LinkExtractorC(BASE, "utf-8", intake=it)
         return ex.feed(data) + ex.close()  # type: ignore[no-any-return]
 
+    def record(it: Any, data: bytes) -> list[Any]:
+        ex = LinkExtractorC(BASE, "utf-8", intake=it, record=True)
+        return ex.feed(data) + ex.close()  # type: ignore[no-any-return]
+
     def c_links(it: Any, data: bytes) -> list[Any]:
         ex = LinkExtractorC(BASE, "utf-8")
         return it.take(ex.feed(data) + ex.close())  # type: ignore[no-any-return]
@@ -100,6 +111,7 @@ def pipelines(policy: UrlPolicy) -> dict[str, tuple[Any, Callable[[Any, bytes], 
     out: dict[str, tuple[Any, Callable[[Any, bytes], list[Any]]]] = {}
     if IntakeC is not None and LinkExtractorC is not None:
         out["c direct"] = (IntakeC(policy), direct)
+        out["c record"] = (IntakeC(policy), record)
         out["c links"] = (IntakeC(policy), c_links)
     out["py"] = (IntakePy(policy), py)
     return out
@@ -132,6 +144,31 @@ def main() -> None:
             f" {t_text / len(text) * 1e9:>13.2f} {len(items):>13,} {evicted:>8,}"
         )
     print("bar (issue 9): repeated <= 0.3 µs a link, new <= 1.5 µs a link")
+    if IntakeC is not None and LinkExtractorC is not None:
+        outputs(known, n, args.repeat, policy)
+
+
+def outputs(data: bytes, n: int, repeat: int, policy: UrlPolicy) -> None:
+    """The jsonl URL list and the csv rows of one page, per link: record vs list of Links."""
+    ex = LinkExtractorC(BASE, "utf-8", intake=IntakeC(policy), record=True)
+    ex.feed(data)
+    ex.close()
+    rec = ex.record
+    plain = LinkExtractorC(BASE, "utf-8")
+    links = plain.feed(data) + plain.close()
+    assert list(rec) == links
+    sink = CsvSink(open(os.devnull, "wb"), close_stream=True)  # noqa: SIM115
+    jsonl = JsonlSink(open(os.devnull, "wb"), close_stream=True)  # noqa: SIM115
+    print(f"\n{'output':<10} {'LinkRecord µs/link':>19} {'list µs/link':>13}")
+    for name, fn in (
+        ("jsonl", lambda links: jsonl.page(PageResult(BASE, 0, links=links))),
+        ("csv", lambda links: sink.page(PageResult(BASE, 0, links=links))),
+    ):
+        t_rec, _ = best(lambda: fn(rec), repeat)  # noqa: B023
+        t_list, _ = best(lambda: fn(links), repeat)  # noqa: B023
+        print(f"{name:<10} {t_rec / n * 1e6:>19.3f} {t_list / n * 1e6:>13.3f}")
+    sink.close()
+    jsonl.close()
 
 
 if __name__ == "__main__":

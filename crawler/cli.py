@@ -771,8 +771,9 @@ async def _crawl(
     stats: CrawlStats | None = None
     try:
         # The urls format never reads PageResult.links: do not hold every link of a page.
+        # jsonl and csv read them from the compiled extractor's compact record.
         page_links = config.format != "urls"
-        options: dict[str, Any] = {"page_links": page_links}
+        options: dict[str, Any] = {"page_links": page_links, "link_record": page_links}
         if given is not None:
             options["given"] = given
         async with engine.Crawler(config, sink=sink, **options) as crawler:

@@ -150,6 +150,11 @@ class Crawler:
             line's ``urls`` format): a hostile 10 MB page of ``<a href=x>`` is ~950,000 Link
             objects, ~190 MB held until the page is done, times the pages in flight. The
             links are crawled and counted either way.
+        link_record: with ``page_links`` and the compiled extractor, ``PageResult.links`` is
+            a ``crawler.extract.LinkRecord``: the same Links in a compact record, made when
+            read, so that the page's links take the compiled path to the state (what the
+            command line's ``jsonl`` and ``csv`` formats use). Without the compiled extractor,
+            a list as always.
         state: a CrawlState to use instead of ``open_state(config.state)`` (opened and
             closed by the crawler all the same).
         given: the config keys the user set explicitly (the CLI's flags and file), for the
@@ -173,6 +178,7 @@ class Crawler:
         on_page: Callable[[PageResult], object] | None = None,
         keep_results: bool | None = None,
         page_links: bool = True,
+        link_record: bool = False,
         state: CrawlState | None = None,
         given: Collection[str] | None = None,
         collect_ids: bool = False,
@@ -186,6 +192,7 @@ class Crawler:
         self._on_page = on_page
         self._keep = sink is None if keep_results is None else keep_results
         self._page_links = page_links
+        self._link_record = link_record
         self._given = given
         self._collect_ids = collect_ids
         self._report_skipped = report_skipped
@@ -456,6 +463,7 @@ class Crawler:
             self._admission,
             state,
             page_links=self._page_links,
+            link_record=self._link_record,
             collect_ids=self._collect_ids,
             report_skipped=self._report_skipped,
         )

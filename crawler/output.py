@@ -25,10 +25,13 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
+
+from crawler.extract import LinkRecord
 
 if TYPE_CHECKING:
     from crawler.extract import Link
+    from crawler.extract._extract_c import LinkRecord as Record
     from crawler.results import PageResult
 
 FORMATS = ("urls", "jsonl", "csv", "sitemap")
@@ -202,7 +205,19 @@ class JsonlSink(OutputSink):
 
     def page(self, page: PageResult) -> None:
         # ensure_ascii keeps every line valid UTF-8 even for lone surrogates in odd URLs.
-        line = _JSON.encode(page.to_dict()) + "\n"
+        links = page.links
+        if LinkRecord is not None and type(links) is LinkRecord:
+            # The compiled extractor's record writes the URL list as JSON itself, put in the
+            # line where to_dict has it: before "redirects" (a bare quote in JSON text is
+            # always a string's delimiter, so ',"redirects":' is found only as that key).
+            rec = cast("Record", links)
+            text = _JSON.encode(page.to_dict(links=False))
+            at = text.index(',"redirects":')
+            urls = rec.json_urls()
+            invalid = _JSON.encode(rec.invalid())
+            line = f'{text[:at]},"links":{urls},"invalid_links":{invalid}{text[at:]}\n'
+        else:
+            line = _JSON.encode(page.to_dict()) + "\n"
         self._write(line.encode("ascii"))
 
 
@@ -254,9 +269,17 @@ class CsvSink(OutputSink):
 
     def page(self, page: PageResult) -> None:
         source = page.final_url or page.url
+        links = page.links
+        if LinkRecord is not None and type(links) is LinkRecord:
+            # the compiled extractor's record writes its own rows (None: a value is not ASCII)
+            done = cast("Record", links).csv_rows(source)
+            if done is not None:
+                if done:
+                    self._text(done)
+                return
         rows = [
             (source, link.url, link.tag, "true" if link.nofollow else "false")
-            for link in page.links
+            for link in links
             if link.url is not None
         ]
         if not rows:

@@ -53,6 +53,8 @@ class PageJob:
         report_skipped: a seed or link disallowed by robots.txt gives a PageResult of error
             ``robots_disallowed`` (no fetch) instead of nothing.
         page_links: fill ``PageResult.links``.
+        link_record: with ``page_links``, ``PageResult.links`` is the compiled extractor's
+            `LinkRecord` (when it is in use), and the links take the direct path.
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class PageJob:
         state: CrawlState,
         *,
         page_links: bool = True,
+        link_record: bool = False,
         collect_ids: bool = False,
         report_skipped: bool = False,
     ) -> None:
@@ -78,15 +81,17 @@ class PageJob:
         self.collect_ids = collect_ids
         self.report_skipped = report_skipped
         #: The compiled extractor hands the compiled intake its links from its own buffers
-        #: (no Link objects) when nothing wants the page's Links.
+        #: (no Link objects) when nothing wants the page's Links, or when they are wanted as
+        #: its compact record (``record``).
         self.direct = (
-            not page_links
+            (not page_links or link_record)
             and not collect_ids
             and LinkExtractorC is not None
             and LinkExtractor is LinkExtractorC
             and IntakeC is not None
             and type(admission.intake) is IntakeC
         )
+        self.record = self.direct and page_links
         found = getattr(state, "discovered_by", None)
         self._discovered_by: Callable[[str], Awaitable[list[str]]] | None = (
             found if callable(found) else None
@@ -297,6 +302,7 @@ class _Body:
         if self.found:  # a retried attempt starts the page over: uncount the last one
             self.tally.links_found -= self.found
             self.found = 0
+        if job.page_links:
             self.page.links = []
         link_set = job.config.link_set
         try:
@@ -305,9 +311,15 @@ class _Body:
                     self.url, res.charset, link_set=link_set, collect_ids=True
                 )
             elif job.direct:  # the compiled extractor feeds the compiled intake itself
-                self.extractor = LinkExtractorC(
-                    self.url, res.charset, link_set=link_set, intake=job.admission.intake
+                self.extractor = ex = LinkExtractorC(
+                    self.url,
+                    res.charset,
+                    link_set=link_set,
+                    intake=job.admission.intake,
+                    record=job.record,
                 )
+                if job.record:
+                    self.page.links = ex.record  # filled as the body is read
             else:
                 self.extractor = LinkExtractor(self.url, res.charset, link_set=link_set)
         except Exception as exc:
@@ -355,7 +367,7 @@ class _Body:
         """
         if not self.direct and out:
             if self.job.page_links:
-                self.page.links.extend(out)
+                self.page.links.extend(out)  # type: ignore[attr-defined]  # (a list here)
             try:
                 out = intake.take(out)
             except Exception as exc:

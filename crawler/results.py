@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
-from crawler.extract import Link
+from crawler.extract import Link, LinkRecord
+
+if TYPE_CHECKING:
+    from crawler.extract._extract_c import LinkRecord as Record
 
 
 @dataclass(slots=True)
@@ -21,6 +25,8 @@ class PageResult:
 
     ``links`` holds every link occurrence, invalid ones (``url`` None) included; ``to_dict``
     puts the URLs in ``links`` and the raw values of the invalid ones in ``invalid_links``.
+    A list, or with ``Crawler(link_record=True)`` and the compiled extractor a
+    ``crawler.extract.LinkRecord``: the same Links, kept compact and made when read.
     ``error`` ``"robots_disallowed"`` marks a URL robots.txt kept us from fetching: such a
     record is made only with ``Crawler(report_skipped=True)`` (a link checker's "skipped").
     """
@@ -33,7 +39,7 @@ class PageResult:
     content_type: str | None = None
     bytes: int = 0
     elapsed_ms: float = 0.0
-    links: list[Link] = field(default_factory=list)
+    links: Sequence[Link] = field(default_factory=list)
     redirects: list[str] = field(default_factory=list)
     truncated: bool = False
     error: str | None = None
@@ -50,8 +56,9 @@ class PageResult:
     def ok(self) -> bool:
         return self.error is None
 
-    def to_dict(self) -> dict[str, object]:
-        return {
+    def to_dict(self, *, links: bool = True) -> dict[str, object]:
+        """The page's record (``links=False``: without ``links`` and ``invalid_links``)."""
+        d: dict[str, object] = {
             "url": self.url,
             "final_url": self.final_url,
             "status": self.status,
@@ -60,14 +67,29 @@ class PageResult:
             "content_type": self.content_type,
             "bytes": self.bytes,
             "elapsed_ms": round(self.elapsed_ms, 1),
-            "links": [link.url for link in self.links if link.url is not None],
-            "invalid_links": [link.raw for link in self.links if link.url is None],
+            "links": _urls(self.links) if links else None,
+            "invalid_links": _invalid(self.links) if links else None,
             "redirects": list(self.redirects),
             "truncated": self.truncated,
             "error": self.error,
             "error_detail": self.error_detail,
             "retries": self.retries,
         }
+        if not links:
+            del d["links"], d["invalid_links"]
+        return d
+
+
+def _urls(links: Sequence[Link]) -> list[str]:
+    if LinkRecord is not None and type(links) is LinkRecord:
+        return cast("Record", links).urls()  # (read without making the Links)
+    return [link.url for link in links if link.url is not None]
+
+
+def _invalid(links: Sequence[Link]) -> list[str]:
+    if LinkRecord is not None and type(links) is LinkRecord:
+        return cast("Record", links).invalid()
+    return [link.raw for link in links if link.url is None]
 
 
 @dataclass(slots=True)

@@ -24,7 +24,9 @@ cannot rot:
    the pure-Python extractor's links, with the same ``found``; then, with every URL of those
    items marked in both, again (up to the recent table's evictions). One input in two binds
    both to a memory seen set with the host scope on: the same fingerprints of out-of-scope
-   URLs too (as multisets), marked seen before the second pass.
+   URLs too (as multisets), marked seen before the second pass. One in two keeps the page's
+   compact record (``record=True``): the same items, and the record is the links (with its
+   URL list, invalid values and JSON text as computed from them).
 
 Run by run.sh, the compiled twins are the ones built with AddressSanitizer and libFuzzer's
 coverage (fuzz/build_asan.sh; the extractor named by ``CRAWLER_FUZZ_ASAN_SO``, the intake
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import random
 import sys
@@ -281,8 +284,9 @@ def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: byt
             it.bind(s, None)
             it.set_host_scope(policy.host_scope, policy.host_cache)
     marked: set[str] = set()
+    record = bool(flags & 16)
     for attempt in (1, 2):
-        ex = c(case.base, case.encoding, link_set=case.link_set, intake=ic,
+        ex = c(case.base, case.encoding, link_set=case.link_set, intake=ic, record=record,
                **({} if case.max_token is None else {"max_token": case.max_token}))  # fmt: skip
         ex._strict = True
         got: list[Any] = []
@@ -298,6 +302,8 @@ def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: byt
                           f" [{case.describe()}]")  # fmt: skip
         if ic.found != ip.found:
             raise Finding(f"intake: found {ic.found} != {ip.found} [{case.describe()}]")
+        if record:
+            _check_record(ex.record, links, case)
         ext_c, ext_py = ic.take_external(), ip.take_external()
         if sorted(ext_c) != sorted(ext_py):
             raise Finding(f"intake: external {list(ext_c)} != {list(ext_py)} [{case.describe()}]")
@@ -307,6 +313,17 @@ def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: byt
         ic.mark_many(new)
         ip.mark_many(new)
         marked.update(new)
+
+
+def _check_record(rec: Any, links: list[Any], case: Case) -> None:
+    """The compact record is the page's Links, and what outputs read from it is theirs."""
+    if len(rec) != len(links) or list(rec) != links:
+        raise Finding(f"record != links: {_diff(list(rec), links)} [{case.describe()}]")
+    urls = [k.url for k in links if k.url is not None]
+    if rec.urls() != urls or rec.invalid() != [k.raw for k in links if k.url is None]:
+        raise Finding(f"record: urls/invalid differ [{case.describe()}]")
+    if rec.json_urls() != json.dumps(urls, separators=(",", ":")):
+        raise Finding(f"record: json_urls != json.dumps [{case.describe()}]")
 
 
 def _load_asan_twin(path: str) -> tuple[Any, Any]:

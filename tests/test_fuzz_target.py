@@ -8,6 +8,7 @@ AddressSanitizer) runs only with ``-m fuzz``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -311,3 +312,47 @@ def test_fuzz_run_sh_runs_clean(asan: bool, tmp_path: Path) -> None:
     assert "stat::number_of_executed_units" in out
     if asan:
         assert "Using preloaded libfuzzer" in out
+
+
+@pytest.mark.skipif(LinkExtractorC is None, reason="the compiled extractor is not built")
+@pytest.mark.parametrize("flags", [0x10, 0x1A, 0x14])
+def test_property_6_with_the_record_on_the_seeds(flags: int) -> None:
+    """Property 6 (the direct intake path), the page's record kept, on every seed."""
+    from crawler.intake import IntakeC  # noqa: PLC0415
+
+    for path in SEEDS:
+        data = bytearray(path.read_bytes())
+        if len(data) < HEADER:
+            continue
+        data[3] = flags
+        check(bytes(data), LinkExtractorPy, LinkExtractorC, Link, IntakeC)
+
+
+def test_oracle_catches_a_wrong_record() -> None:
+    from fuzz.fuzz_extract import _check_record  # noqa: PLC0415
+
+    case = decode(header() + b"<a href=/x>x</a><a href='http://[bad'>")
+    links = [Link("http://a/x", "/x", "a", "href"), Link(None, "http://[bad", "a", "href")]
+
+    class Rec(list):  # type: ignore[type-arg]
+        def urls(self) -> list[str]:
+            return [k.url for k in self if k.url is not None]
+
+        def invalid(self) -> list[str]:
+            return [k.raw for k in self if k.url is None]
+
+        def json_urls(self) -> str:
+            return json.dumps(self.urls(), separators=(",", ":"))
+
+    class BadJson(Rec):
+        def json_urls(self) -> str:
+            return "[]"
+
+    class NoInvalid(Rec):
+        def invalid(self) -> list[str]:
+            return []
+
+    _check_record(Rec(links), links, case)
+    for bad in (Rec(links[:1]), Rec(links[::-1]), BadJson(links), NoInvalid(links)):
+        with pytest.raises(Finding, match="record"):
+            _check_record(bad, links, case)

@@ -36,7 +36,7 @@ ImportError instead of a fallback, and ``setup.py`` fails when it cannot build i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crawler._twins import NO_EXTENSIONS as NO_EXTENSIONS  # (re-exported: tests read them)
@@ -50,9 +50,16 @@ from ._machine import LinkExtractor as LinkExtractorPy
 _c = (
     None
     if TYPE_CHECKING
-    else compiled("crawler.extract._extract_c", "LinkExtractor", what="the compiled extractor")
+    else compiled(
+        "crawler.extract._extract_c", "LinkExtractor", "LinkRecord", what="the compiled extractor"
+    )
 )
 LinkExtractorC: Any = None if _c is None else _c[0]
+#: The compiled extractor's record of a page's links (``record=True``), or None: a sequence of
+#: Links made when read (``crawler.results.PageResult.links`` with ``link_record``).
+LinkRecord: Any = None if _c is None else _c[1]
+if LinkRecord is not None:  # pragma: no cover - depends on the build
+    Sequence.register(LinkRecord)
 if TYPE_CHECKING or LinkExtractorC is None:
     LinkExtractor = LinkExtractorPy
     IMPLEMENTATION = "py"
@@ -89,6 +96,7 @@ __all__ = [
     "LinkExtractor",
     "LinkExtractorC",
     "LinkExtractorPy",
+    "LinkRecord",
     "MAX_IDS",
     "MAX_ID_CHARS",
     "MAX_TOKEN",

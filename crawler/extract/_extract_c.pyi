@@ -1,14 +1,27 @@
 """Types of the compiled extractor (`_extract_c.pyx`): the same API as `_machine`."""
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 from crawler._intake_c import Intake
 
 from ._link import Link
 
+class LinkRecord(Sequence[Link]):
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, i: int) -> Link: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Link]: ...
+    def __iter__(self) -> Iterator[Link]: ...
+    def urls(self) -> list[str]: ...
+    def invalid(self) -> list[str]: ...
+    def json_urls(self) -> str: ...
+    def csv_rows(self, source: str) -> str | None: ...
+
 class LinkExtractor:
     _strict: bool
+    record: LinkRecord | None
     nofollow: bool
     encoding: str
     ids: set[str]
@@ -22,6 +35,7 @@ class LinkExtractor:
         max_token: int = ...,
         collect_ids: bool = False,
         intake: Intake | None = None,
+        record: bool = False,
     ) -> None: ...
     @property
     def base_url(self) -> str: ...

@@ -43,6 +43,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy
 
 import codecs
+import json
 
 from . import _resolve
 from . import charset as _charset
@@ -1603,6 +1604,407 @@ cdef inline object _mklink(object url, object raw, object tag, object attr, bint
     return o
 
 
+# The page's link record ---------------------------------------------------------------------
+
+cdef struct RecEnt:
+    Py_ssize_t off  # where the URL's bytes start in the text (the raw value's follow); or the
+                    # index of the Link in `_objs`
+    Py_ssize_t line
+    Py_ssize_t col
+    int ulen        # -1: a Link (made by a slow path) in `_objs`
+    int rlen
+    int k           # the tag's entry (its name: `_Tables.entry_tagstr`)
+    int j           # the attribute's spec (its name: `_Tables.spec_astr`)
+    int nofollow
+
+
+cdef class LinkRecord:
+    """Every link of one page, in order, kept compact: the page's Links, made when read.
+
+    What ``LinkExtractor(..., intake=..., record=True)`` fills as it hands its links to the
+    intake: a value the C fast path resolved is kept as the bytes of its URL and raw value,
+    its tag, attribute, ``nofollow``, line and column (no Python object); a Link a slow path
+    made is kept as it is. A sequence of Links equal to the list the extractor alone returns
+    (``list(record) == links``); outputs that need every link read it without making the
+    Links: `urls`, `invalid`, `csv_rows`.
+    """
+
+    cdef _Tables _tb
+    cdef unsigned char* _text
+    cdef Py_ssize_t _tlen
+    cdef Py_ssize_t _tcap
+    cdef RecEnt* _ents
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _cap
+    # compact entries the extractor made in this step, each committed in order where its
+    # marker (None) stands among the step's Links (`LinkExtractor._items`)
+    cdef RecEnt* _pend
+    cdef Py_ssize_t _np
+    cdef Py_ssize_t _pcap
+    cdef Py_ssize_t _pi
+    cdef list _objs
+
+    def __cinit__(self):
+        self._text = NULL
+        self._ents = NULL
+        self._pend = NULL
+        self._objs = []
+
+    def __dealloc__(self):
+        free(self._text)
+        free(self._ents)
+        free(self._pend)
+
+    def __init__(self):
+        raise TypeError("a LinkRecord is made by the compiled LinkExtractor (record=True)")
+
+    cdef int add(self, const unsigned char* url, Py_ssize_t ulen, const unsigned char* raw,
+                 Py_ssize_t rlen, int k, int j, bint nofollow, Py_ssize_t line,
+                 Py_ssize_t col) except -1:
+        """A compact link (ASCII URL and raw value), pending until its marker is read."""
+        cdef Py_ssize_t need = self._tlen + ulen + rlen, cap
+        cdef void* q
+        cdef RecEnt* e
+        if need > self._tcap:
+            cap = max(need, 2 * self._tcap, 4096)
+            q = realloc(self._text, cap)
+            if q == NULL:
+                raise MemoryError()
+            self._text = <unsigned char*>q
+            self._tcap = cap
+        if self._np == self._pcap:
+            cap = max(16, 2 * self._pcap)
+            q = realloc(self._pend, cap * sizeof(RecEnt))
+            if q == NULL:
+                raise MemoryError()
+            self._pend = <RecEnt*>q
+            self._pcap = cap
+        e = &self._pend[self._np]
+        e.off = self._tlen
+        e.ulen = <int>ulen
+        e.rlen = <int>rlen
+        e.k = k
+        e.j = j
+        e.nofollow = nofollow
+        e.line = line
+        e.col = col
+        memcpy(self._text + self._tlen, url, ulen)
+        memcpy(self._text + self._tlen + ulen, raw, rlen)
+        self._tlen = need
+        self._np += 1
+        return 0
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t cap = max(64, 2 * self._cap)
+        cdef void* q = realloc(self._ents, cap * sizeof(RecEnt))
+        if q == NULL:
+            raise MemoryError()
+        self._ents = <RecEnt*>q
+        self._cap = cap
+        return 0
+
+    cdef int commit(self) except -1:
+        """The next pending compact link, in its place."""
+        if self._pi >= self._np:
+            raise RuntimeError("LinkRecord: a marker without its link")
+        if self._n == self._cap:
+            self._grow()
+        self._ents[self._n] = self._pend[self._pi]
+        self._n += 1
+        self._pi += 1
+        if self._pi == self._np:
+            self._pi = 0
+            self._np = 0
+        return 0
+
+    cdef int add_obj(self, object link) except -1:
+        """A Link a slow path made, in its place."""
+        if self._n == self._cap:
+            self._grow()
+        self._ents[self._n].off = PyList_GET_SIZE(self._objs)
+        self._ents[self._n].ulen = -1
+        self._objs.append(link)
+        self._n += 1
+        return 0
+
+    cdef object _link(self, Py_ssize_t i):
+        cdef RecEnt* e = &self._ents[i]
+        if e.ulen < 0:
+            return <object>PyList_GET_ITEM(self._objs, e.off)
+        cdef const char* t = <const char*>self._text + e.off
+        return _mklink(PyUnicode_DecodeASCII(t, e.ulen, NULL),
+                       PyUnicode_DecodeASCII(t + e.ulen, e.rlen, NULL),
+                       <object>PyList_GET_ITEM(self._tb.entry_tagstr, e.k),
+                       <object>PyList_GET_ITEM(self._tb.spec_astr, e.j),
+                       e.nofollow, _int(e.line), _int(e.col))
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        cdef Py_ssize_t k
+        if isinstance(i, slice):
+            return [self._link(k) for k in range(*i.indices(self._n))]
+        k = i
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError("LinkRecord index out of range")
+        return self._link(k)
+
+    def __iter__(self):
+        cdef Py_ssize_t i = 0
+        while i < self._n:  # (a record only grows: one being filled is read as far as it is)
+            yield self._link(i)
+            i += 1
+
+    def __contains__(self, value):
+        return any(link == value for link in self)
+
+    def index(self, value, start=0, stop=None):
+        return list(self).index(value, start, self._n if stop is None else stop)
+
+    def count(self, value):
+        return list(self).count(value)
+
+    def __eq__(self, other):
+        if isinstance(other, (LinkRecord, list, tuple)):
+            return len(other) == self._n and list(self) == list(other)
+        return NotImplemented
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"LinkRecord({list(self)!r})"
+
+    def urls(self):
+        """The URLs of the links that have one (``[l.url for l in links if l.url]``)."""
+        cdef list out = []
+        cdef RecEnt* e
+        cdef Py_ssize_t i
+        for i in range(self._n):
+            e = &self._ents[i]
+            if e.ulen >= 0:
+                out.append(PyUnicode_DecodeASCII(<const char*>self._text + e.off, e.ulen, NULL))
+            else:
+                u = (<tuple>PyList_GET_ITEM(self._objs, e.off))[0]
+                if u is not None:
+                    out.append(u)
+        return out
+
+    def invalid(self):
+        """The raw values of the links that do not resolve (``url`` None), in order."""
+        return [link[1] for link in self._objs if link[0] is None]
+
+    def json_urls(self):
+        """`urls` as JSON text, as ``json.dumps(urls, ensure_ascii=True, separators=(",",
+        ":"))`` writes it (what `crawler.output.JsonlSink` puts in a page's line)."""
+        cdef Py_ssize_t i, at = 1, cap = 4096, ul, need
+        cdef RecEnt* e
+        cdef const unsigned char* up
+        cdef unsigned char* buf = <unsigned char*>malloc(cap)
+        cdef void* q
+        cdef bint first = True
+        if buf == NULL:
+            raise MemoryError()
+        buf[0] = 91  # [
+        try:
+            for i in range(self._n):
+                e = &self._ents[i]
+                if e.ulen >= 0:
+                    up = self._text + e.off
+                    ul = e.ulen
+                else:
+                    u = (<tuple>PyList_GET_ITEM(self._objs, e.off))[0]
+                    if u is None:
+                        continue
+                    if not PyUnicode_IS_ASCII(u):
+                        u = _json_dumps(u)  # (json's own escapes of the rest)
+                        up = <const unsigned char*>PyUnicode_DATA(u)
+                        ul = PyUnicode_GET_LENGTH(u)
+                        need = at + ul + 2
+                        if need > cap:
+                            cap = max(need, 2 * cap)
+                            q = realloc(buf, cap)
+                            if q == NULL:
+                                raise MemoryError()
+                            buf = <unsigned char*>q
+                        if not first:
+                            buf[at] = 44
+                            at += 1
+                        first = False
+                        memcpy(buf + at, up, ul)
+                        at += ul
+                        continue
+                    up = <const unsigned char*>PyUnicode_DATA(u)
+                    ul = PyUnicode_GET_LENGTH(u)
+                need = at + 6 * ul + 4  # (every byte as \u00XX at worst, quotes, comma, ])
+                if need > cap:
+                    cap = max(need, 2 * cap)
+                    q = realloc(buf, cap)
+                    if q == NULL:
+                        raise MemoryError()
+                    buf = <unsigned char*>q
+                if not first:
+                    buf[at] = 44
+                    at += 1
+                first = False
+                at = _json_put(buf, at, up, ul)
+            buf[at] = 93  # ]
+            return PyUnicode_DecodeASCII(<const char*>buf, at + 1, NULL)
+        finally:
+            free(buf)
+
+    def csv_rows(self, str source):
+        """The CSV rows of `crawler.output.CsvSink` (source, target, tag, nofollow; a link
+        without a URL has none) as ``csv.writer`` writes them, CR LF each; None when a value
+        is not ASCII (the caller writes those rows its own way)."""
+        src = _csv_field(source)
+        if not PyUnicode_IS_ASCII(src):
+            return None
+        cdef Py_ssize_t sl = PyUnicode_GET_LENGTH(src), i, n, cap = 0, at = 0
+        cdef const unsigned char* sp = <const unsigned char*>PyUnicode_DATA(src)
+        cdef const unsigned char* up
+        cdef const unsigned char* tp
+        cdef Py_ssize_t ul, tl
+        cdef RecEnt* e
+        cdef unsigned char* buf = NULL
+        cdef void* q
+        cdef list tags = self._tb.entry_tagstr
+        cdef dict tag_fields = {}
+        try:
+            for i in range(self._n):
+                e = &self._ents[i]
+                if e.ulen >= 0:
+                    up = self._text + e.off
+                    ul = e.ulen
+                    tag = <object>PyList_GET_ITEM(tags, e.k)
+                    nf = e.nofollow
+                else:
+                    link = <tuple>PyList_GET_ITEM(self._objs, e.off)
+                    u = link[0]
+                    if u is None:
+                        continue
+                    if not PyUnicode_IS_ASCII(u):
+                        return None
+                    up = <const unsigned char*>PyUnicode_DATA(u)
+                    ul = PyUnicode_GET_LENGTH(u)
+                    tag = link[2]
+                    nf = link[4]
+                tf = tag_fields.get(tag)
+                if tf is None:
+                    tf = _csv_field(tag)
+                    if not PyUnicode_IS_ASCII(tf):
+                        return None
+                    tag_fields[tag] = tf
+                tp = <const unsigned char*>PyUnicode_DATA(tf)
+                tl = PyUnicode_GET_LENGTH(tf)
+                # at most: source, the URL quoted (each byte doubled, 2 quotes), the tag,
+                # "false", 3 commas, CR LF
+                n = at + sl + 2 * ul + 2 + tl + 5 + 5
+                if n > cap:
+                    cap = max(n, 2 * cap, 4096)
+                    q = realloc(buf, cap)
+                    if q == NULL:
+                        raise MemoryError()
+                    buf = <unsigned char*>q
+                memcpy(buf + at, sp, sl)
+                at += sl
+                buf[at] = 44  # ,
+                at += 1
+                at = _csv_put(buf, at, up, ul)
+                buf[at] = 44
+                at += 1
+                memcpy(buf + at, tp, tl)
+                at += tl
+                if nf:
+                    memcpy(buf + at, b",true\r\n", 7)
+                    at += 7
+                else:
+                    memcpy(buf + at, b",false\r\n", 8)
+                    at += 8
+            return PyUnicode_DecodeASCII(<const char*>buf, at, NULL)
+        finally:
+            free(buf)
+
+
+cdef object _json_dumps = json.JSONEncoder(separators=(",", ":")).encode
+cdef const char* _HEX = b"0123456789abcdef"
+
+
+cdef Py_ssize_t _json_put(unsigned char* buf, Py_ssize_t at, const unsigned char* p,
+                          Py_ssize_t n) noexcept:
+    """ASCII bytes p[:n] as a JSON string into buf at ``at`` (json's escapes); the end."""
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    buf[at] = 34
+    at += 1
+    for i in range(n):
+        c = p[i]
+        if c >= 32 and c != 34 and c != 92:
+            buf[at] = c
+            at += 1
+            continue
+        buf[at] = 92
+        if c == 34 or c == 92:
+            buf[at + 1] = c
+        elif c == 10:
+            buf[at + 1] = 110  # n
+        elif c == 13:
+            buf[at + 1] = 114  # r
+        elif c == 9:
+            buf[at + 1] = 116  # t
+        elif c == 8:
+            buf[at + 1] = 98  # b
+        elif c == 12:
+            buf[at + 1] = 102  # f
+        else:
+            buf[at + 1] = 117  # u
+            buf[at + 2] = 48
+            buf[at + 3] = 48
+            buf[at + 4] = _HEX[c >> 4]
+            buf[at + 5] = _HEX[c & 15]
+            at += 4
+        at += 2
+    buf[at] = 34
+    return at + 1
+
+
+cdef str _csv_field(str value):
+    """One field as ``csv.writer`` (the excel dialect, QUOTE_MINIMAL) writes it."""
+    if "," in value or '"' in value or "\r" in value or "\n" in value:
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+cdef Py_ssize_t _csv_put(unsigned char* buf, Py_ssize_t at, const unsigned char* p,
+                         Py_ssize_t n) noexcept:
+    """`_csv_field` of ASCII bytes p[:n] into buf at ``at``; returns the end."""
+    cdef Py_ssize_t i
+    cdef bint quote = False
+    for i in range(n):
+        if p[i] == 44 or p[i] == 34 or p[i] == 13 or p[i] == 10:
+            quote = True
+            break
+    if not quote:
+        memcpy(buf + at, p, n)
+        return at + n
+    buf[at] = 34
+    at += 1
+    for i in range(n):
+        buf[at] = p[i]
+        at += 1
+        if p[i] == 34:
+            buf[at] = 34
+            at += 1
+    buf[at] = 34
+    return at + 1
+
+
 # The extractor ------------------------------------------------------------------------------
 
 cdef class LinkExtractor:
@@ -1618,11 +2020,15 @@ cdef class LinkExtractor:
         intake: a compiled ``crawler.intake.Intake``: ``feed`` and ``close`` then return its
             items (canonical URLs it does not know, and the Links it keeps) instead of Links;
             a plain value resolved by the C fast path never becomes a Python object.
+        record: with an intake, also keep every link of the page in ``record`` (a
+            `LinkRecord`: the Links ``feed`` and ``close`` would return without an intake,
+            kept compact and made when read).
     """
 
     cdef public bint _strict
     cdef public bint nofollow
     cdef Intake _intake
+    cdef readonly LinkRecord record
     cdef public str encoding
     cdef public set ids
     cdef public bint ids_complete
@@ -1732,9 +2138,15 @@ cdef class LinkExtractor:
         free(self._arena)
 
     def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN,
-                 collect_ids=False, Intake intake=None):
+                 collect_ids=False, Intake intake=None, record=False):
         cdef _Tables tb = _tables(link_set, bool(collect_ids))
         self._intake = intake
+        self.record = None
+        if record:
+            if intake is None:
+                raise ValueError("record=True needs an intake (without one, feed returns the Links)")
+            self.record = LinkRecord.__new__(LinkRecord)
+            self.record._tb = tb
         self.ids = set()
         self._ids = self.ids if collect_ids else None
         self._id_chars = 0
@@ -1872,13 +2284,20 @@ cdef class LinkExtractor:
         return out
 
     cdef list _items(self, list out):
-        """With an intake: its items, in order (the Links the slow paths made go through it)."""
+        """With an intake: its items, in order (the Links the slow paths made go through it).
+        With a record, a None in ``out`` marks where the next compact link of the step stands
+        among them."""
         cdef list items = []
         cdef Intake it = self._intake
+        cdef LinkRecord rec = self.record
         for x in out:
             if type(x) is str:
                 items.append(x)
+            elif x is None:
+                rec.commit()
             else:
+                if rec is not None:
+                    rec.add_obj(x)
                 it.take_link(x, items)
         return items
 
@@ -2180,6 +2599,8 @@ cdef class LinkExtractor:
     cdef int _emit_simple(self, int k, list out) except -1:
         """`_emit_simple_links`, guarded as `_emit` is."""
         cdef Py_ssize_t n = PyList_GET_SIZE(out)
+        cdef LinkRecord rec = self.record
+        cdef Py_ssize_t pending = rec._np if rec is not None else 0
         if self._intake is None:  # (with one, located only when a Link is made: the count
             self._locate()        # is cumulative, so a tag not located costs nothing)
         try:
@@ -2188,6 +2609,8 @@ cdef class LinkExtractor:
             if self._strict:
                 raise
             del out[n:]
+            if rec is not None:
+                rec._np = pending  # (their markers went with them)
         return 0
 
     cdef int _emit_links(self, bytes tag, dict attrs, list out) except -1:
@@ -2525,6 +2948,8 @@ cdef class LinkExtractor:
         cdef object co = None
         cdef object tagstr = None
         cdef Intake it = self._intake
+        cdef LinkRecord rec = self.record
+        cdef bint located = False
         cdef const unsigned char* p
         cdef Py_ssize_t vlen, r
         cdef int j, j0 = tb.spec_start[k], j1 = tb.spec_start[k] + tb.spec_len[k]
@@ -2545,9 +2970,16 @@ cdef class LinkExtractor:
                 if it is not None:
                     if r >= 0:
                         if it.resolved(fr.res, r, nofollow, out) == 0:
+                            if rec is not None:  # kept compact, and its place marked
+                                if not located:
+                                    self._locate()
+                                    located = True
+                                rec.add(fr.res, r, p, vlen, k, j, nofollow, self._w_line,
+                                        self._w_col)
+                                out.append(None)
                             continue
                         r = -1
-                    elif not it.all_links and _opaque_other(p, vlen):
+                    elif rec is None and not it.all_links and _opaque_other(p, vlen):
                         it.found += 1  # (mailto:, javascript:, tel:...: never a crawl's URL)
                         continue
             if ln is None:
