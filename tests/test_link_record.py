@@ -13,9 +13,11 @@ What must hold:
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
+import pickle
 import random
 import sys
 from collections.abc import Sequence
@@ -232,6 +234,7 @@ def test_it_is_a_read_only_sequence_of_links() -> None:
     with pytest.raises(TypeError):
         LinkRecord()
     assert repr(rec).startswith("LinkRecord([Link(")
+    assert pickle.loads(pickle.dumps(rec)) == links and copy.copy(rec) == links
     with pytest.raises(ValueError):
         LinkExtractorC("http://site.example/", record=True)  # a record needs an intake
 

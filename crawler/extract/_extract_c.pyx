@@ -1781,6 +1781,9 @@ cdef class LinkRecord:
     def __repr__(self):
         return f"LinkRecord({list(self)!r})"
 
+    def __reduce__(self):
+        return (list, (list(self),))  # (pickled and copied as the list of its Links)
+
     def urls(self):
         """The URLs of the links that have one (``[l.url for l in links if l.url]``)."""
         cdef list out = []
