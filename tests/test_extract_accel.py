@@ -507,3 +507,20 @@ def test_every_named_reference_same_as_python() -> None:
         for tail in ("", "=", "x", ";", " "):
             value = f"a&{name}{tail}b"
             assert _C.unescape(value.encode("ascii")) == unescape_attr(value), value
+
+
+@needs_c
+def test_links_of_the_fast_path_are_not_tracked_by_the_cyclic_gc() -> None:
+    """A Link the compiled fast path makes holds only str, int, bool and None: untracked at
+    birth (no young collection walks a page's Links), equal and usable as any other."""
+    import gc  # noqa: PLC0415
+
+    data = b"".join(b'<a href="/p/%d.html">x</a> <area href="i%d">\n' % (k, k) for k in range(500))
+    ex = LinkExtractorC(BASE, "utf-8")
+    links = ex.feed(data) + ex.close()
+    assert len(links) == 1000
+    assert sum(gc.is_tracked(k) for k in links) == 0
+    py = LinkExtractorPy(BASE, "utf-8")
+    assert links == py.feed(data) + py.close()
+    gc.collect()
+    assert links[999].url == "https://example.org/dir/i499"

@@ -1565,6 +1565,7 @@ cdef extern from "Python.h":
     object PyType_GenericAlloc(PyTypeObject*, Py_ssize_t)
     void PyTuple_SET_ITEM(PyObject*, Py_ssize_t, PyObject*)
     void Py_INCREF(PyObject*)
+    void PyObject_GC_UnTrack(void*)
 
 cdef object _LinkType = Link
 # Line and column numbers up to this are shared int objects (a link costs no allocation for
@@ -1601,6 +1602,10 @@ cdef inline object _mklink(object url, object raw, object tag, object attr, bint
     PyTuple_SET_ITEM(t, 5, <PyObject*>line)
     Py_INCREF(<PyObject*>column)
     PyTuple_SET_ITEM(t, 6, <PyObject*>column)
+    # Its fields are str, int, bool or None: it can be in no cycle, so the cyclic GC need not
+    # track it (CPython untracks such a tuple itself, but only at the first collection that
+    # visits it: a page's thousands of Links made each young collection walk them).
+    PyObject_GC_UnTrack(t)
     return o
 
 
@@ -2636,9 +2641,9 @@ cdef class LinkExtractor:
                 raw = self._text(v)
                 if a == b"srcset":
                     for u in parse_srcset(raw):
-                        out.append(_new(Link, (fr.resolve(u), u, tagstr, astr, nofollow, ln, co)))
+                        out.append(_mklink(fr.resolve(u), u, tagstr, astr, nofollow, ln, co))
                     continue
-                out.append(_new(Link, (fr.resolve(raw), raw, tagstr, astr, nofollow, ln, co)))
+                out.append(_mklink(fr.resolve(raw), raw, tagstr, astr, nofollow, ln, co))
         if tag == b"base":
             if not self._base_seen and attrs.get(b"href") is not None \
                     and self._fmode != CFS_TEMPLATE:
@@ -2661,8 +2666,8 @@ cdef class LinkExtractor:
         if equiv is not None and self._text(equiv).lower() == "refresh":
             raw = refresh_url(self._text(content))
             if raw is not None:
-                out.append(_new(Link, (self._fr.resolve(raw), raw, "meta", "content", False,
-                                       _int(self._w_line), _int(self._w_col))))
+                out.append(_mklink(self._fr.resolve(raw), raw, "meta", "content", False,
+                                   _int(self._w_line), _int(self._w_col)))
         name = attrs.get(b"name")
         if name is not None and self._text(name).lower() == "robots":
             for tok in self._text(content).lower().replace(",", " ").split():
