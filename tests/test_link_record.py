@@ -226,7 +226,7 @@ def test_it_is_a_read_only_sequence_of_links() -> None:
     assert list(reversed(rec)) == links[::-1]
     assert links[5] in rec and Link("http://nowhere/", "x", "a", "href") not in rec
     assert rec.index(links[4]) == 4 and rec.count(links[4]) == 1
-    assert rec != links[:-1] and rec != "x"
+    assert rec != links[:-1] and rec != "x" and rec != tuple(links)
     with pytest.raises(IndexError):
         rec[len(links)]
     with pytest.raises(TypeError):

@@ -1773,7 +1773,7 @@ cdef class LinkRecord:
         return list(self).count(value)
 
     def __eq__(self, other):
-        if isinstance(other, (LinkRecord, list, tuple)):
+        if isinstance(other, (LinkRecord, list)):  # (as a list: never equal to a tuple)
             return len(other) == self._n and list(self) == list(other)
         return NotImplemented
 
