@@ -1811,18 +1811,17 @@ cdef class LinkRecord:
     def json_urls(self):
         """`urls` as JSON text, as ``json.dumps(urls, ensure_ascii=True, separators=(",",
         ":"))`` writes it (what `crawler.output.JsonlSink` puts in a page's line)."""
-        cdef Py_ssize_t i, at = 1, cap = 4096, ul, need
+        cdef Py_ssize_t i, at = 1, cap = 0, ul
         cdef RecEnt* e
         cdef const unsigned char* up
-        cdef unsigned char* buf = <unsigned char*>malloc(cap)
-        cdef void* q
-        cdef bint first = True
-        if buf == NULL:
-            raise MemoryError()
-        buf[0] = 91  # [
+        cdef unsigned char* buf = NULL
+        cdef bint first = True, plain
         try:
+            buf = _room(buf, &cap, 4096)
+            buf[0] = 91  # [
             for i in range(self._n):
                 e = &self._ents[i]
+                plain = True
                 if e.ulen >= 0:
                     up = self._text + e.off
                     ul = e.ulen
@@ -1831,37 +1830,21 @@ cdef class LinkRecord:
                     if u is None:
                         continue
                     if not PyUnicode_IS_ASCII(u):
-                        u = _json_dumps(u)  # (json's own escapes of the rest)
-                        up = <const unsigned char*>PyUnicode_DATA(u)
-                        ul = PyUnicode_GET_LENGTH(u)
-                        need = at + ul + 2
-                        if need > cap:
-                            cap = max(need, 2 * cap)
-                            q = realloc(buf, cap)
-                            if q == NULL:
-                                raise MemoryError()
-                            buf = <unsigned char*>q
-                        if not first:
-                            buf[at] = 44
-                            at += 1
-                        first = False
-                        memcpy(buf + at, up, ul)
-                        at += ul
-                        continue
+                        u = _json_dumps(u)  # (json's own escapes, quotes included)
+                        plain = False
                     up = <const unsigned char*>PyUnicode_DATA(u)
                     ul = PyUnicode_GET_LENGTH(u)
-                need = at + 6 * ul + 4  # (every byte as \u00XX at worst, quotes, comma, ])
-                if need > cap:
-                    cap = max(need, 2 * cap)
-                    q = realloc(buf, cap)
-                    if q == NULL:
-                        raise MemoryError()
-                    buf = <unsigned char*>q
+                # (plain: every byte as \u00XX at worst, and quotes; a comma; the "]")
+                buf = _room(buf, &cap, at + (6 * ul + 2 if plain else ul) + 2)
                 if not first:
                     buf[at] = 44
                     at += 1
                 first = False
-                at = _json_put(buf, at, up, ul)
+                if plain:
+                    at = _json_put(buf, at, up, ul)
+                else:
+                    memcpy(buf + at, up, ul)
+                    at += ul
             buf[at] = 93  # ]
             return PyUnicode_DecodeASCII(<const char*>buf, at + 1, NULL)
         finally:
@@ -1874,14 +1857,13 @@ cdef class LinkRecord:
         src = _csv_field(source)
         if not PyUnicode_IS_ASCII(src):
             return None
-        cdef Py_ssize_t sl = PyUnicode_GET_LENGTH(src), i, n, cap = 0, at = 0
+        cdef Py_ssize_t sl = PyUnicode_GET_LENGTH(src), i, cap = 0, at = 0
         cdef const unsigned char* sp = <const unsigned char*>PyUnicode_DATA(src)
         cdef const unsigned char* up
         cdef const unsigned char* tp
         cdef Py_ssize_t ul, tl
         cdef RecEnt* e
         cdef unsigned char* buf = NULL
-        cdef void* q
         cdef list tags = self._tb.entry_tagstr
         cdef dict tag_fields = {}
         try:
@@ -1913,13 +1895,7 @@ cdef class LinkRecord:
                 tl = PyUnicode_GET_LENGTH(tf)
                 # at most: source, the URL quoted (each byte doubled, 2 quotes), the tag,
                 # "false", 3 commas, CR LF
-                n = at + sl + 2 * ul + 2 + tl + 5 + 5
-                if n > cap:
-                    cap = max(n, 2 * cap, 4096)
-                    q = realloc(buf, cap)
-                    if q == NULL:
-                        raise MemoryError()
-                    buf = <unsigned char*>q
+                buf = _room(buf, &cap, at + sl + 2 * ul + 2 + tl + 5 + 5)
                 memcpy(buf + at, sp, sl)
                 at += sl
                 buf[at] = 44  # ,
@@ -1938,6 +1914,21 @@ cdef class LinkRecord:
             return PyUnicode_DecodeASCII(<const char*>buf, at, NULL)
         finally:
             free(buf)
+
+
+cdef unsigned char* _room(unsigned char* buf, Py_ssize_t* cap, Py_ssize_t need) except NULL:
+    """``buf`` (a malloc'ed output buffer of ``cap[0]`` bytes, or NULL) with room for ``need``
+    bytes: grown by realloc, at least doubled. On MemoryError ``buf`` is still the caller's."""
+    cdef Py_ssize_t c
+    cdef void* q
+    if need <= cap[0] and buf != NULL:
+        return buf
+    c = max(need, 2 * cap[0], 4096)
+    q = realloc(buf, c)
+    if q == NULL:
+        raise MemoryError()
+    cap[0] = c
+    return <unsigned char*>q
 
 
 cdef object _json_dumps = json.JSONEncoder(separators=(",", ":")).encode
