@@ -153,8 +153,8 @@ class Crawler:
         link_record: with ``page_links`` and the compiled extractor, ``PageResult.links`` is
             a ``crawler.extract.LinkRecord``: the same Links in a compact record, made when
             read, so that the page's links take the compiled path to the state (what the
-            command line's ``jsonl`` and ``csv`` formats use). Without the compiled extractor,
-            a list as always.
+            command line's ``jsonl`` and ``csv`` formats and ``crawler check`` use). Without
+            the compiled extractor, a list as always.
         state: a CrawlState to use instead of ``open_state(config.state)`` (opened and
             closed by the crawler all the same).
         given: the config keys the user set explicitly (the CLI's flags and file), for the

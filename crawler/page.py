@@ -84,8 +84,7 @@ class PageJob:
         #: (no Link objects) when nothing wants the page's Links, or when they are wanted as
         #: its compact record (``record``).
         self.direct = (
-            (not page_links or link_record)
-            and not collect_ids
+            (link_record or not (page_links or collect_ids))
             and LinkExtractorC is not None
             and LinkExtractor is LinkExtractorC
             and IntakeC is not None
@@ -306,20 +305,21 @@ class _Body:
             self.page.links = []
         link_set = job.config.link_set
         try:
-            if job.collect_ids:
-                self.extractor = LinkExtractor(
-                    self.url, res.charset, link_set=link_set, collect_ids=True
-                )
-            elif job.direct:  # the compiled extractor feeds the compiled intake itself
+            if job.direct:  # the compiled extractor feeds the compiled intake itself
                 self.extractor = ex = LinkExtractorC(
                     self.url,
                     res.charset,
                     link_set=link_set,
+                    collect_ids=job.collect_ids,
                     intake=job.admission.intake,
                     record=job.record,
                 )
                 if job.record:
                     self.page.links = ex.record  # filled as the body is read
+            elif job.collect_ids:
+                self.extractor = LinkExtractor(
+                    self.url, res.charset, link_set=link_set, collect_ids=True
+                )
             else:
                 self.extractor = LinkExtractor(self.url, res.charset, link_set=link_set)
         except Exception as exc:

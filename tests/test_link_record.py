@@ -35,7 +35,7 @@ from crawler.output import _JSON, CsvSink, JsonlSink, open_sink
 from crawler.results import PageResult
 from crawler.urls import UrlPolicy
 from tests.extract_common import PAGES
-from tests.sitegen import start_site
+from tests.sitegen import app_of, start_site
 from tests.test_intake import _dense_page
 
 needs_c = pytest.mark.skipif(
@@ -296,3 +296,32 @@ async def test_a_crawl_writes_what_the_links_give(serve, tmp_path, fmt: str) -> 
             return sorted(out, key=lambda d: d["url"])
 
         assert strip(lines_a) == strip(lines_b)
+
+
+async def test_a_crawl_collecting_ids_with_the_record(serve) -> None:  # type: ignore[no-untyped-def]
+    """``crawler check``'s crawl (``collect_ids``) takes the record too: the same links and the
+    same fragment targets as the Links path."""
+    routes: dict[str, str | tuple[int, str, str]] = {
+        f"/p/{k}": "".join(
+            f'<h2 id="s{k}-{j}">x</h2><a name="n{j}"></a><a href="/p/{(k * 7 + j) % 60}#s{j}">'
+            f'l</a> <a href="../p/{(k + j) % 60}">m</a> <img src="i{j}.png">\n'
+            for j in range(20)
+        )
+        for k in range(60)
+    }
+    app, _ = app_of(routes)
+    server = await serve(app)
+    config = CrawlConfig(seeds=(str(server.make_url("/p/0")),), ignore_robots=True, quiet=True)
+    got = {}
+    for record in (True, False):
+        pages: list[PageResult] = []
+        async with Crawler(
+            config, link_record=record, collect_ids=True, on_page=pages.append
+        ) as crawler:
+            await crawler.run()
+        if record and LinkRecord is not None:
+            assert {type(p.links) for p in pages if p.links} == {LinkRecord}
+        got[record] = {p.url: (list(p.links), p.ids, p.ids_complete) for p in pages}
+    assert got[True] == got[False]
+    assert len(got[True]) == 60
+    assert all(len(v[1]) == 40 for v in got[True].values())  # the fragment targets

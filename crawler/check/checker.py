@@ -179,6 +179,8 @@ class Checker:
             kwargs["collect_ids"] = not self.options.ignore_fragments
         if "report_skipped" in params:
             kwargs["report_skipped"] = True
+        if "link_record" in params:  # the page's links as the compiled extractor's record
+            kwargs["link_record"] = True
         if "given" in params:
             kwargs["given"] = self._given
         return Crawler(self.config, **kwargs)
