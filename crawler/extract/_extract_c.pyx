@@ -1631,7 +1631,7 @@ cdef class LinkRecord:
     its tag, attribute, ``nofollow``, line and column (no Python object); a Link a slow path
     made is kept as it is. A sequence of Links equal to the list the extractor alone returns
     (``list(record) == links``); outputs that need every link read it without making the
-    Links: `urls`, `invalid`, `csv_rows`.
+    Links: `urls`, `invalid`, `json_urls`, `csv_rows`.
     """
 
     cdef _Tables _tb
