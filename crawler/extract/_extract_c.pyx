@@ -1670,13 +1670,7 @@ cdef class LinkRecord:
         cdef Py_ssize_t need = self._tlen + ulen + rlen, cap
         cdef void* q
         cdef RecEnt* e
-        if need > self._tcap:
-            cap = max(need, 2 * self._tcap, 4096)
-            q = realloc(self._text, cap)
-            if q == NULL:
-                raise MemoryError()
-            self._text = <unsigned char*>q
-            self._tcap = cap
+        self._text = _room(self._text, &self._tcap, need)
         if self._np == self._pcap:
             cap = max(16, 2 * self._pcap)
             q = realloc(self._pend, cap * sizeof(RecEnt))
