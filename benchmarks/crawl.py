@@ -367,7 +367,7 @@ def commands(
                    "--time-limit", str(limit), "--gc-tuned"]  # fmt: skip
         elif name in ("ours-cli", "ours-aiohttp"):
             # ours-aiohttp: the same command with every request through aiohttp (A/B of
-            # crawler.http1); env(1) execs in place, so wait4 still measures the crawler
+            # crawler.http.http1); env(1) execs in place, so wait4 still measures the crawler
             cmd = ["env", "CRAWLER_NO_PLAIN_HTTP=1"] if name == "ours-aiohttp" else []
             cmd += [
                 py,

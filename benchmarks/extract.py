@@ -70,8 +70,8 @@ from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 from crawler.extract import LinkExtractorC, LinkExtractorPy, _machine  # noqa: E402
 from crawler.extract._html import refresh_url  # noqa: E402
 from crawler.extract._resolve import Resolver, full_resolve  # noqa: E402
-from crawler.intake import IntakeC, IntakePy  # noqa: E402
-from crawler.urls import UrlPolicy  # noqa: E402
+from crawler.urls.intake import IntakeC, IntakePy  # noqa: E402
+from crawler.urls.policy import UrlPolicy  # noqa: E402
 
 memchr_count: Any = None
 if LinkExtractorC is not None:
@@ -447,7 +447,7 @@ IntakeRun = Callable[[Any, str, bytes], list[Any]]
 
 
 def intake_pipelines() -> list[tuple[str, Any, IntakeRun]]:
-    """The crawl's link path (``crawler.intake``): bytes in, the canonical URLs the intake
+    """The crawl's link path (``crawler.urls.intake``): bytes in, the canonical URLs the intake
     does not know yet out, one intake for the whole page set, each page's new URLs marked
     known after it (as admission does: a repeat comes out once). Not the same output as the
     rows above (fewer URLs, canonical), so its ratio is the crawl's, not a like-for-like one.

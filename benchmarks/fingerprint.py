@@ -5,7 +5,7 @@
 Typical URLs: ~60 characters (``https://www.example.com/section-N/story-N.html?ref=home``),
 or padded to ``--length`` characters (200 crosses a 128-byte BLAKE2b block). Measured:
 
-* ``Fingerprinter C``: the compiled twin (``crawler._hash_c``, BLAKE2b in C), per call;
+* ``Fingerprinter C``: the compiled twin (``crawler.urls._hash_c``, BLAKE2b in C), per call;
 * ``Fingerprinter py``: the pure-Python twin (hashlib's blake2b copied from a keyed state);
 * ``hashlib one-shot``: ``blake2b(url.encode(), digest_size=8, key=key)`` as a caller would
   write it without either (the key block compressed on every call);
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawler.fingerprint import (  # noqa: E402
+from crawler.urls.fingerprint import (  # noqa: E402
     IMPLEMENTATION,
     FingerprinterC,
     FingerprinterPy,

@@ -2,7 +2,7 @@
 """Link-intake micro-benchmark: bytes in, the URLs the crawl does not know yet out.
 
 The per-link path of a crawl, without the network and without the state: a page's bytes go
-through the extractor and the intake (``crawler.intake``: canonical form, the recent table),
+through the extractor and the intake (``crawler.urls.intake``: canonical form, the recent table),
 and what comes out is the list of new canonical URLs (the items admission then fingerprints,
 probes and offers). Three pages, each timed for every pipeline (CPU time, best of ``--repeat``):
 
@@ -40,11 +40,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from crawler.core.results import PageResult  # noqa: E402
 from crawler.extract import LinkExtractorC, LinkExtractorPy  # noqa: E402
-from crawler.intake import IntakeC, IntakePy  # noqa: E402
-from crawler.output import CsvSink, JsonlSink  # noqa: E402
-from crawler.results import PageResult  # noqa: E402
-from crawler.urls import UrlPolicy  # noqa: E402
+from crawler.output.sinks import CsvSink, JsonlSink  # noqa: E402
+from crawler.urls.intake import IntakeC, IntakePy  # noqa: E402
+from crawler.urls.policy import UrlPolicy  # noqa: E402
 
 BASE = "http://site.example/docs/guide/page.html"
 FORMS = [

@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT))
 from prometheus_client import generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from crawler.admission import Tally  # noqa: E402
-from crawler.fetch import Response  # noqa: E402
-from crawler.metrics import Metrics  # noqa: E402
+from crawler.core.admission import Tally  # noqa: E402
+from crawler.http.client import Response  # noqa: E402
+from crawler.output.metrics import Metrics  # noqa: E402
 
 
 def _load_crawlbench():  # type: ignore[no-untyped-def]

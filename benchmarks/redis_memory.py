@@ -147,7 +147,7 @@ async def real_crawl(server: RedisServer, client: Any, n: int) -> dict[str, Any]
     from aiohttp.test_utils import TestServer  # noqa: PLC0415
 
     from crawler.config import CrawlConfig  # noqa: PLC0415
-    from crawler.engine import Crawler  # noqa: PLC0415
+    from crawler.core.engine import Crawler  # noqa: PLC0415
     from tests.sitegen import Site  # noqa: PLC0415
 
     site = Site(n=n)

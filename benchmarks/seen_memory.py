@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crawler.seen import MemorySeenSetC, MemorySeenSetPy  # noqa: E402
+from crawler.urls.seen import MemorySeenSetC, MemorySeenSetPy  # noqa: E402
 
 TWINS: list[tuple[str, Any]] = [("MemorySeenSet py", MemorySeenSetPy)]
 if MemorySeenSetC is not None:
@@ -123,7 +123,7 @@ def measure(name: str, build: Callable[[int], object], n: int) -> None:
 
 _RSS_CHILD = """
 import random, sys
-from crawler.seen import MemorySeenSetC, MemorySeenSetPy
+from crawler.urls.seen import MemorySeenSetC, MemorySeenSetPy
 def vm(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
@@ -162,7 +162,7 @@ def rss(name: str, which: str, n: int) -> None:
 # on fingerprints made in C (splitmix64), the generator's own cost printed to subtract.
 _PROBE = """
 # cython: language_level=3, boundscheck=False, wraparound=False
-from crawler._hash_c cimport MemorySeenSet
+from crawler.urls._hash_c cimport MemorySeenSet
 from libc.stdint cimport uint64_t
 from libc.time cimport clock, CLOCKS_PER_SEC
 

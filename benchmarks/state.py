@@ -87,7 +87,7 @@ def _ratio(a: float, b: float) -> str:
 
 async def _child_offer(backend: str, n: int, directory: str) -> dict[str, Any]:
     from crawler.state import Candidate, open_state  # noqa: PLC0415
-    from crawler.urls import host_of, origin_of  # noqa: PLC0415
+    from crawler.urls.policy import host_of, origin_of  # noqa: PLC0415
 
     state = open_state(directory if backend == "sqlite" else None)
     await state.open(per_host=8, delay=0.0, max_pages_per_host=0)

@@ -49,7 +49,7 @@ from crawler.state.memory import MemoryState  # noqa: E402
 
 def load_before(rev: str) -> types.ModuleType:
     source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:crawler/frontier.py"],
+        ["git", "-C", str(ROOT), "show", f"{rev}:crawler/state/frontier.py"],
         capture_output=True,
         text=True,
         check=True,

@@ -1,13 +1,13 @@
 """The cost of ``--warc`` and ``--format sitemap`` outside the network.
 
 ``python benchmarks/warc.py warc [--repeat N] [--level L]``: every page of the corpus
-(``../shared/corpus/pages``) archived as a response/request pair by crawler.warc's writer,
+(``../shared/corpus/pages``) archived as a response/request pair by crawler.output.warc's writer,
 fed in 64 KiB chunks as the fetcher does; prints MB/s of body archived (CPU time) and the
 file's size against the bodies' (``--level`` sets the gzip level: 6 is ours, 9 warcio's).
 
 ``python benchmarks/warc.py repair [--records N]``: a file of N pairs with 100 KB random
 bodies (200 MB at the default 2,000), cut 50,000 bytes before its end as a kill would leave
-it; prints the time :func:`crawler.warc.repair_tail` takes to find the last whole pair and
+it; prints the time :func:`crawler.output.warc.repair_tail` takes to find the last whole pair and
 cut the rest (it scans back from the end: the file's size should not matter).
 
 ``python benchmarks/warc.py crawl [--pages N] [--runs R]``: a local aiohttp site (its own
@@ -36,10 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus" / "pages"
 sys.path.insert(0, str(ROOT))
 
-from crawler import warc  # noqa: E402
 from crawler.config import CrawlConfig  # noqa: E402
-from crawler.output import open_sink  # noqa: E402
-from crawler.results import PageResult  # noqa: E402
+from crawler.core.results import PageResult  # noqa: E402
+from crawler.output import warc  # noqa: E402
+from crawler.output.sinks import open_sink  # noqa: E402
 
 
 def bench_warc(repeat: int, level: int) -> None:

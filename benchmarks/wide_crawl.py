@@ -45,10 +45,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from crawler import fetch  # noqa: E402
 from crawler.config import CrawlConfig  # noqa: E402
-from crawler.engine import Crawler  # noqa: E402
-from crawler.results import PageResult  # noqa: E402
+from crawler.core.engine import Crawler  # noqa: E402
+from crawler.core.results import PageResult  # noqa: E402
+from crawler.http import client as fetch  # noqa: E402
 from tests.widesite import patch_resolver  # noqa: E402
 
 
@@ -146,7 +146,7 @@ def main() -> int:
         type=float,
         default=None,
         help="experiment: seconds an idle keep-alive connection is kept"
-        " (crawler.fetch.KEEPALIVE_TIMEOUT, default 30)",
+        " (crawler.http.client.KEEPALIVE_TIMEOUT, default 30)",
     )
     args = parser.parse_args()
     if args.keepalive is not None:

@@ -13,9 +13,9 @@ from crawler._version import __version__
 
 if TYPE_CHECKING:
     from crawler.config import ConfigError, CrawlConfig
-    from crawler.engine import Crawler, crawl, crawl_sync
+    from crawler.core.engine import Crawler, crawl, crawl_sync
+    from crawler.core.results import CrawlResult, CrawlStats, PageResult, Sink
     from crawler.extract import Link, LinkExtractor, extract_links
-    from crawler.results import CrawlResult, CrawlStats, PageResult, Sink
 
 __all__ = [
     "ConfigError",
@@ -36,15 +36,15 @@ __all__ = [
 _WHERE = {
     "ConfigError": "crawler.config",
     "CrawlConfig": "crawler.config",
-    "CrawlResult": "crawler.results",
-    "CrawlStats": "crawler.results",
-    "Crawler": "crawler.engine",
+    "CrawlResult": "crawler.core.results",
+    "CrawlStats": "crawler.core.results",
+    "Crawler": "crawler.core.engine",
     "Link": "crawler.extract",
     "LinkExtractor": "crawler.extract",
-    "PageResult": "crawler.results",
-    "Sink": "crawler.results",
-    "crawl": "crawler.engine",
-    "crawl_sync": "crawler.engine",
+    "PageResult": "crawler.core.results",
+    "Sink": "crawler.core.results",
+    "crawl": "crawler.core.engine",
+    "crawl_sync": "crawler.core.engine",
     "extract_links": "crawler.extract",
 }
 

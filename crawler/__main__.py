@@ -1,3 +1,3 @@
-from crawler.cli import main
+from crawler.cli.main import main
 
 raise SystemExit(main())

@@ -88,7 +88,7 @@ build() {  # build PYX MODULE_SO SOURCES...
   grep -c __sanitizer_cov <<<"$syms" >/dev/null || { echo "build_asan.sh: $out has no coverage" >&2; exit 1; }
 }
 so=$OUT/asan/_extract_c$suffix
-build crawler/_intake_c.pyx "$OUT/asan/_intake_c$suffix" crawler/_intake_c.pyx crawler/_intake_c.pxd crawler/_hash_c.pxd
-build "$PYX" "$so" "$PYX" crawler/extract/*.py crawler/_intake_c.pxd
+build crawler/urls/_intake_c.pyx "$OUT/asan/_intake_c$suffix" crawler/urls/_intake_c.pyx crawler/urls/_intake_c.pxd crawler/urls/_hash_c.pxd
+build "$PYX" "$so" "$PYX" crawler/extract/*.py crawler/urls/_intake_c.pxd
 echo "$rt"
 echo "$so"

@@ -19,7 +19,7 @@ cannot rot:
    comes out of feed() or close() after close();
 5. ``collect_ids`` changes no link: the chunked run collects ids, the whole run does on
    every other seed (then its ids must equal the chunked run's);
-6. the link intake (``crawler.intake``): the compiled extractor feeding the compiled intake
+6. the link intake (``crawler.urls.intake``): the compiled extractor feeding the compiled intake
    from its buffers (``intake=``, chunked) gives the items the pure-Python intake gives for
    the pure-Python extractor's links, with the same ``found``; then, with every URL of those
    items marked in both, again (up to the recent table's evictions). One input in two binds
@@ -267,8 +267,8 @@ def check(
 
 def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: bytes) -> None:
     """Property 6: the direct path's items are the pure-Python path's."""
-    from crawler.intake import IntakePy  # noqa: PLC0415 (after the twins are loaded)
-    from crawler.urls import UrlPolicy  # noqa: PLC0415
+    from crawler.urls.intake import IntakePy  # noqa: PLC0415 (after the twins are loaded)
+    from crawler.urls.policy import UrlPolicy  # noqa: PLC0415
 
     policy = UrlPolicy([case.base])
     flags = data[3] if len(data) > 3 else 0
@@ -276,10 +276,10 @@ def _check_intake(case: Case, c: Any, links: list[Any], intake_c: Any, data: byt
     ic, ip = intake_c(policy, **kw), IntakePy(policy, **kw)
     seen: list[Any] = []
     if flags & 8:  # a bound memory state and the host scope: out-of-scope URLs as fingerprints
-        from crawler.seen import MemorySeenSetPy  # noqa: PLC0415
+        from crawler.urls.seen import MemorySeenSetPy  # noqa: PLC0415
 
-        # (the compiled intake's own seen set type: under ASan, crawler.seen may not load it)
-        seen = [importlib.import_module("crawler._hash_c").MemorySeenSet(), MemorySeenSetPy()]
+        # (the compiled intake's own seen set type: under ASan, crawler.urls.seen may not load it)
+        seen = [importlib.import_module("crawler.urls._hash_c").MemorySeenSet(), MemorySeenSetPy()]
         for it, s in zip((ic, ip), seen, strict=True):
             it.bind(s, None)
             it.set_host_scope(policy.host_scope, policy.host_cache)
@@ -332,7 +332,7 @@ def _load_asan_twin(path: str) -> tuple[Any, Any]:
     suffix = path[path.rindex("_extract_c") + len("_extract_c") :]
     loaded = []
     for name, file in (
-        ("crawler._intake_c", os.path.join(os.path.dirname(path), "_intake_c" + suffix)),
+        ("crawler.urls._intake_c", os.path.join(os.path.dirname(path), "_intake_c" + suffix)),
         ("crawler.extract._extract_c", path),
     ):
         spec = importlib.util.spec_from_file_location(name, file)
@@ -348,7 +348,7 @@ def _load_asan_twin(path: str) -> tuple[Any, Any]:
 def _installed_intake() -> Any:
     """The installed compiled intake class, or None."""
     try:
-        return importlib.import_module("crawler._intake_c").Intake
+        return importlib.import_module("crawler.urls._intake_c").Intake
     except ImportError:
         return None
 

@@ -22,7 +22,7 @@ from urllib.parse import quote, urldefrag, urljoin
 
 from aiohttp import web
 
-from crawler.results import PageResult
+from crawler.core.results import PageResult
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 

@@ -17,10 +17,10 @@ from aiohttp import web
 from yarl import URL
 
 from crawler import crawl
-from crawler.auth import REDACTED, AuthMap, origin_key, redact_userinfo
 from crawler.config import CrawlConfig
-from crawler.fetch import Fetcher, check_options
-from crawler.fetch_errors import OptionError
+from crawler.http.auth import REDACTED, AuthMap, origin_key, redact_userinfo
+from crawler.http.client import Fetcher, check_options
+from crawler.http.errors import OptionError
 from tests.authsite import PASSWORD, TOKEN, USER, AuthSite, LogSite
 
 CRED = f"{USER}:{PASSWORD}"

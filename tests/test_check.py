@@ -20,7 +20,7 @@ from crawler.check.probe import Prober, Verdict, error_kind
 from crawler.check.store import OccurrenceStore
 from crawler.config import CrawlConfig
 from crawler.extract._machine import MAX_IDS
-from crawler.urls import UrlPolicy
+from crawler.urls.policy import UrlPolicy
 from tests.checksite import LONG_LINES, TIMEOUT, CheckSite
 
 # Fast but faithful: the crawl's own retries off (the second look is the checker's).

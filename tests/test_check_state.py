@@ -11,8 +11,8 @@ from typing import Any
 
 from crawler.check import CheckReport, check
 from crawler.check.journal import JOURNAL_NAME, PageJournal
+from crawler.core.results import PageResult
 from crawler.extract import Link
-from crawler.results import PageResult
 from tests.checksite import TIMEOUT, CheckSite
 
 CMD = [sys.executable, "-m", "crawler", "check"]

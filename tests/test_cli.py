@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from crawler import cli
+from crawler.cli import main as cli
 from crawler.config import KEYS, ConfigError, CrawlConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,7 +166,7 @@ def no_traceback(done: Done) -> None:
 def test_console_script_is_installed() -> None:
     """The README's install puts `crawler` beside the interpreter; the tests use that script."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"crawler": "crawler.cli:main"}
+    assert scripts == {"crawler": "crawler.cli.main:main"}
     assert CRAWLER[0] != sys.executable, "console script not installed: run `pip install .` first"
 
 

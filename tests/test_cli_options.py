@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from crawler import cli
+from crawler.cli import main as cli
 from crawler.config import CrawlConfig
 from tests.conftest import ServeApp
 from tests.test_cli import CRAWLER, Done, no_traceback
@@ -367,7 +367,7 @@ async def test_a_warc_write_error_stops_the_crawl_with_exit_1(secret_site: str) 
 
 _PROBE = """
 import json, sys
-from crawler import cli
+from crawler.cli import main as cli
 try:
     rc = cli.main(sys.argv[1:])
 except SystemExit as exc:  # --help

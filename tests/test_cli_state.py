@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler import CrawlConfig, Crawler, cli
+from crawler import CrawlConfig, Crawler
+from crawler.cli import main as cli
 from crawler.state.sqlite import SQLiteState
 from tests.conftest import ServeApp
 from tests.test_cli import IN_SCOPE, SITE, Done, no_traceback, run, site_app
@@ -347,8 +348,8 @@ def test_add_crawl_options_for_another_command() -> None:
 def test_the_check_module_is_imported_only_for_check() -> None:
     code = (
         "import sys\nfrom crawler import cli\n"
-        "cli.build_parser()\nprint('crawler.check.cli' in sys.modules)\n"
-        "cli.build_parser(check=True)\nprint('crawler.check.cli' in sys.modules)\n"
+        "cli.build_parser()\nprint('crawler.cli.check' in sys.modules)\n"
+        "cli.build_parser(check=True)\nprint('crawler.cli.check' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
@@ -363,7 +364,7 @@ def _state_section() -> str:
 
 
 def test_readme_lists_the_fixed_and_per_run_settings_as_the_code_has_them() -> None:
-    from crawler.settings import CRAWL_DEFINING, PER_RUN  # noqa: PLC0415
+    from crawler.core.settings import CRAWL_DEFINING, PER_RUN  # noqa: PLC0415
 
     section = _state_section()
     fixed_part = section.split("| fixed for the crawl | why |", 1)[1].split("\n\n", 1)[0]
@@ -376,7 +377,7 @@ def test_readme_lists_the_fixed_and_per_run_settings_as_the_code_has_them() -> N
 
 
 def test_readme_names_every_key_of_the_status_json() -> None:
-    from crawler.status import as_dict  # noqa: PLC0415
+    from crawler.cli.status import as_dict  # noqa: PLC0415
 
     section = _state_section()
     json_part = section.split("`--format json` prints one object", 1)[1]

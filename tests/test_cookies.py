@@ -18,7 +18,8 @@ from yarl import URL
 
 from crawler import crawl
 from crawler.config import CrawlConfig
-from crawler.cookies import (
+from crawler.http.client import Fetcher, check_options, new_cookie_jar
+from crawler.http.cookies import (
     Cookie,
     fill_jar,
     format_cookies_txt,
@@ -27,8 +28,7 @@ from crawler.cookies import (
     parse_cookies_txt,
     save_cookies,
 )
-from crawler.fetch import Fetcher, check_options, new_cookie_jar
-from crawler.fetch_errors import OptionError
+from crawler.http.errors import OptionError
 
 # base64 with padding: aiohttp's default jar sent it back quoted ("abc==") and the site refused
 SESSION = "c2Vzc2lvbi0xMjM0NQ=="

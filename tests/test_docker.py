@@ -140,8 +140,8 @@ def test_entrypoint_is_the_installed_console_script(instructions: list[Instructi
     argv = json.loads(entry.args)
     assert argv == ["crawler", "crawl"]
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts[argv[0]] == "crawler.cli:main"
-    from crawler.cli import build_parser  # noqa: PLC0415 - keeps the module import light
+    assert scripts[argv[0]] == "crawler.cli.main:main"
+    from crawler.cli.main import build_parser  # noqa: PLC0415 - keeps the module import light
 
     args = build_parser().parse_args([*argv[1:], "https://example.org/", "--max-pages", "50"])
     assert args.command == "crawl" and args.seeds == ["https://example.org/"]
@@ -187,7 +187,7 @@ def test_copied_files_exist_and_are_not_ignored(instructions: list[Instruction])
     # and what a build must never see
     assert ignored(".git", patterns)
     assert ignored("crawler/extract/_extract_c.cpython-312-x86_64-linux-gnu.so", patterns)
-    assert not ignored("crawler/cli.py", patterns)
+    assert not ignored("crawler/cli/main.py", patterns)
 
 
 def test_everything_the_build_reads_is_copied(instructions: list[Instruction]) -> None:

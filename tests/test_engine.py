@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-import crawler.page as page_mod
+import crawler.core.page as page_mod
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler, crawl, crawl_sync
+from crawler.core.engine import Crawler, crawl, crawl_sync
+from crawler.core.results import PageResult
 from crawler.extract import extract_links
-from crawler.output import UrlSink
-from crawler.results import PageResult
+from crawler.output.sinks import UrlSink
 from tests.sitegen import RecordingSink, Site, app_of, start_site
 
 
@@ -759,7 +759,7 @@ async def test_out_of_scope_counts_agree_on_every_path(  # type: ignore[no-untyp
 def test_add_tally_counts_every_tally_field() -> None:
     """The engine adds a page's Tally field by field: a field it does not know would be lost
     (neither in stats nor pushed to the state's counters)."""
-    from crawler.admission import Tally  # noqa: PLC0415
+    from crawler.core.admission import Tally  # noqa: PLC0415
 
     c = Crawler(CrawlConfig(seeds=("http://127.0.0.1:9/",), quiet=True))
     tally = Tally()

@@ -19,7 +19,7 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.config import ConfigError, CrawlConfig
-from crawler.engine import Crawler
+from crawler.core.engine import Crawler
 from crawler.state.memory import MemoryState
 
 

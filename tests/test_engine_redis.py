@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
+from crawler.core.engine import Crawler
 from crawler.state import open_state
 from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
 from tests.test_engine_shared import _pages, chain_site

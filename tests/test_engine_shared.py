@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
+from crawler.core.engine import Crawler
 from crawler.state import Candidate, Counts, Lease, Outcome
 from crawler.state.memory import MemoryState
 
@@ -117,7 +117,7 @@ async def test_a_worker_stops_only_after_the_grace_period(serve, monkeypatch, ki
     # A crawl with nothing queued, nothing leased: a non-shared state stops at once, a
     # shared one waits its idle_grace, or SHARED_IDLE_GRACE when it has none (an offer in
     # that time would keep it working).
-    monkeypatch.setattr("crawler.engine.SHARED_IDLE_GRACE", 0.6)
+    monkeypatch.setattr("crawler.core.engine.SHARED_IDLE_GRACE", 0.6)
     app, _ = chain_site(3)
     server = await serve(app)
     inner = MemoryState()
@@ -336,7 +336,7 @@ async def test_a_busy_worker_takes_work_another_worker_offers(serve) -> None:  #
 async def test_queued_follows_the_whole_crawl(serve, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # `queued` (progress lines, the frontier gauge) is read from the shared state again
     # every _QUEUED_REFRESH seconds: other workers lease from the same queue.
-    monkeypatch.setattr("crawler.engine._QUEUED_REFRESH", 0.2)
+    monkeypatch.setattr("crawler.core.engine._QUEUED_REFRESH", 0.2)
     app, _ = chain_site(60, fanout=60, delay=0.15)
     server = await serve(app)
     state = SharedMemory(idle_grace=0.5)
@@ -379,10 +379,10 @@ class Forgetful(SharedMemory):
 async def test_links_are_offered_again_after_the_state_lost_them() -> None:
     # Admission's recent-URL cache must not outlive a state that forgot what it was offered:
     # after the rollback the same links reach offer_many again (else never fetched).
-    from crawler.admission import Admission, Tally  # noqa: PLC0415
+    from crawler.core.admission import Admission, Tally  # noqa: PLC0415
+    from crawler.core.results import CrawlStats  # noqa: PLC0415
     from crawler.extract import Link  # noqa: PLC0415
-    from crawler.results import CrawlStats  # noqa: PLC0415
-    from crawler.urls import UrlPolicy  # noqa: PLC0415
+    from crawler.urls.policy import UrlPolicy  # noqa: PLC0415
 
     cfg = CrawlConfig(seeds=("http://127.0.0.1:1/",)).validated()
     state = Forgetful()
@@ -402,10 +402,10 @@ async def test_links_are_offered_again_after_the_state_lost_them() -> None:
 async def test_an_offer_the_state_lost_while_it_ran_is_not_remembered() -> None:
     # The offer was taken, then lost before it returned (the epoch changed meanwhile): the
     # cache must not hold its URLs as offered.
-    from crawler.admission import Admission, Tally  # noqa: PLC0415
+    from crawler.core.admission import Admission, Tally  # noqa: PLC0415
+    from crawler.core.results import CrawlStats  # noqa: PLC0415
     from crawler.extract import Link  # noqa: PLC0415
-    from crawler.results import CrawlStats  # noqa: PLC0415
-    from crawler.urls import UrlPolicy  # noqa: PLC0415
+    from crawler.urls.policy import UrlPolicy  # noqa: PLC0415
 
     class LosesDuringOffer(Forgetful):
         lose_next = True

@@ -18,8 +18,8 @@ import pytest
 from aiohttp import web
 
 from crawler.config import ConfigError, CrawlConfig
-from crawler.engine import Crawler, crawl
-from crawler.results import PageResult
+from crawler.core.engine import Crawler, crawl
+from crawler.core.results import PageResult
 from crawler.state import KIND_SITEMAP, Candidate, CrawlState, Lease, Outcome, open_state
 from crawler.state.memory import MemoryState
 from tests.sitegen import RecordingSink, app_of, start_site

@@ -15,8 +15,8 @@ from aiohttp import web
 from aioresponses import aioresponses
 
 from crawler.config import CrawlConfig
-from crawler.fetch import Fetcher, Response, classify_error, parse_retry_after
-from crawler.urls import join
+from crawler.http.client import Fetcher, Response, classify_error, parse_retry_after
+from crawler.urls.policy import join
 
 URL = "http://site.test/page"
 
@@ -190,7 +190,7 @@ def test_classify_reset_vs_short_body() -> None:
     assert classify_error(short)[0] == "protocol"
 
 
-# -- against a real server: both the plain path (crawler.http1) and aiohttp's --
+# -- against a real server: both the plain path (crawler.http.http1) and aiohttp's --
 
 
 @pytest.fixture(params=[True, False], ids=["plain", "aiohttp"])

@@ -16,8 +16,8 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 
 from crawler.config import CrawlConfig
 from crawler.extract import LinkExtractor
-from crawler.fetch import Fetcher, Response
-from crawler.warc import open_archive
+from crawler.http.client import Fetcher, Response
+from crawler.output.warc import open_archive
 
 PAGE = (
     b"<!doctype html><html><body>"
@@ -54,7 +54,7 @@ class Rec:
 
 
 class Archive:
-    """Records what the fetcher hands over (the protocol of crawler.warc)."""
+    """Records what the fetcher hands over (the protocol of crawler.output.warc)."""
 
     def __init__(self) -> None:
         self.records: list[Rec] = []

@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.config import CrawlConfig
-from crawler.fetch import BoundedPoolConnector, Fetcher, Response, idle_cap
+from crawler.http.client import BoundedPoolConnector, Fetcher, Response, idle_cap
 
 ORIGINS = 600
 PEERS = web.AppKey("peers", set[tuple[str, str, int]])
@@ -178,7 +178,7 @@ async def test_a_changed_pool_layout_turns_the_cap_off_instead_of_raising() -> N
 async def test_plain_path_keeps_the_same_bounds_across_600_origins(
     wide_server: TestServer,
 ) -> None:
-    # crawler.http1's pool: in use <= concurrency, at most per_host to one origin, idle <= cap
+    # crawler.http.http1's pool: in use <= concurrency, at most per_host to one origin, idle <= cap
     config = CrawlConfig(concurrency=8, per_host=2, retries=0)
     cap = idle_cap(config)
     port = wide_server.port

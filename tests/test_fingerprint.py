@@ -1,6 +1,6 @@
-"""crawler.fingerprint: stable across processes and runs, keyed, never 0; both twins = hashlib.
+"""crawler.urls.fingerprint: stable across processes and runs, keyed, never 0; both twins = hashlib.
 
-The compiled ``Fingerprinter`` (BLAKE2b in C, ``crawler._hash_c``) and the hashlib one are
+The compiled ``Fingerprinter`` (BLAKE2b in C, ``crawler.urls._hash_c``) and the hashlib one are
 compared with ``hashlib.blake2b`` itself: every key length 0..64, every message length 0..300
 and the 128-byte block boundaries beyond, non-ASCII text and lone surrogates.
 """
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import crawler.fingerprint as fpmod
-from crawler.fingerprint import (
+import crawler.urls.fingerprint as fpmod
+from crawler.urls.fingerprint import (
     KEY_BYTES,
     Fingerprinter,
     FingerprinterC,
@@ -75,7 +75,7 @@ def test_compiled_fingerprinter_loaded_when_built() -> None:
     assert FingerprinterC is not None, "built but not importable"
     assert fpmod.IMPLEMENTATION == "c"
     assert Fingerprinter is FingerprinterC
-    assert FingerprinterC.__module__ == "crawler._hash_c"
+    assert FingerprinterC.__module__ == "crawler.urls._hash_c"
 
 
 def test_every_key_length_and_message_length_against_hashlib(impl: Any) -> None:
@@ -123,7 +123,7 @@ def test_same_in_another_process_with_another_hash_seed() -> None:
     here = [fingerprint(u, key) for u in URLS]
     code = (
         "import json, sys\n"
-        "from crawler.fingerprint import Fingerprinter, fingerprint\n"
+        "from crawler.urls.fingerprint import Fingerprinter, fingerprint\n"
         "key = bytes(range(16)); urls = json.loads(sys.stdin.read())\n"
         "f = Fingerprinter(key)\n"
         "print(json.dumps([[fingerprint(u, key) for u in urls], [f(u) for u in urls],"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import tracemalloc
 
-from crawler.frontier import MemoryFrontier, Request
+from crawler.state.frontier import MemoryFrontier, Request
 
 
 def req(url: str, depth: int = 0, origin: str | None = None) -> Request:

@@ -318,7 +318,7 @@ def test_fuzz_run_sh_runs_clean(asan: bool, tmp_path: Path) -> None:
 @pytest.mark.parametrize("flags", [0x10, 0x1A, 0x14])
 def test_property_6_with_the_record_on_the_seeds(flags: int) -> None:
     """Property 6 (the direct intake path), the page's record kept, on every seed."""
-    from crawler.intake import IntakeC  # noqa: PLC0415
+    from crawler.urls.intake import IntakeC  # noqa: PLC0415
 
     for path in SEEDS:
         data = bytearray(path.read_bytes())

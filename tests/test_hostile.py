@@ -40,10 +40,10 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler, crawl
-from crawler.progress import format_summary
-from crawler.results import CrawlResult, PageResult
-from crawler.robots import SitemapParser
+from crawler.core.engine import Crawler, crawl
+from crawler.core.results import CrawlResult, PageResult
+from crawler.core.robots import SitemapParser
+from crawler.output.progress import format_summary
 from tests.faultserver import (
     LONG_URL_LEN,
     FaultServer,

@@ -1,4 +1,4 @@
-"""crawler.http1, the plain-http path: against raw servers on 127.0.0.1, and beside aiohttp.
+"""crawler.http.http1, the plain-http path: against raw servers on 127.0.0.1, and beside aiohttp.
 
 Where the two paths could differ (the limits of a response head, framing faults, the reading
 of Content-Type) the same response goes through both and they must agree: at the exact sizes
@@ -18,10 +18,10 @@ from aiohttp.helpers import parse_content_type
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler import http1
 from crawler.config import CrawlConfig
-from crawler.fetch import Fetcher, Response
-from crawler.http1 import MAX_FIELD, MAX_HEAD, MAX_HEADERS, content_type_of, split_http_url
+from crawler.http import http1
+from crawler.http.client import Fetcher, Response
+from crawler.http.http1 import MAX_FIELD, MAX_HEAD, MAX_HEADERS, content_type_of, split_http_url
 
 
 @dataclass
@@ -162,7 +162,7 @@ def test_split_http_url_fast_path_is_the_general_reading(
 ) -> None:
     """The one-regex reading of the common URL gives what the general one gives, for any
     host, port and path text (the general one is the reference: it was tested above)."""
-    from crawler.http1 import _split_http_url  # noqa: PLC0415
+    from crawler.http.http1 import _split_http_url  # noqa: PLC0415
 
     url = scheme + host + ("" if port is None else ":" + port) + rest
     assert split_http_url(url) == _split_http_url(url)

@@ -1,4 +1,4 @@
-"""The link intake (crawler.intake): both twins, and the compiled extractor feeding it directly.
+"""The link intake (crawler.urls.intake): both twins, and the compiled extractor feeding it.
 
 What must hold:
 * the compiled canonicalisation is ``UrlPolicy.canonical_resolved`` exactly, for every URL and
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from crawler.config import CrawlConfig
 from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
-from crawler.intake import IntakeC, IntakePy, intake_for
-from crawler.urls import UrlPolicy
+from crawler.urls.intake import IntakeC, IntakePy, intake_for
+from crawler.urls.policy import UrlPolicy
 from tests.extract_common import PAGES
 
 needs_c = pytest.mark.skipif(
@@ -361,7 +361,7 @@ def test_a_repeated_link_creates_no_python_object() -> None:
 
 
 def _seen_twins() -> list[tuple[Any, Any]]:
-    from crawler import fingerprint, seen  # noqa: PLC0415
+    from crawler.urls import fingerprint, seen  # noqa: PLC0415
 
     out = [(seen.MemorySeenSetPy, fingerprint.FingerprinterPy)]
     if seen.MemorySeenSetC is not None:
@@ -389,7 +389,9 @@ def test_a_bound_state_drops_what_it_knows(twin: Any, parts: tuple[Any, Any], ke
     items = it.take(links)
     # the compiled twin probes only the compiled seen set and fingerprint (else unbound:
     # admission probes alone, the result is the same)
-    probed = twin is IntakePy or (IntakeC is not None and seen_cls.__module__ == "crawler._hash_c")
+    probed = twin is IntakePy or (
+        IntakeC is not None and seen_cls.__module__ == "crawler.urls._hash_c"
+    )
     if probed:
         assert items == urls[1::2]
         assert it.known == 25
@@ -407,7 +409,7 @@ def test_a_bound_state_drops_what_it_knows(twin: Any, parts: tuple[Any, Any], ke
 def _scoped_pair(fper_kind: str) -> tuple[Any, Any, Any, Any]:
     """(compiled intake, Python intake, their seen sets), each bound to its twin's state
     parts and with the host scope of the dense pages' site set."""
-    from crawler import fingerprint, seen  # noqa: PLC0415
+    from crawler.urls import fingerprint, seen  # noqa: PLC0415
 
     policy = _policy({})
     out = []
@@ -455,7 +457,7 @@ def test_a_host_scope_splits_the_items_and_changes_nothing_else(twin: Any) -> No
     """With a host scope, the items are those without it minus the URLs the host rule
     refuses, whose fingerprints are kept instead, in document order; include/exclude
     patterns do not count (a URL they refuse has a host the rule admits: an item)."""
-    from crawler.seen import MemorySeenSet  # noqa: PLC0415
+    from crawler.urls.seen import MemorySeenSet  # noqa: PLC0415
 
     policy = UrlPolicy([SEED], exclude=[r"/ex/"])
     page = _dense_page(random.Random(9), 400) + (
@@ -485,7 +487,7 @@ def test_a_host_scope_needs_a_bound_state_and_is_off_with_all_links(twin: Any) -
     assert it.take(links) == ["http://other.example/x", "http://site.example/y"]
     assert it.external_pending == 0
     every = twin(policy, all_links=True)
-    from crawler.seen import MemorySeenSet  # noqa: PLC0415
+    from crawler.urls.seen import MemorySeenSet  # noqa: PLC0415
 
     every.bind(MemorySeenSet(), None)
     every.set_host_scope(policy.host_scope)  # admission lists every link: it needs the str
@@ -497,7 +499,7 @@ def test_a_host_scope_needs_a_bound_state_and_is_off_with_all_links(twin: Any) -
 def test_a_widened_scope_is_seen_at_once(twin: Any) -> None:
     """The compiled twin reads the policy's own cache (``host_cache``), which a change of
     scope empties: a host added to the scope is in scope for the very next link."""
-    from crawler.seen import MemorySeenSet  # noqa: PLC0415
+    from crawler.urls.seen import MemorySeenSet  # noqa: PLC0415
 
     policy = _policy({})
     it = twin(policy)

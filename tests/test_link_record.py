@@ -28,12 +28,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
+from crawler.core.engine import Crawler
+from crawler.core.results import PageResult
 from crawler.extract import Link, LinkExtractorC, LinkRecord
-from crawler.intake import IntakeC
-from crawler.output import _JSON, CsvSink, JsonlSink, open_sink
-from crawler.results import PageResult
-from crawler.urls import UrlPolicy
+from crawler.output.sinks import _JSON, CsvSink, JsonlSink, open_sink
+from crawler.urls.intake import IntakeC
+from crawler.urls.policy import UrlPolicy
 from tests.extract_common import PAGES
 from tests.sitegen import app_of, start_site
 from tests.test_intake import _dense_page

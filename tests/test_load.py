@@ -35,7 +35,7 @@ import aiohttp
 import pytest
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
+from crawler.core.engine import Crawler
 from tests.faultserver import LoadPlan
 
 FAULTSERVER = Path(__file__).with_name("faultserver.py")

@@ -1,5 +1,5 @@
-"""Prometheus metrics (crawler.metrics, ``--metrics-port``): the mapping from fetches and page
-tallies to metric families, the /metrics server, and a real crawl scraped during and after it
+"""Prometheus metrics (crawler.output.metrics, ``--metrics-port``): the mapping from fetches and
+page tallies to metric families, the /metrics server, and a real crawl scraped during and after it
 whose totals must equal the crawl's own stats and what the test server saw."""
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from aiohttp import web
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from crawler.admission import Tally
 from crawler.config import ConfigError, CrawlConfig
-from crawler.engine import Crawler
-from crawler.fetch import Response
-from crawler.metrics import (
+from crawler.core.admission import Tally
+from crawler.core.engine import Crawler
+from crawler.core.results import CrawlStats
+from crawler.http.client import Response
+from crawler.output.metrics import (
     DURATION_BUCKETS,
     ERROR_KINDS,
     SKIP_REASONS,
@@ -34,7 +35,6 @@ from crawler.metrics import (
     MetricsError,
     error_label,
 )
-from crawler.results import CrawlStats
 from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
 from tests.sitegen import ROBOTS, Site
 
@@ -495,7 +495,9 @@ result = asyncio.run(crawl(sys.argv[1], on_page=on_page, max_pages=5))
 print(json.dumps({
     "pages": result.stats.pages,
     "listening": seen,
-    "modules": sorted(m for m in sys.modules if m.startswith(("crawler.metrics", "prometheus"))),
+    "modules": sorted(
+        m for m in sys.modules if m.startswith(("crawler.output.metrics", "prometheus"))
+    ),
 }))
 """
 
@@ -526,7 +528,7 @@ async def test_without_metrics_port_nothing_listens_or_imports(serve) -> None:  
     assert proc.returncode == 0, err.decode()
     got = json.loads(out)
     assert got["listening"] == [[port]] * 5
-    assert "crawler.metrics" in got["modules"] and "prometheus_client" in got["modules"]
+    assert "crawler.output.metrics" in got["modules"] and "prometheus_client" in got["modules"]
 
 
 def test_version_does_not_import_prometheus_client() -> None:
@@ -537,5 +539,7 @@ def test_version_does_not_import_prometheus_client() -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
-    assert "crawler.cli" in imported  # the probe reads the import log
-    assert not {m for m in imported if m.startswith(("prometheus_client", "crawler.metrics"))}
+    assert "crawler.cli.main" in imported  # the probe reads the import log
+    assert not {
+        m for m in imported if m.startswith(("prometheus_client", "crawler.output.metrics"))
+    }

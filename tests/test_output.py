@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crawler.core.results import CrawlStats, PageResult
 from crawler.extract import Link
-from crawler.output import (
+from crawler.output.progress import CLEAR_LINE, Progress, Snapshot, format_summary, human_bytes
+from crawler.output.sinks import (
     CSV_HEADER,
     CsvSink,
     JsonlSink,
@@ -25,8 +27,6 @@ from crawler.output import (
     open_sink,
     repair_tail,
 )
-from crawler.progress import CLEAR_LINE, Progress, Snapshot, format_summary, human_bytes
-from crawler.results import CrawlStats, PageResult
 
 
 class Recorder(io.RawIOBase):

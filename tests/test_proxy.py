@@ -16,9 +16,9 @@ from yarl import URL
 
 from crawler import crawl
 from crawler.config import CrawlConfig
-from crawler.fetch import Fetcher
-from crawler.fetch_errors import OptionError
-from crawler.proxy import ProxyChooser, proxy_problem
+from crawler.http.client import Fetcher
+from crawler.http.errors import OptionError
+from crawler.http.proxy import ProxyChooser, proxy_problem
 from tests.proxyserver import VIA, ForwardProxy, TunnelProxy
 
 PROXY_ENV = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY")

@@ -82,7 +82,8 @@ def test_a_plain_crawl_imports_no_optional_dependency() -> None:
         "from crawler import crawl_sync\n"
         "s = socket.socket(); s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]; s.close()\n"
         "crawl_sync(f'http://127.0.0.1:{port}/', retries=0)\n"
-        "mods = ('redis', 'warcio', 'prometheus_client', 'crawler.metrics', 'crawler.warc',"
+        "mods = ('redis', 'warcio', 'prometheus_client', 'crawler.output.metrics',"
+        " 'crawler.output.warc',"
         " 'crawler.state.redis')\n"
         "print(sorted(m for m in mods if m in sys.modules))\n"
     )

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from crawler.config import CrawlConfig
-from crawler.fetch import Fetcher, parse_retry_after
+from crawler.http.client import Fetcher, parse_retry_after
 
 BAD_VALUES = [
     "²",  # str.isdigit() is true for it, float() refuses it

@@ -15,9 +15,8 @@ import pytest
 from aiohttp import web
 
 from crawler.config import CrawlConfig
-from crawler.engine import crawl
-from crawler.fetch import Fetcher
-from crawler.robots import (
+from crawler.core.engine import crawl
+from crawler.core.robots import (
     MAX_ROBOTS_BYTES,
     MAX_ROBOTS_ORIGINS,
     MAX_SITEMAP_BYTES,
@@ -27,6 +26,7 @@ from crawler.robots import (
     SitemapParser,
     decode_robots,
 )
+from crawler.http.client import Fetcher
 
 UA = "crawler/1.0 (+https://example.org/bot)"
 

@@ -1,4 +1,4 @@
-"""crawler.seen: the seen set's API, exactness, layout and memory, on both twins.
+"""crawler.urls.seen: the seen set's API, exactness, layout and memory, on both twins.
 
 Every test here runs on the pure-Python ``MemorySeenSetPy`` and the compiled ``_hash_c``
 twin (ids ``py`` and ``c``); tests/test_seen_hypothesis.py compares the two slot for slot.
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-import crawler.frontier
-import crawler.seen as seen
-from crawler.seen import MAX_LOAD, MUL, TAIL, MemorySeenSetC, MemorySeenSetPy
+import crawler.state.frontier
+import crawler.urls.seen as seen
+from crawler.urls.seen import MAX_LOAD, MUL, TAIL, MemorySeenSetC, MemorySeenSetPy
 
 HERE = Path(seen.__file__).resolve().parent
 BUILT = any(HERE.glob("_hash_c.*.so")) or any(HERE.glob("_hash_c*.pyd"))
@@ -62,17 +62,17 @@ def test_compiled_seen_set_loaded_when_built() -> None:
     assert MemorySeenSetC is not None, "built but not importable"
     assert seen.IMPLEMENTATION == "c"
     assert seen.MemorySeenSet is MemorySeenSetC
-    assert MemorySeenSetC.__module__ == "crawler._hash_c"
+    assert MemorySeenSetC.__module__ == "crawler.urls._hash_c"
 
 
 def test_frontier_re_exports_the_selected_one() -> None:
-    assert crawler.frontier.MemorySeenSet is seen.MemorySeenSet
+    assert crawler.state.frontier.MemorySeenSet is seen.MemorySeenSet
 
 
 def test_constants_are_the_same_in_both_twins() -> None:
     if MemorySeenSetC is None:
         pytest.skip("compiled twin not built")
-    import crawler._hash_c as c  # noqa: PLC0415 - only with the compiled twin
+    import crawler.urls._hash_c as c  # noqa: PLC0415 - only with the compiled twin
 
     assert (c.MUL, c.TAIL) == (MUL, TAIL)
 
@@ -209,10 +209,10 @@ _BREAK_C = """
 import importlib.abc, sys
 class Broken(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name == "crawler._hash_c":
+        if name == "crawler.urls._hash_c":
             raise ImportError("simulated: undefined symbol PyFoo")
 sys.meta_path.insert(0, Broken())
-import crawler.seen as s, crawler.fingerprint as f
+import crawler.urls.seen as s, crawler.urls.fingerprint as f
 print(s.IMPLEMENTATION, f.IMPLEMENTATION)
 """
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.seen import MUL, MemorySeenSetC, MemorySeenSetPy
+from crawler.urls.seen import MUL, MemorySeenSetC, MemorySeenSetPy
 
 pytestmark = pytest.mark.skipif(MemorySeenSetC is None, reason="compiled twin not built")
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from crawler.config import KEYS, ConfigError, CrawlConfig
-from crawler.settings import (
+from crawler.core.settings import (
     CRAWL_DEFINING,
     FORMAT,
     NOT_STORED,
@@ -240,7 +240,7 @@ def test_a_crawl_without_credentials_stores_no_marker() -> None:
 def test_a_resume_without_the_credentials_is_refused_and_says_which(
     first: dict[str, Any], again: dict[str, Any], message: str
 ) -> None:
-    from crawler.settings import CredentialsError  # noqa: PLC0415
+    from crawler.core.settings import CredentialsError  # noqa: PLC0415
 
     stored = roundtrip(CrawlConfig(seeds=(SEED,), **first).validated())
     with pytest.raises(CredentialsError) as info:
@@ -300,7 +300,7 @@ def test_a_new_seed_on_resume_gets_the_auth_of_this_run() -> None:
     ],
 )
 def test_secret_header(header: str, secret: bool) -> None:
-    from crawler.settings import secret_header  # noqa: PLC0415
+    from crawler.core.settings import secret_header  # noqa: PLC0415
 
     assert secret_header(header) is secret
 

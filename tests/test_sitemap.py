@@ -15,11 +15,11 @@ import pytest
 from aiohttp import web
 from lxml import etree
 
-from crawler import sitemap
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
-from crawler.output import SitemapSink, open_sink
-from crawler.results import PageResult
+from crawler.core.engine import Crawler
+from crawler.core.results import PageResult
+from crawler.output import sitemap
+from crawler.output.sinks import SitemapSink, open_sink
 
 DATA = Path(__file__).parent / "data"
 NS = {"s": sitemap.NAMESPACE}

@@ -2,9 +2,9 @@
 
 * ``crawler --version``, ``--help`` and a usage error import none of the crawl's modules
   (asyncio, ssl, aiohttp, uvloop, yarl, crawler.config/output/engine ...).
-* A crawl of http URLs imports no aiohttp (crawler/http1.py fetches) and builds no
+* A crawl of http URLs imports no aiohttp (crawler/http/http1.py fetches) and builds no
   ``ssl.SSLContext``; through aiohttp (``CRAWLER_NO_PLAIN_HTTP=1``) it builds none either:
-  aiohttp's two import-time contexts are deferred (crawler/fetch_tls.py) and the one a request
+  aiohttp's two import-time contexts are deferred (crawler/http/tls.py) and the one a request
   needs is built on the first https request, once.
 * An https crawl still works, against a server whose self-signed certificate the crawl trusts
   through ``SSL_CERT_FILE`` (the verified context is aiohttp's own).
@@ -33,7 +33,7 @@ from tests.conftest import ServeApp
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Runs crawler.cli.main(argv) and writes what happened, as JSON, to the file $PROBE_REPORT.
+# Runs crawler.cli.main.main(argv) and writes what happened, as JSON, to the file $PROBE_REPORT.
 PROBE = r"""
 import json, os, sys
 before = set(sys.modules)
@@ -49,12 +49,12 @@ if os.environ.get("PROBE_SSL"):
     ssl.SSLContext.__new__ = staticmethod(_counting)
     if os.environ.get("PROBE_AIOHTTP_FIRST"):
         import aiohttp  # an application that imported aiohttp itself, before the crawler
-from crawler.cli import main
+from crawler.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
-tls = sys.modules.get("crawler.fetch_tls")
+tls = sys.modules.get("crawler.http.tls")
 report = {
     "code": code,
     "contexts": len(made),
@@ -78,10 +78,10 @@ HEAVY = (
     "certifi",
     "tomllib",
     "crawler.config",
-    "crawler.output",
-    "crawler.progress",
-    "crawler.engine",
-    "crawler.fetch",
+    "crawler.output.sinks",
+    "crawler.output.progress",
+    "crawler.core.engine",
+    "crawler.http.client",
     "crawler.state",
 )
 
@@ -125,7 +125,7 @@ def test_version_imports_nothing_heavy(tmp_path: Path) -> None:
     got = probe_sync(tmp_path, "--version")
     assert got["code"] == 0 and got["stdout"].startswith("crawler "), got["stderr"]
     assert "extractor: " in got["stdout"] and "event loop: " in got["stdout"]
-    assert "crawler.cli" in got["new"]  # the probe sees the imports
+    assert "crawler.cli.main" in got["new"]  # the probe sees the imports
     assert _heavy(got["new"]) == []
 
 
@@ -176,7 +176,7 @@ async def test_an_http_crawl_imports_no_aiohttp_and_builds_no_tls_context(
     got = await probe(tmp_path, "crawl", url, "-q", PROBE_SSL="1")
     assert got["code"] == 0, got["stderr"]
     assert sorted(got["stdout"].split()) == [url, url + "a", url + "b"]
-    assert "crawler.http1" in got["new"]  # the plain path fetched ...
+    assert "crawler.http.http1" in got["new"]  # the plain path fetched ...
     assert not [m for m in got["new"] if m.split(".")[0] == "aiohttp"]  # ... aiohttp not imported
     # ... nor yarl and multidict (aiohttp's URL and headers: the plain path needs neither)
     assert not [m for m in got["new"] if m.split(".")[0] in ("yarl", "multidict")]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
+from crawler.core.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
 from crawler.state import Candidate, Outcome, StateError, StoredRobots
 from crawler.state.memory import DEFAULT_LEASE_TTL, MemoryState
-from crawler.urls import host_of, origin_of
+from crawler.urls.policy import host_of, origin_of
 
 T0 = 1_800_000_000.0
 

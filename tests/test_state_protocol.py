@@ -39,7 +39,7 @@ from crawler.state import (
     open_state,
 )
 from crawler.state.memory import MemoryState
-from crawler.urls import host_of, origin_of
+from crawler.urls.policy import host_of, origin_of
 from tests.redisserver import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -197,7 +197,7 @@ def run_elsewhere(backend: Backend, body: str) -> str:
     code = (
         "import asyncio, json, os, sys\n"
         "from crawler.state import Candidate, Outcome\n"
-        "from crawler.urls import host_of, origin_of\n"
+        "from crawler.urls.policy import host_of, origin_of\n"
         f"{backend.source}"
         "def cand(url, depth=0):\n"
         "    return Candidate(url, state.fingerprint(url), origin_of(url), host_of(url), depth)\n"

@@ -25,7 +25,7 @@ import pytest
 
 from crawler.state import Candidate, Lease, Outcome, StateError, open_state
 from crawler.state.redis import RedisState, RedisStatus, prefix_of, redacted
-from crawler.urls import host_of, origin_of
+from crawler.urls.policy import host_of, origin_of
 from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.timeout(90)
@@ -253,7 +253,7 @@ def run_worker(server: RedisServer, name: str, body: str, **kw: Any) -> str:
         "import asyncio, json, os, sys, time\n"
         "from crawler.state import Candidate, Outcome\n"
         "from crawler.state.redis import RedisState\n"
-        "from crawler.urls import host_of, origin_of\n"
+        "from crawler.urls.policy import host_of, origin_of\n"
         f"state = RedisState({server.url!r}, name={name!r}, **{kw!r})\n"
         "def cand(url):\n"
         "    return Candidate(url, state.fingerprint(url), origin_of(url), host_of(url), 0)\n"
@@ -814,7 +814,7 @@ async def test_two_engine_workers_crawl_a_site_once_between_them(
     # the engine on this backend, two workers in one process (RC's tests run processes):
     # the one with the seed starts the crawl, the other joins with none; between them they
     # fetch what one memory crawl fetches, each page once, and both stop by themselves
-    from crawler.engine import crawl  # noqa: PLC0415
+    from crawler.core.engine import crawl  # noqa: PLC0415
     from tests.sitegen import start_site  # noqa: PLC0415
 
     site, _ = await start_site(serve, n=120)

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from crawler.fingerprint import Fingerprinter
 from crawler.state import KIND_PAGE, Candidate, Lease, Outcome, StateError, open_state
 from crawler.state.sqlite import DB_NAME, LOCK_NAME, SQLiteState
+from crawler.urls.fingerprint import Fingerprinter
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawler.urls import UrlPolicy, host_of, join, origin_of, registrable_domain
+from crawler.urls.policy import UrlPolicy, host_of, join, origin_of, registrable_domain
 
 
 @pytest.fixture

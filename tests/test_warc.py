@@ -24,9 +24,9 @@ from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
-from crawler import warc
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
+from crawler.core.engine import Crawler
+from crawler.output import warc
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 DATE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import pytest
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler, crawl
-from crawler.frontier import MemorySeenSet
-from crawler.results import PageResult
+from crawler.core.engine import Crawler, crawl
+from crawler.core.results import PageResult
+from crawler.state.frontier import MemorySeenSet
 from crawler.state.memory import MemoryState
 from tests.sitegen import RecordingSink
 from tests.widesite import WideSite, patch_resolver, start

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
-from crawler.frontier import MemorySeenSet  # noqa: E402
-from crawler.urls import UrlPolicy  # noqa: E402
+from crawler.state.frontier import MemorySeenSet  # noqa: E402
+from crawler.urls.policy import UrlPolicy  # noqa: E402
 
 
 def main() -> None:

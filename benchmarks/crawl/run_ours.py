@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
-from crawler.results import PageResult
+from crawler.core.engine import Crawler
+from crawler.core.results import PageResult
 
 
 class CountingSink:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from crawler.check.cli import EXIT_USAGE, add_parser, cmd_check
+from crawler.cli.check import EXIT_USAGE, add_parser, cmd_check
 
 
 def main(argv: Sequence[str] | None = None) -> int:

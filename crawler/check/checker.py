@@ -44,12 +44,12 @@ from crawler.check.model import CheckReport, CheckStats, Problem
 from crawler.check.probe import REDIRECTS, Prober, Verdict, error_kind
 from crawler.check.store import Interner, OccurrenceStore
 from crawler.config import CrawlConfig
-from crawler.engine import Crawler
-from crawler.fetch import HTML_TYPES
-from crawler.progress import Snapshot
-from crawler.results import PageResult
-from crawler.robots import RobotsCache
-from crawler.urls import UrlPolicy, origin_of
+from crawler.core.engine import Crawler
+from crawler.core.results import PageResult
+from crawler.core.robots import RobotsCache
+from crawler.http.client import HTML_TYPES
+from crawler.output.progress import Snapshot
+from crawler.urls.policy import UrlPolicy, origin_of
 
 __all__ = ["RECHECK_KINDS", "CheckOptions", "Checker"]
 

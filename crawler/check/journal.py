@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from crawler.core.results import PageResult
 from crawler.extract import Link
-from crawler.results import PageResult
 
 __all__ = ["JOURNAL_NAME", "PageJournal"]
 

@@ -56,7 +56,7 @@ _c = (
 )
 LinkExtractorC: Any = None if _c is None else _c[0]
 #: The compiled extractor's record of a page's links (``record=True``), or None: a sequence of
-#: Links made when read (``crawler.results.PageResult.links`` with ``link_record``).
+#: Links made when read (``crawler.core.results.PageResult.links`` with ``link_record``).
 LinkRecord: Any = None if _c is None else _c[1]
 if LinkRecord is not None:  # pragma: no cover - depends on the build
     Sequence.register(LinkRecord)

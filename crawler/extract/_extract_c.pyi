@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
-from crawler._intake_c import Intake
+from crawler.urls._intake_c import Intake
 
 from ._link import Link
 

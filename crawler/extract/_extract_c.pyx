@@ -57,7 +57,7 @@ from ._machine import MAX_ID_CHARS, MAX_IDS, MULTIBYTE_CODECS, Iso2022JPDecoder,
 # (ForeignStack, FramesetState and their tables: `_tree.py`).
 include "_tree.py"
 from ._resolve import Resolver
-from crawler._intake_c cimport Intake
+from crawler.urls._intake_c cimport Intake
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -1804,7 +1804,7 @@ cdef class LinkRecord:
 
     def json_urls(self):
         """`urls` as JSON text, as ``json.dumps(urls, ensure_ascii=True, separators=(",",
-        ":"))`` writes it (what `crawler.output.JsonlSink` puts in a page's line)."""
+        ":"))`` writes it (what `crawler.output.sinks.JsonlSink` puts in a page's line)."""
         cdef Py_ssize_t i, at = 1, cap = 0, ul
         cdef RecEnt* e
         cdef const unsigned char* up
@@ -1845,7 +1845,7 @@ cdef class LinkRecord:
             free(buf)
 
     def csv_rows(self, str source):
-        """The CSV rows of `crawler.output.CsvSink` (source, target, tag, nofollow; a link
+        """The CSV rows of `crawler.output.sinks.CsvSink` (source, target, tag, nofollow; a link
         without a URL has none) as ``csv.writer`` writes them, CR LF each; None when a value
         is not ASCII (the caller writes those rows its own way)."""
         src = _csv_field(source)
@@ -2010,7 +2010,7 @@ cdef class LinkExtractor:
         link_set: ``"links"``, ``"resources"`` or a mapping ``{tag: (attr, ...)}``.
         max_token: the longest attribute value kept (bytes); longer values are dropped.
         collect_ids: collect the document's fragment targets in ``ids`` (see `_machine`).
-        intake: a compiled ``crawler.intake.Intake``: ``feed`` and ``close`` then return its
+        intake: a compiled ``crawler.urls.intake.Intake``: ``feed`` and ``close`` then return its
             items (canonical URLs it does not know, and the Links it keeps) instead of Links;
             a plain value resolved by the C fast path never becomes a Python object.
         record: with an intake, also keep every link of the page in ``record`` (a

@@ -15,8 +15,8 @@ import os
 import sqlite3
 import time
 
-from crawler.fingerprint import new_key
 from crawler.state.base import StateError
+from crawler.urls.fingerprint import new_key
 
 #: The format name stored in ``meta`` (a database with another is not a crawl state).
 FORMAT = "crawler-state"

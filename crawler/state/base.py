@@ -59,7 +59,7 @@ class Candidate:
     """A URL offered to the state: canonical, in scope, within the URL length limit.
 
     Attributes:
-        url: canonical URL (``crawler.urls.UrlPolicy.canonical``).
+        url: canonical URL (``crawler.urls.policy.UrlPolicy.canonical``).
         fp: its fingerprint, from the state's own ``fingerprint(url)``.
         origin: ``scheme://host:port`` (the politeness key).
         host: the host name (the ``max_pages_per_host`` budget key).

@@ -3,14 +3,14 @@
 Everything lives in this process and dies with it; nothing is written anywhere. Built on
 the same two structures the engine used before the state protocol:
 
-* the queue is ``crawler.frontier.OriginQueues`` (per-origin breadth-first FIFOs served
+* the queue is ``crawler.state.frontier.OriginQueues`` (per-origin breadth-first FIFOs served
   round-robin, per-origin concurrency and delay, idle origins forgotten once their delay
   has passed), holding one compact tuple per queued request;
-* the seen set is ``crawler.frontier.MemorySeenSet`` (8 bytes a slot) of fingerprints.
+* the seen set is ``crawler.state.frontier.MemorySeenSet`` (8 bytes a slot) of fingerprints.
 
 The fingerprint is Python's ``hash(str)`` (keyed SipHash, random per process): it is never
 persisted, so it need not be stable, and it is free (a str caches its hash). A persistent
-backend uses ``crawler.fingerprint`` instead.
+backend uses ``crawler.urls.fingerprint`` instead.
 
 Leases: each lease gets an id and ``expires = now + lease_ttl``. The only holder of a memory
 lease is this process, so a lease is never taken back while the state is open; a state
@@ -35,8 +35,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crawler.frontier import MemorySeenSet, OriginQueues
-from crawler.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
+from crawler.core.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
 from crawler.state.base import (
     Candidate,
     Counts,
@@ -46,6 +45,7 @@ from crawler.state.base import (
     StoredRobots,
     wait_event,
 )
+from crawler.state.frontier import MemorySeenSet, OriginQueues
 
 __all__ = ["DEFAULT_LEASE_TTL", "MemoryState"]
 

@@ -27,7 +27,7 @@ What each worker gets (issue 11):
   ``lease_timeout`` if shorter), time for every live worker's heartbeat to renew its own.
   Expiry compares the workers' wall clocks (``now``): keep
   them within a small part of ``lease_timeout`` of each other (NTP).
-* **Seen set**: exact 64-bit fingerprints (``crawler.fingerprint``, keyed with a key stored
+* **Seen set**: exact 64-bit fingerprints (``crawler.urls.fingerprint``, keyed with a key stored
   in the crawl at creation so every worker and run agrees), never a key per URL nor URL
   strings: the top ``seen_bits`` bits (16 by default) pick one of 2**16 small Redis SETs of
   integers, the other 48 bits are the member. Redis stores such a set as an *intset*, 8
@@ -74,8 +74,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from crawler.config import redact_url
-from crawler.fingerprint import Fingerprinter, new_key
-from crawler.seen import MemorySeenSet
 from crawler.state._redis_scripts import SCRIPTS, VERSION
 from crawler.state.base import (
     Candidate,
@@ -86,6 +84,8 @@ from crawler.state.base import (
     StoredRobots,
     wait_event,
 )
+from crawler.urls.fingerprint import Fingerprinter, new_key
+from crawler.urls.seen import MemorySeenSet
 
 __all__ = [
     "DEFAULT_NAME",

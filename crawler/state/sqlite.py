@@ -13,7 +13,7 @@ The database is the truth; memory holds what makes the hot path fast, rebuilt at
 * Per origin with work: politeness (in flight, next start), a small sorted *window* of its
   next queued requests, refilled from the queued index in batches, and how many more queued
   rows the database holds beyond the window (``backlog``). Idle origins are forgotten, as in
-  ``crawler.frontier.MemoryFrontier``, so memory follows the origins with work.
+  ``crawler.state.frontier.MemoryFrontier``, so memory follows the origins with work.
 * The counts (queued, leased, done, failed by kind, seen), kept incrementally and written
   in each transaction (no COUNT(*) at run time).
 
@@ -78,8 +78,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from crawler.fingerprint import Fingerprinter
-from crawler.seen import MemorySeenSet
 from crawler.state._sqlite_files import (
     DB_NAME,
     FORMAT,
@@ -105,6 +103,8 @@ from crawler.state.base import (
     StoredRobots,
     wait_event,
 )
+from crawler.urls.fingerprint import Fingerprinter
+from crawler.urls.seen import MemorySeenSet
 
 __all__ = ["DB_NAME", "FORMAT", "LOCK_NAME", "VERSION", "SQLiteState", "StateStatus"]
 
@@ -390,7 +390,7 @@ class SQLiteState:
             os.close(fd)
 
     def fingerprint(self, url: str) -> int:
-        """Keyed BLAKE2b of ``url`` (``crawler.fingerprint``), the key stored in the state."""
+        """Keyed BLAKE2b of ``url`` (``crawler.urls.fingerprint``), the key stored in the state."""
         fp = self._fp
         if fp is None:
             raise StateError(f"{self.location}: not open")

@@ -1,0 +1,261 @@
+"""``crawler check URL ...``: the link checker's command line (wired in by crawler/cli/main.py).
+
+The crawl's options (scope, limits, robots, politeness, HTTP, ``--state`` ...) are the
+``crawl`` command's own, added by ``crawler.cli.main.add_crawl_options``; the output options are
+the checker's: ``--format text|json|junit|sarif|markdown|html`` and ``--output FILE``.
+
+Exit codes: 0 no broken link (and, with ``--fail-on warnings``, no warning), 1 broken links
+found (or warnings with ``--fail-on warnings``), 2 usage or config error (a bad flag or
+config key, no URL, an output file that cannot be written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+import tomllib
+from typing import Any, TextIO
+
+from crawler.config import ConfigError, CrawlConfig
+
+__all__ = ["EXIT_BROKEN", "EXIT_OK", "EXIT_USAGE", "FORMATS", "add_parser", "cmd_check", "write"]
+
+EXIT_OK, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2
+#: Report formats; text and json are written here, the others by ``report_<name>.py``.
+FORMATS = ("text", "json", "junit", "sarif", "markdown", "html")
+# The crawl's output options that the checker replaces with its own.
+_NOT_FOR_CHECK = frozenset({"format", "output", "all_links", "name", "lease_timeout"})
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``check`` command to the ``crawler`` parser's subparsers."""
+    cli = importlib.import_module("crawler.cli.main")
+    formatter = cli._Formatter
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "check",
+        help="check every link of a site: broken links, where they are",
+        description="Crawl the site from the URLs and check every link found once: pages, "
+        "images, scripts, stylesheets (--links-only: navigational links), external links "
+        "(HEAD/GET, never crawled), #fragments. Broken links are reported with every page, "
+        "line and column that links them.",
+        formatter_class=formatter,
+        epilog="exit codes: 0 no broken link, 1 broken links found (--fail-on warnings: or "
+        "warnings), 2 usage or config error",
+    )
+    p.add_argument("seeds", nargs="*", metavar="URL", help="where to start (http or https)")
+    p.add_argument("--config", metavar="FILE", help="TOML config file (the crawl's keys)")
+    group = p.add_argument_group("check")
+    group.add_argument(
+        "--links-only",
+        dest="link_set",
+        action="store_const",
+        const="links",
+        default=argparse.SUPPRESS,
+        help="check navigational links only (a, area, iframe ...), not images, scripts, "
+        "stylesheets (default: every resource)",
+    )
+    group.add_argument(
+        "--no-external",
+        dest="check_external",
+        action="store_false",
+        default=True,
+        help="do not check out-of-scope links (default: HEAD/GET each once)",
+    )
+    group.add_argument(
+        "--ignore-fragments",
+        action="store_true",
+        help="do not check #fragment targets (default: check them)",
+    )
+    group.add_argument(
+        "--cache",
+        metavar="FILE",
+        help="keep results of external links in FILE between runs (JSON; errors never kept)",
+    )
+    group.add_argument(
+        "--cache-max-age",
+        metavar="S",
+        type=float,
+        default=86400.0,
+        help="seconds a cached result is used (default: 86400, one day)",
+    )
+    group.add_argument(
+        "--recheck-delay",
+        metavar="S",
+        type=float,
+        default=1.0,
+        help="least seconds before a link that failed with a timeout, 403, 429 or 5xx is "
+        "checked once more (default: 1)",
+    )
+    group.add_argument(
+        "--format",
+        "-f",
+        dest="check_format",
+        choices=FORMATS,
+        default="text",
+        help="report format (default: text)",
+    )
+    group.add_argument(
+        "--output",
+        "-o",
+        dest="check_output",
+        metavar="FILE",
+        help="write the report to FILE (default: stdout)",
+    )
+    group.add_argument(
+        "--fail-on",
+        choices=("broken", "warnings"),
+        default="broken",
+        help="exit 1 on broken links, or on warnings too (default: broken)",
+    )
+    cli.add_crawl_options(p, exclude=_NOT_FOR_CHECK)
+    for action in p._actions:  # the check's own default for the link set
+        if "--link-set" in action.option_strings:
+            action.help = "which tags and attributes count as links (default here: resources)"
+    return p
+
+
+def _err(message: str) -> None:
+    try:
+        sys.stderr.write(f"crawler check: error: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _file_sets_link_set(path: str | None) -> bool:
+    if path is None:
+        return False
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False  # load_config reports it
+    extraction = data.get("extraction")
+    return "link_set" in data or (isinstance(extraction, dict) and "link_set" in extraction)
+
+
+def config_from_args(args: argparse.Namespace) -> CrawlConfig:
+    """The crawl's config for a check: the file, then the flags; every resource by default.
+
+    Raises:
+        ConfigError: naming the file and key, or the flag.
+    """
+    cli = importlib.import_module("crawler.cli.main")
+    if "link_set" not in vars(args) and not _file_sets_link_set(args.config):
+        args = argparse.Namespace(**vars(args), link_set="resources")
+    config: CrawlConfig = cli.config_from_args(args)
+    return config
+
+
+def write(report: Any, fmt: str, out: TextIO) -> None:
+    """Write ``report`` in format ``fmt`` (text and json here, the rest by their module)."""
+    if fmt in ("text", "json"):
+        from crawler.check import text  # noqa: PLC0415  (the report writers load lazily)
+
+        (text.write_text if fmt == "text" else text.write_json)(report, out)
+        return
+    module = importlib.import_module(f"crawler.check.report_{fmt}")
+    module.write(report, out)
+
+
+async def _run(checker: Any, quiet: bool) -> Any:
+    """The check, with the crawl's live line on stderr when it is a terminal."""
+    from crawler.output.progress import Progress  # noqa: PLC0415
+
+    progress = Progress(sys.stderr, quiet=quiet)
+    ticker = asyncio.ensure_future(progress.run(checker.snapshot))
+    try:
+        return await checker.run()
+    finally:
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run ``crawler check``; the exit code."""
+    from crawler.check.api import split_options  # noqa: PLC0415  (start-up time)
+    from crawler.check.checker import Checker  # noqa: PLC0415
+    from crawler.state.base import StateError  # noqa: PLC0415
+
+    try:
+        config = config_from_args(args)
+        if not config.seeds:
+            _err("no URL: give one or more URLs, or `seeds` in the --config file")
+            return EXIT_USAGE
+        problem = importlib.import_module("crawler.cli.main").check_fetch_options(config)
+        if problem:
+            _err(problem)
+            return EXIT_USAGE
+        if config.state and config.state.lower().startswith(("redis://", "rediss://", "unix://")):
+            _err(
+                "--state: crawler check keeps its state in a directory (with its journal of"
+                " pages); a redis:// state is for crawler crawl"
+            )
+            return EXIT_USAGE
+        if args.cache_max_age < 0 or args.recheck_delay < 0:
+            raise ConfigError("must be >= 0", key="--cache-max-age/--recheck-delay")
+        if args.cache is not None and not os.path.isdir(os.path.dirname(args.cache) or "."):
+            raise ConfigError("its directory does not exist", key=f"--cache {args.cache}")
+        config, options = split_options(
+            (),
+            config,
+            {
+                "external": args.check_external,
+                "ignore_fragments": args.ignore_fragments,
+                "cache": args.cache,
+                "cache_max_age": args.cache_max_age,
+                "recheck_delay": args.recheck_delay,
+            },
+        )
+    except ConfigError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    fmt = args.check_format
+    if fmt not in ("text", "json"):
+        try:
+            importlib.import_module(f"crawler.check.report_{fmt}")
+        except ImportError as exc:
+            _err(f"--format {fmt} is not available: {exc}")
+            return EXIT_USAGE
+    out: TextIO = sys.stdout
+    if args.check_output not in (None, "-"):
+        try:
+            out = open(args.check_output, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            _err(f"cannot open output file {args.check_output!r}: {exc.strerror or exc}")
+            return EXIT_USAGE
+    from crawler.cli.main import given_keys  # noqa: PLC0415  (crawler.cli.main imports this lazily)
+
+    checker = Checker(config, options, given=given_keys(args))
+    try:
+        try:
+            report = asyncio.run(_run(checker, config.quiet))
+        except KeyboardInterrupt:
+            _err("interrupted")
+            return 130
+        except (ConfigError, StateError) as exc:  # a stored crawl that disagrees, a bad DIR
+            _err(str(exc))
+            return EXIT_USAGE
+        try:
+            write(report, fmt, out)
+            out.flush()
+        except OSError as exc:
+            _err(f"cannot write the report: {exc.strerror or exc}")
+            return EXIT_USAGE
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if not config.quiet:
+        s = report.stats
+        sys.stderr.write(
+            f"crawler check: {s.broken:,} broken, {s.warnings:,} warnings, "
+            f"{s.urls:,} URLs checked in {s.duration:.1f} s\n"
+        )
+    if checker.cache_error is not None:
+        _err(checker.cache_error)
+    if report.broken or (args.fail_on == "warnings" and report.warnings):
+        return EXIT_BROKEN
+    return EXIT_OK
