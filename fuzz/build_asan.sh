@@ -62,8 +62,8 @@ fi
 # -- the extension, instrumented --
 suffix=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-# The compiled intake (which the extractor imports) and the extractor, each rebuilt when one
-# of its sources is newer than its module.
+# The intake's base class (which the extractor calls), the compiled intake and the extractor,
+# each rebuilt when one of its sources is newer than its module.
 build() {  # build PYX MODULE_SO SOURCES...
   local pyx=$1 out=$2 csrc stale=0 syms src
   shift 2
@@ -88,7 +88,10 @@ build() {  # build PYX MODULE_SO SOURCES...
   grep -c __sanitizer_cov <<<"$syms" >/dev/null || { echo "build_asan.sh: $out has no coverage" >&2; exit 1; }
 }
 so=$OUT/asan/_extract_c$suffix
-build crawler/urls/_intake_c.pyx "$OUT/asan/_intake_c$suffix" crawler/urls/_intake_c.pyx crawler/urls/_intake_c.pxd crawler/urls/_hash_c.pxd
-build "$PYX" "$so" "$PYX" crawler/extract/*.py crawler/urls/_intake_c.pxd
+base=crawler/extract/_intake_base_c
+build $base.pyx "$OUT/asan/_intake_base_c$suffix" $base.pyx $base.pxd
+build crawler/urls/_intake_c.pyx "$OUT/asan/_intake_c$suffix" crawler/urls/_intake_c.pyx \
+  crawler/urls/_intake_c.pxd crawler/urls/_hash_c.pxd $base.pxd
+build "$PYX" "$so" "$PYX" crawler/extract/*.py $base.pxd
 echo "$rt"
 echo "$so"

@@ -327,12 +327,14 @@ def _check_record(rec: Any, links: list[Any], case: Case) -> None:
 
 
 def _load_asan_twin(path: str) -> tuple[Any, Any]:
-    """Load the ASan-instrumented compiled intake and extractor from fuzz/build (the intake
-    first: the extractor imports it), not the installed ones."""
+    """Load the ASan-instrumented compiled intake and extractor from fuzz/build (the intake's
+    base class first: both import it), not the installed ones."""
     suffix = path[path.rindex("_extract_c") + len("_extract_c") :]
+    here = os.path.dirname(path)
     loaded = []
     for name, file in (
-        ("crawler.urls._intake_c", os.path.join(os.path.dirname(path), "_intake_c" + suffix)),
+        ("crawler.extract._intake_base_c", os.path.join(here, "_intake_base_c" + suffix)),
+        ("crawler.urls._intake_c", os.path.join(here, "_intake_c" + suffix)),
         ("crawler.extract._extract_c", path),
     ):
         spec = importlib.util.spec_from_file_location(name, file)
@@ -342,7 +344,7 @@ def _load_asan_twin(path: str) -> tuple[Any, Any]:
         sys.modules[name] = module
         spec.loader.exec_module(module)
         loaded.append(module)
-    return loaded[1].LinkExtractor, loaded[0].Intake
+    return loaded[2].LinkExtractor, loaded[1].Intake
 
 
 def _installed_intake() -> Any:

@@ -57,7 +57,7 @@ from ._machine import MAX_ID_CHARS, MAX_IDS, MULTIBYTE_CODECS, Iso2022JPDecoder,
 # (ForeignStack, FramesetState and their tables: `_tree.py`).
 include "_tree.py"
 from ._resolve import Resolver
-from crawler.urls._intake_c cimport Intake
+from ._intake_base_c cimport IntakeBase
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -2020,7 +2020,7 @@ cdef class LinkExtractor:
 
     cdef public bint _strict
     cdef public bint nofollow
-    cdef Intake _intake
+    cdef IntakeBase _intake
     cdef readonly LinkRecord record
     cdef public str encoding
     cdef public set ids
@@ -2131,7 +2131,7 @@ cdef class LinkExtractor:
         free(self._arena)
 
     def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN,
-                 collect_ids=False, Intake intake=None, record=False):
+                 collect_ids=False, IntakeBase intake=None, record=False):
         cdef _Tables tb = _tables(link_set, bool(collect_ids))
         self._intake = intake
         self.record = None
@@ -2281,7 +2281,7 @@ cdef class LinkExtractor:
         With a record, a None in ``out`` marks where the next compact link of the step stands
         among them."""
         cdef list items = []
-        cdef Intake it = self._intake
+        cdef IntakeBase it = self._intake
         cdef LinkRecord rec = self.record
         for x in out:
             if type(x) is str:
@@ -2940,7 +2940,7 @@ cdef class LinkExtractor:
         cdef object ln = None
         cdef object co = None
         cdef object tagstr = None
-        cdef Intake it = self._intake
+        cdef IntakeBase it = self._intake
         cdef LinkRecord rec = self.record
         cdef bint located = False
         cdef const unsigned char* p

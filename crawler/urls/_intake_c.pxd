@@ -1,14 +1,15 @@
-# The compiled link intake's C-level API, for the compiled extractor (crawler/extract/_extract_c.pyx),
-# which hands it resolved URLs straight from its buffers: a repeated link creates no Python object.
+# The compiled link intake's C-level API. The compiled extractor (crawler/extract/_extract_c.pyx)
+# hands it resolved URLs straight from its buffers (a repeated link creates no Python object)
+# through its base class, crawler/extract/_intake_base_c.pxd: the extractor never imports this.
 from libc.stdint cimport uint64_t
 
+from crawler.extract._intake_base_c cimport IntakeBase
 from crawler.urls._hash_c cimport Fingerprinter, MemorySeenSet
 
 
-cdef class Intake:
+cdef class Intake(IntakeBase):
     cdef object _policy
     cdef readonly bint respect_nofollow
-    cdef readonly bint all_links
     cdef bint _sort
     cdef bint _drop_py
     cdef list _drop
@@ -28,7 +29,6 @@ cdef class Intake:
     cdef uint64_t* _ext
     cdef Py_ssize_t _next
     cdef Py_ssize_t _ecap
-    cdef public Py_ssize_t found
     cdef public Py_ssize_t repeated
     cdef public Py_ssize_t known
     cdef public Py_ssize_t external
