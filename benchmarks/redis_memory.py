@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from crawler.state import Candidate, Outcome  # noqa: E402
-from crawler.state.redis import RedisState, prefix_of  # noqa: E402
+from crawler.state._redis_scripts import prefix_of  # noqa: E402
+from crawler.state.redis import RedisState  # noqa: E402
 from tests.redisserver import RedisServer  # noqa: E402
 
 CHUNK = 512

@@ -18,7 +18,6 @@ from crawler.config import CrawlConfig
 from crawler.core.engine import crawl
 from crawler.core.robots import (
     MAX_ROBOTS_BYTES,
-    MAX_ROBOTS_ORIGINS,
     MAX_SITEMAP_BYTES,
     ROBOTS_TTL,
     RobotsCache,
@@ -27,6 +26,7 @@ from crawler.core.robots import (
     decode_robots,
 )
 from crawler.http.client import Fetcher
+from crawler.state.base import MAX_ROBOTS_ORIGINS
 
 UA = "crawler/1.0 (+https://example.org/bot)"
 

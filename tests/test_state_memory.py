@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawler.core.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
 from crawler.state import Candidate, Outcome, StateError, StoredRobots
+from crawler.state.base import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
 from crawler.state.memory import DEFAULT_LEASE_TTL, MemoryState
 from crawler.urls.policy import host_of, origin_of
 

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from crawler.state import Candidate, Lease, Outcome, StateError, open_state
-from crawler.state.redis import RedisState, RedisStatus, prefix_of, redacted
+from crawler.state._redis_scripts import prefix_of
+from crawler.state.redis import RedisState, RedisStatus, redacted
 from crawler.urls.policy import host_of, origin_of
 from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
 

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from crawler.http.client import Consumer, Fetcher, Response
-from crawler.state.base import StoredRobots
+from crawler.state.base import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS, StoredRobots
 from crawler.urls.policy import join
 
 if TYPE_CHECKING:
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_ROBOTS_BYTES",
-    "MAX_ROBOTS_CACHE_BYTES",
-    "MAX_ROBOTS_ORIGINS",
     "ROBOTS_TTL",
     "RobotsCache",
     "RobotsRules",
@@ -71,10 +69,6 @@ MAX_ROBOTS_REDIRECTS = 5
 UNREACHABLE_KINDS = frozenset({"dns", "connect", "proxy"})
 #: Seconds a robots.txt verdict is used (RFC 9309 section 2.4: no more than 24 hours).
 ROBOTS_TTL = 24 * 3600.0
-#: Origins whose verdict is kept at once; beyond it the least recently used is dropped.
-MAX_ROBOTS_ORIGINS = 4096
-#: Budget for the estimated memory of the cached rules (see `RobotsRules.weight`).
-MAX_ROBOTS_CACHE_BYTES = 64 * 1024 * 1024
 # Estimated memory of parsed rules: an upper bound of what tracemalloc shows Protego 0.7 hold
 # (about 6.5 KiB for a small file; up to ~1.7 KiB a rule line, ~12 bytes a character of long
 # paths, and ~100 bytes a "*", rules ending in "$" being stored twice). By character alone a

@@ -1,8 +1,8 @@
 """The Lua scripts of the Redis crawl state (``crawler.state.redis``): each one atomic call.
 
-Every script gets one key, the crawl's prefix ``P`` (``crawler:{NAME}:``; the braces are a
-Redis Cluster hash tag, so that every key of a crawl lives in one slot), and builds its key
-names from it. Layout (``o`` an origin, ``d`` a depth):
+Every script gets one key, the crawl's prefix ``P`` (``prefix_of(NAME)``: ``crawler:{NAME}:``;
+the braces are a Redis Cluster hash tag, so that every key of a crawl lives in one slot), and
+builds its key names from it. Layout (``o`` an origin, ``d`` a depth):
 
 ========================  ====================================================================
 ``P v``                   format version (string)
@@ -45,10 +45,18 @@ origin comes out of ``ready``, so that a Crawl-delay learnt meanwhile holds.
 
 from __future__ import annotations
 
-__all__ = ["SCRIPTS", "VERSION"]
+__all__ = ["DEFAULT_NAME", "SCRIPTS", "VERSION", "prefix_of"]
 
 #: The key layout's version (``P v``); another one is refused.
 VERSION = "1"
+#: The crawl name when none is given (``--name``).
+DEFAULT_NAME = "default"
+
+
+def prefix_of(name: str | None) -> str:
+    """The key prefix of crawl ``name``."""
+    return f"crawler:{{{name or DEFAULT_NAME}}}:"
+
 
 _COMMON = r"""
 local P = KEYS[1]

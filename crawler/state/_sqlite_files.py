@@ -13,7 +13,9 @@ import contextlib
 import fcntl
 import os
 import sqlite3
+import sys
 import time
+from array import array
 
 from crawler.state.base import StateError
 from crawler.urls.fingerprint import new_key
@@ -65,6 +67,23 @@ CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE robots(origin TEXT PRIMARY KEY, fetched_at REAL NOT NULL, status INTEGER,
     body BLOB NOT NULL, error TEXT);
 """
+
+
+def pack_fps(fps: list[int]) -> bytes:
+    """A row of ``fps``: the fingerprints as 64-bit little-endian words."""
+    words = array("Q", fps)
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words.tobytes()
+
+
+def unpack_fps(data: bytes) -> array[int]:
+    """The fingerprints of a row of ``fps``."""
+    words = array("Q")
+    words.frombytes(data)
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words
 
 
 def inspect_directory(directory: str) -> bool:

@@ -26,6 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "KIND_PAGE",
     "KIND_SITEMAP",
+    "MAX_ROBOTS_CACHE_BYTES",
+    "MAX_ROBOTS_ORIGINS",
     "Candidate",
     "Counts",
     "CrawlState",
@@ -40,6 +42,16 @@ __all__ = [
 KIND_PAGE = 0
 #: A request for a sitemap (robots.txt named it): fetched, its <loc> URLs offered.
 KIND_SITEMAP = 1
+
+# Bounds of what is kept per origin for robots.txt, so that memory stays bounded on wide
+# crawls: the memory state's stored bodies and Crawl-delays (LRU tables), and the engine's
+# verdict cache (``crawler.core.robots.RobotsCache``), least recently used first out.
+#: Origins whose robots.txt (or verdict) is kept at once; beyond it the least recently used
+#: is dropped.
+MAX_ROBOTS_ORIGINS = 4096
+#: Budget for the robots.txt kept: the memory state's stored bodies, the verdict cache's
+#: estimated memory of the parsed rules (``crawler.core.robots.RobotsRules.weight``).
+MAX_ROBOTS_CACHE_BYTES = 64 * 1024 * 1024
 
 
 class StateError(Exception):

@@ -35,8 +35,9 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crawler.core.robots import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS
 from crawler.state.base import (
+    MAX_ROBOTS_CACHE_BYTES,
+    MAX_ROBOTS_ORIGINS,
     Candidate,
     Counts,
     Lease,

@@ -54,6 +54,12 @@ What each worker gets (issue 11):
   lease id handed out again after such a loss cannot end another worker's lease (leases are
   ended by id and URL).
 
+The parts: this module is ``RedisState`` itself (open and close, the frontier calls, the
+seen cache, counters, robots.txt and settings); its base ``RedisLink``
+(``crawler.state._redis_link``) makes the calls with retries and runs the heartbeat and the
+wake-up reader; ``crawler.state._redis_scripts`` holds the scripts and the key layout, and
+``crawler.state._redis_status`` reads a crawl from outside (``read_status``).
+
 Memory per origin: a hash and a queue per origin with work, forgotten when it has none left
 (unless it has its own Crawl-delay); ``P h`` keeps a count per host (the budget and status).
 robots.txt bodies are kept ``ROBOTS_TTL`` seconds.
@@ -65,16 +71,21 @@ import asyncio
 import json
 import logging
 import os
-import re
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from crawler.config import redact_url
-from crawler.state._redis_scripts import SCRIPTS, VERSION
+from crawler.state._redis_link import (
+    HEARTBEAT_MAX,
+    RedisLink,
+    reason,
+    redacted,
+    redis_errors,
+)
+from crawler.state._redis_scripts import DEFAULT_NAME, SCRIPTS, VERSION, prefix_of
+from crawler.state._redis_status import RedisStatus, counts_of, read_settings, read_status
 from crawler.state.base import (
     Candidate,
     Counts,
@@ -98,41 +109,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The crawl name when none is given (``--name``).
-DEFAULT_NAME = "default"
 #: Seconds a stored robots.txt is kept (the engine checks its age before that).
 ROBOTS_TTL = 86400
 #: Candidates per offer script call (one round trip each).
 OFFER_CHUNK = 512
 #: Seconds ``close`` tries to hand leases back while Redis is unreachable.
 CLOSE_TIMEOUT = 10.0
-#: Backoff bounds (seconds) when Redis is unreachable.
-BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
-#: The longest heartbeat interval (seconds): a live worker renews its leases at least this
-#: often, so after an outage two of them are enough for every worker to have renewed.
-HEARTBEAT_MAX = 5.0
 # Lease.id = epoch << _EPOCH_SHIFT | Redis's lease id (an INCR counter: far below 2**40).
 _EPOCH_SHIFT = 40
 _ID_MASK = (1 << _EPOCH_SHIFT) - 1
-
-_T = TypeVar("_T")
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def default_lease_timeout(request_timeout: float) -> float:
     """The automatic lease timeout: a few request timeouts, at least a minute."""
     return max(60.0, 3.0 * request_timeout)
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password (for messages, logs and status): the userinfo's
-    (``crawler.config.redact_url``) and a ``password=`` query option's (redis-py takes both)."""
-    return _QUERY_PASSWORD.sub(r"\1***", redact_url(url))
-
-
-def prefix_of(name: str | None) -> str:
-    """The key prefix of crawl ``name``."""
-    return f"crawler:{{{name or DEFAULT_NAME}}}:"
 
 
 def _url_bytes(url: str) -> bytes:
@@ -156,50 +146,7 @@ def _due(raw: Any) -> float | None:
     return float(raw)
 
 
-def _redis_errors() -> tuple[type[BaseException], ...]:
-    import redis.exceptions as rexc  # noqa: PLC0415
-
-    return (rexc.ConnectionError, rexc.TimeoutError, ConnectionError, TimeoutError, OSError)
-
-
-@dataclass(frozen=True, slots=True)
-class RedisStatus:
-    """Where a crawl in Redis stands (``RedisState.read_status``; nothing written, no lease).
-
-    Attributes:
-        location: the Redis URL (password hidden) and, after " name=", the crawl name.
-        name: the crawl name.
-        version: the key layout version found.
-        counts: queued (held retries included), leased (cluster-wide, now), done, failed by
-            kind, seen, origins with work, recovered (leases returned, crawl's lifetime).
-        hosts: hosts with at least one request queued or done.
-        counters: the crawl's named counters.
-        settings: the stored settings (None before a first run stored them).
-        seeds: the settings' seeds (if stored).
-        created: server time the crawl was created.
-        workers: workers whose heartbeat has not lapsed.
-        pages_per_second: completions a second over the last minute (over the crawl's age
-            if it is younger; by Redis's clock and the completing workers' clocks).
-        redis_memory: Redis's ``used_memory`` (bytes, the whole database).
-    """
-
-    location: str
-    name: str
-    version: int
-    counts: Counts
-    hosts: int
-    counters: dict[str, int]
-    settings: dict[str, Any] | None
-    seeds: list[str]
-    created: float
-    workers: int
-    pages_per_second: float
-    redis_memory: int = 0
-    in_use_by: int | None = None  # as SQLite's StateStatus: not a lock here (see workers)
-    files: dict[str, int] = field(default_factory=dict)
-
-
-class RedisState:
+class RedisState(RedisLink):
     """The CrawlState in Redis (see the module docstring).
 
     Args:
@@ -307,7 +254,7 @@ class RedisState:
             )
         except (rexc.RedisError, OSError) as e:
             await client.aclose()
-            raise StateError(f"{self.location}: cannot use Redis: {_reason(e)}") from e
+            raise StateError(f"{self.location}: cannot use Redis: {reason(e)}") from e
         if found.decode() != VERSION:
             await client.aclose()
             raise StateError(
@@ -339,7 +286,7 @@ class RedisState:
         self._closed = True
         await self._stop_tasks()
         r = self._r
-        errors: tuple[type[BaseException], ...] = (TimeoutError, *_redis_errors())
+        errors: tuple[type[BaseException], ...] = (TimeoutError, *redis_errors())
 
         async def leave() -> None:
             if self._delays:
@@ -354,165 +301,9 @@ class RedisState:
             # bounded: with Redis down, the leases expire by themselves
             await asyncio.wait_for(leave(), CLOSE_TIMEOUT)
         except errors as e:
-            log.warning("%s: could not hand leases back at close: %s", self.location, _reason(e))
+            log.warning("%s: could not hand leases back at close: %s", self.location, reason(e))
         finally:
             await r.aclose()
-
-    async def _stop_tasks(self) -> None:
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=0.5)
-        if pending and self._pubsub is not None:
-            # redis-py's pub/sub read can swallow a cancel that lands as a message arrives:
-            # closing its connection ends the read for sure
-            try:
-                await self._pubsub.aclose()
-            except Exception:  # noqa: S110  (closing a broken connection)
-                pass
-            _, pending = await asyncio.wait(pending, timeout=2.0)
-        for task in pending:
-            log.warning("%s: a background task did not stop: %r", self.location, task)
-
-    # -- calls with retries --
-
-    async def _retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """``call()``, retried with backoff while Redis is unreachable."""
-        errors = _redis_errors()
-        pause = BACKOFF_MIN
-        while True:
-            try:
-                result = await call()
-            except errors as e:
-                if self._closed and self._r is None:
-                    raise
-                if not self._outage:
-                    self._outage = True
-                    log.warning(
-                        "%s: Redis unreachable (%s); retrying with backoff up to %.0f s",
-                        self.location,
-                        _reason(e),
-                        BACKOFF_MAX,
-                    )
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, BACKOFF_MAX)
-                continue
-            if self._outage:
-                self._outage = False
-                # nobody could renew a lease while Redis was away: take none back as expired
-                # until every live worker's heartbeat has had time to renew its own (two
-                # beats of the slowest heartbeat there can be, or the lease timeout if shorter)
-                self._quiet_until = time.monotonic() + min(
-                    self.lease_timeout, 2 * HEARTBEAT_MAX + 1.0
-                )
-                self._forget()
-                log.warning("%s: Redis reconnected", self.location)
-            return result
-
-    def _forget(self) -> None:
-        """Redis may have come back without its last writes: what this worker remembers as
-        seen may be unknown there, so forget it (``offer_many`` decides again), and start a
-        new epoch (the engine's admission empties its own caches on it; lease ids of the
-        new epoch cannot collide with ids Redis hands out a second time)."""
-        self.epoch += 1
-        self._local = MemorySeenSet()
-
-    async def _on_connect(self, conn: Any) -> None:
-        """Every new connection: note the server's ``run_id``. redis-py reconnects by itself
-        (a pool's dead connection is replaced at checkout), so a restart of Redis may raise
-        no error at all: a new ``run_id`` is how a restart is seen."""
-        await conn.on_connect()
-        try:
-            await conn.send_command("INFO", "server")
-            info = await conn.read_response()
-        except Exception:  # noqa: BLE001  (an ACL may forbid INFO: then no restart is seen)
-            return
-        text = info.decode("latin-1") if isinstance(info, bytes) else str(info)
-        found = re.search(r"^run_id:(\w+)", text, re.MULTILINE)
-        if found is None:
-            return
-        run_id = found.group(1)
-        if self._run_id is not None and run_id != self._run_id:
-            log.warning("%s: Redis restarted (a new run_id)", self.location)
-            self._forget()
-            self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
-        self._run_id = run_id
-
-    async def _script(self, name: str, *args: Any) -> Any:
-        """Run script ``name`` (EVALSHA; loaded again on NOSCRIPT), retried on outages."""
-        import redis.exceptions as rexc  # noqa: PLC0415
-
-        async def call() -> Any:
-            self.calls += 1
-            try:
-                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
-            except rexc.NoScriptError:
-                self._sha[name] = await self._r.script_load(SCRIPTS[name])
-                self.calls += 1
-                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
-
-        return await self._retrying(call)
-
-    async def _cmd(self, build: Callable[[Any], None]) -> list[Any]:
-        """Commands queued by ``build(pipeline)``, one round trip, retried on outages."""
-
-        async def call() -> list[Any]:
-            self.calls += 1
-            pipe = self._r.pipeline(transaction=False)
-            build(pipe)
-            result: list[Any] = await pipe.execute()
-            return result
-
-        return await self._retrying(call)
-
-    # -- background: heartbeat and wake-ups --
-
-    async def _beat(self) -> None:
-        expires = time.time() + self.lease_timeout
-        alive = repr(self.heartbeat * 3.0)
-        ids = [rid for rid, _ in self._mine.values()]
-        await self._script("heartbeat", self._wid, alive, repr(expires), *ids)
-
-    async def _heartbeat_loop(self) -> None:
-        # the flag as well as the cancel: redis-py may turn a cancel in a read into an error
-        while not self._closed:
-            await asyncio.sleep(self.heartbeat)
-            try:
-                await self._beat()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("%s: heartbeat failed", self.location, exc_info=True)
-
-    async def _listen(self) -> None:
-        """Read the wake channel; another worker's message sets the local event."""
-        channel = self.prefix + "wake"
-        errors = _redis_errors()
-        pause = BACKOFF_MIN
-        again = False
-        while not self._closed:
-            pubsub = self._pubsub = self._r.pubsub()
-            try:
-                await pubsub.subscribe(channel)
-                if again:  # what was published while the connection was down is unknown
-                    self._event.set()
-                pause = BACKOFF_MIN
-                while not self._closed:
-                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30.0)
-                    if msg is not None and msg.get("data") != self._wid:
-                        self._event.set()
-            except errors:
-                again = True
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, BACKOFF_MAX)
-            finally:
-                self._pubsub = None
-                try:
-                    await pubsub.aclose()
-                except Exception:  # noqa: S110  (a broken connection: nothing to close)
-                    pass
 
     # -- fingerprints --
 
@@ -660,7 +451,7 @@ class RedisState:
             pipe.get(p + "n")
 
         c, f, n = await self._cmd(build)
-        return _counts(c, f, n)
+        return counts_of(c, f, n)
 
     # -- the crawl's counters, robots rules and settings --
 
@@ -704,50 +495,13 @@ class RedisState:
     # -- status and settings, from outside a crawl --
 
     @staticmethod
-    def _sync_client(url: str) -> Any:
-        import redis  # noqa: PLC0415
-
-        try:
-            return redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0)
-        except ValueError as e:
-            raise StateError(f"{redacted(url)}: not a usable Redis URL: {e}") from e
-
-    @staticmethod
-    def _check_version(client: Any, url: str, name: str, *, missing_ok: bool) -> bool:
-        import redis.exceptions as rexc  # noqa: PLC0415
-
-        where = f"{redacted(url)} name={name}"
-        try:
-            found = client.get(prefix_of(name) + "v")
-        except (rexc.RedisError, OSError) as e:
-            raise StateError(f"{where}: cannot use Redis: {_reason(e)}") from e
-        if found is None:
-            if missing_ok:
-                return False
-            raise StateError(f"{where}: no crawl named {name!r} in this database")
-        if found.decode() != VERSION:
-            raise StateError(
-                f"{where}: key layout version {found.decode()!r}, this crawler reads"
-                f" version {VERSION!r}"
-            )
-        return True
-
-    @staticmethod
     def read_settings(url: str, name: str | None = None) -> dict[str, Any] | None:
         """The stored settings of crawl ``name`` (None: a new crawl), read before opening.
 
         Raises:
             StateError: Redis unreachable, or another key layout version.
         """
-        name = name or DEFAULT_NAME
-        client = RedisState._sync_client(url)
-        try:
-            if not RedisState._check_version(client, url, name, missing_ok=True):
-                return None
-            raw = client.get(prefix_of(name) + "settings")
-        finally:
-            client.close()
-        return None if raw is None else dict(json.loads(raw))
+        return read_settings(url, name)
 
     @staticmethod
     def read_status(url: str, name: str | None = None) -> RedisStatus:
@@ -758,78 +512,4 @@ class RedisState:
         Raises:
             StateError: Redis unreachable, no such crawl, another key layout version.
         """
-        import redis.exceptions as rexc  # noqa: PLC0415
-
-        name = name or DEFAULT_NAME
-        p = prefix_of(name)
-        client = RedisState._sync_client(url)
-        try:
-            RedisState._check_version(client, url, name, missing_ok=False)
-            try:
-                pipe = client.pipeline(transaction=True)
-                pipe.hgetall(p + "c")
-                pipe.hgetall(p + "f")
-                pipe.get(p + "n")
-                pipe.hlen(p + "h")
-                pipe.hgetall(p + "k")
-                pipe.get(p + "settings")
-                pipe.get(p + "created")
-                pipe.hgetall(p + "rate")
-                pipe.time()
-                c, f, n, hosts, k, settings, created, rate, now = pipe.execute()
-                server_now = now[0] + now[1] / 1e6
-                workers = client.zcount(p + "workers", server_now, "+inf")
-                memory = int(client.info("memory").get("used_memory", 0))
-            except (rexc.RedisError, OSError) as e:
-                raise StateError(f"{redacted(url)} name={name}: cannot read: {_reason(e)}") from e
-        finally:
-            client.close()
-        stored = None if settings is None else dict(json.loads(settings))
-        seeds = list(stored.get("seeds", [])) if stored else []
-        return RedisStatus(
-            location=f"{redacted(url)} name={name}",
-            name=name,
-            version=int(VERSION),
-            counts=_counts(c, f, n),
-            hosts=int(hosts),
-            counters={kk.decode(): int(v) for kk, v in k.items()},
-            settings=stored,
-            seeds=seeds,
-            created=float(created or 0.0),
-            workers=int(workers),
-            pages_per_second=_rate(rate, server_now, float(created or 0.0)),
-            redis_memory=memory,
-        )
-
-
-def _counts(c: dict[bytes, bytes], f: dict[bytes, bytes], n: Any) -> Counts:
-    def get(key: bytes) -> int:
-        return max(0, int(c.get(key, 0)))
-
-    return Counts(
-        queued=get(b"queued"),
-        leased=get(b"leased"),
-        done=get(b"done"),
-        failed={k.decode(): int(v) for k, v in f.items() if int(v)},
-        seen=int(n or 0),
-        origins=get(b"origins"),
-        recovered=get(b"recovered"),
-    )
-
-
-def _rate(buckets: dict[bytes, bytes], now: float, created: float, window: int = 60) -> float:
-    """Completions a second over the last ``window`` seconds (10-second buckets; the
-    bucket in progress counts for the part of it that has passed), or over the crawl's
-    age when it is younger (at least a second)."""
-    current = int(now // 10)
-    first = current - window // 10
-    total = sum(int(v) for k, v in buckets.items() if first < int(k) <= current)
-    span = window - 10 + (now - current * 10)
-    if created > 0:
-        span = min(span, max(1.0, now - created))
-    return total / span if span > 0 else 0.0
-
-
-def _reason(e: BaseException) -> str:
-    text = str(e) or type(e).__name__
-    return text.splitlines()[0]
+        return read_status(url, name)

@@ -1,0 +1,244 @@
+"""One worker's link to Redis: calls retried through outages, heartbeat and wake-ups.
+
+``RedisLink`` is the part of ``RedisState`` (a mixin: it holds no state of its own, it
+reads and sets the worker's) that talks to Redis: a script (EVALSHA, loaded again on
+NOSCRIPT) or a pipeline of commands is retried with exponential backoff while Redis is
+unreachable, an outage or a restart of Redis (a new ``run_id``) starts a new epoch, and two
+background tasks run while the state is open: the heartbeat that renews this worker's
+leases and keeps it in the list of workers, and the reader of the crawl's wake channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from crawler.config import redact_url
+from crawler.state._redis_scripts import SCRIPTS
+from crawler.urls.seen import MemorySeenSet
+
+__all__ = [
+    "BACKOFF_MAX",
+    "BACKOFF_MIN",
+    "HEARTBEAT_MAX",
+    "RedisLink",
+    "reason",
+    "redacted",
+    "redis_errors",
+]
+
+# The Redis state's one logger, named after its public module as before (logging is
+# configured by that name).
+log = logging.getLogger("crawler.state.redis")
+
+#: Backoff bounds (seconds) when Redis is unreachable.
+BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
+#: The longest heartbeat interval (seconds): a live worker renews its leases at least this
+#: often, so after an outage two of them are enough for every worker to have renewed.
+HEARTBEAT_MAX = 5.0
+
+_T = TypeVar("_T")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (for messages, logs and status): the userinfo's
+    (``crawler.config.redact_url``) and a ``password=`` query option's (redis-py takes both)."""
+    return _QUERY_PASSWORD.sub(r"\1***", redact_url(url))
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """The errors of an unreachable Redis (retried; imports redis-py)."""
+    import redis.exceptions as rexc  # noqa: PLC0415
+
+    return (rexc.ConnectionError, rexc.TimeoutError, ConnectionError, TimeoutError, OSError)
+
+
+def reason(e: BaseException) -> str:
+    """The first line of ``e``'s message (its type's name if empty), for messages."""
+    text = str(e) or type(e).__name__
+    return text.splitlines()[0]
+
+
+class RedisLink:
+    """Calls to Redis with retries, and the background tasks, of ``RedisState``."""
+
+    # Set by RedisState.__init__.
+    location: str
+    prefix: str
+    lease_timeout: float
+    heartbeat: float
+    epoch: int
+    calls: int
+    _local: MemorySeenSet
+    _wid: bytes
+    _r: Any
+    _sha: dict[str, str]
+    _mine: dict[int, tuple[int, bytes]]
+    _run_id: str | None
+    _event: asyncio.Event
+    _tasks: list[asyncio.Task[None]]
+    _pubsub: Any
+    _outage: bool
+    _quiet_until: float
+    _closed: bool
+
+    # -- calls with retries --
+
+    async def _retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """``call()``, retried with backoff while Redis is unreachable."""
+        errors = redis_errors()
+        pause = BACKOFF_MIN
+        while True:
+            try:
+                result = await call()
+            except errors as e:
+                if self._closed and self._r is None:
+                    raise
+                if not self._outage:
+                    self._outage = True
+                    log.warning(
+                        "%s: Redis unreachable (%s); retrying with backoff up to %.0f s",
+                        self.location,
+                        reason(e),
+                        BACKOFF_MAX,
+                    )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, BACKOFF_MAX)
+                continue
+            if self._outage:
+                self._outage = False
+                # nobody could renew a lease while Redis was away: take none back as expired
+                # until every live worker's heartbeat has had time to renew its own (two
+                # beats of the slowest heartbeat there can be, or the lease timeout if shorter)
+                self._quiet_until = time.monotonic() + min(
+                    self.lease_timeout, 2 * HEARTBEAT_MAX + 1.0
+                )
+                self._forget()
+                log.warning("%s: Redis reconnected", self.location)
+            return result
+
+    def _forget(self) -> None:
+        """Redis may have come back without its last writes: what this worker remembers as
+        seen may be unknown there, so forget it (``offer_many`` decides again), and start a
+        new epoch (the engine's admission empties its own caches on it; lease ids of the
+        new epoch cannot collide with ids Redis hands out a second time)."""
+        self.epoch += 1
+        self._local = MemorySeenSet()
+
+    async def _on_connect(self, conn: Any) -> None:
+        """Every new connection: note the server's ``run_id``. redis-py reconnects by itself
+        (a pool's dead connection is replaced at checkout), so a restart of Redis may raise
+        no error at all: a new ``run_id`` is how a restart is seen."""
+        await conn.on_connect()
+        try:
+            await conn.send_command("INFO", "server")
+            info = await conn.read_response()
+        except Exception:  # noqa: BLE001  (an ACL may forbid INFO: then no restart is seen)
+            return
+        text = info.decode("latin-1") if isinstance(info, bytes) else str(info)
+        found = re.search(r"^run_id:(\w+)", text, re.MULTILINE)
+        if found is None:
+            return
+        run_id = found.group(1)
+        if self._run_id is not None and run_id != self._run_id:
+            log.warning("%s: Redis restarted (a new run_id)", self.location)
+            self._forget()
+            self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
+        self._run_id = run_id
+
+    async def _script(self, name: str, *args: Any) -> Any:
+        """Run script ``name`` (EVALSHA; loaded again on NOSCRIPT), retried on outages."""
+        import redis.exceptions as rexc  # noqa: PLC0415
+
+        async def call() -> Any:
+            self.calls += 1
+            try:
+                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
+            except rexc.NoScriptError:
+                self._sha[name] = await self._r.script_load(SCRIPTS[name])
+                self.calls += 1
+                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
+
+        return await self._retrying(call)
+
+    async def _cmd(self, build: Callable[[Any], None]) -> list[Any]:
+        """Commands queued by ``build(pipeline)``, one round trip, retried on outages."""
+
+        async def call() -> list[Any]:
+            self.calls += 1
+            pipe = self._r.pipeline(transaction=False)
+            build(pipe)
+            result: list[Any] = await pipe.execute()
+            return result
+
+        return await self._retrying(call)
+
+    # -- background: heartbeat and wake-ups, stopped by close --
+
+    async def _beat(self) -> None:
+        expires = time.time() + self.lease_timeout
+        alive = repr(self.heartbeat * 3.0)
+        ids = [rid for rid, _ in self._mine.values()]
+        await self._script("heartbeat", self._wid, alive, repr(expires), *ids)
+
+    async def _heartbeat_loop(self) -> None:
+        # the flag as well as the cancel: redis-py may turn a cancel in a read into an error
+        while not self._closed:
+            await asyncio.sleep(self.heartbeat)
+            try:
+                await self._beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("%s: heartbeat failed", self.location, exc_info=True)
+
+    async def _listen(self) -> None:
+        """Read the wake channel; another worker's message sets the local event."""
+        channel = self.prefix + "wake"
+        errors = redis_errors()
+        pause = BACKOFF_MIN
+        again = False
+        while not self._closed:
+            pubsub = self._pubsub = self._r.pubsub()
+            try:
+                await pubsub.subscribe(channel)
+                if again:  # what was published while the connection was down is unknown
+                    self._event.set()
+                pause = BACKOFF_MIN
+                while not self._closed:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30.0)
+                    if msg is not None and msg.get("data") != self._wid:
+                        self._event.set()
+            except errors:
+                again = True
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, BACKOFF_MAX)
+            finally:
+                self._pubsub = None
+                try:
+                    await pubsub.aclose()
+                except Exception:  # noqa: S110  (a broken connection: nothing to close)
+                    pass
+
+    async def _stop_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=0.5)
+        if pending and self._pubsub is not None:
+            # redis-py's pub/sub read can swallow a cancel that lands as a message arrives:
+            # closing its connection ends the read for sure
+            try:
+                await self._pubsub.aclose()
+            except Exception:  # noqa: S110  (closing a broken connection)
+                pass
+            _, pending = await asyncio.wait(pending, timeout=2.0)
+        for task in pending:
+            log.warning("%s: a background task did not stop: %r", self.location, task)
