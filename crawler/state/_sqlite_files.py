@@ -86,24 +86,60 @@ def unpack_fps(data: bytes) -> array[int]:
     return words
 
 
-def inspect_directory(directory: str) -> bool:
-    """Whether ``directory`` holds a state (False: missing or empty, created now).
+def check_owner(directory: str) -> None:
+    """Refuse a state directory that someone else could have written.
+
+    A state holds what a run is told to do (its stored settings name a proxy, the environment
+    variable to read credentials from, output, WARC and cookie paths, headers). As git refuses
+    a repository another user owns (CVE-2022-24765), a directory, or a database in it, that is
+    not owned by the user running the crawl, or that group or others may write, is refused,
+    before anything in it is read. A missing directory is fine (it is created 0700).
 
     Raises:
-        StateError: it holds anything else than a state's files (never taken over).
+        StateError: naming the directory, the reason, and the fix.
+    """
+    uid = os.geteuid()
+    for path in (directory, os.path.join(directory, DB_NAME)):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise StateError(f"{path}: cannot inspect: {e}") from e
+        if st.st_uid != uid:
+            raise StateError(
+                f"{path}: owned by uid {st.st_uid}, not by this user (uid {uid}); a state "
+                "someone else wrote is not trusted: use a directory of your own"
+            )
+        if st.st_mode & 0o022:
+            who = {0o022: "group and others", 0o020: "group", 0o002: "others"}
+            raise StateError(
+                f"{path}: writable by {who[st.st_mode & 0o022]} (mode {st.st_mode & 0o777:04o});"
+                f" a state others can change is not trusted: chmod go-w {path}"
+            )
+
+
+def inspect_directory(directory: str) -> bool:
+    """Whether ``directory`` holds a state (False: missing or empty, created now, mode 0700).
+
+    Raises:
+        StateError: it holds anything else than a state's files (never taken over), or
+            someone else could have written it (``check_owner``).
     """
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         try:
-            os.makedirs(directory, exist_ok=True)
+            os.makedirs(directory, mode=0o700, exist_ok=True)
         except OSError as e:
             raise StateError(f"{directory}: cannot create the state directory: {e}") from e
+        check_owner(directory)
         return False
     except NotADirectoryError:
         raise StateError(f"{directory}: not a directory") from None
     except OSError as e:
         raise StateError(f"{directory}: cannot read the state directory: {e}") from e
+    check_owner(directory)
     others = sorted(set(names) - OWN_FILES)
     if others:
         shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
@@ -119,7 +155,7 @@ def take_lock(directory: str) -> int:
     """An exclusive flock on DIR/lock (retried for 0.2 s), before anything is written."""
     path = os.path.join(directory, LOCK_NAME)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as e:
         raise StateError(f"{directory}: cannot open the lock file: {e}") from e
     deadline = time.monotonic() + 0.2

@@ -18,6 +18,7 @@ from crawler.state._sqlite_files import (
     OWN_FILES,
     check_header,
     check_meta,
+    check_owner,
     inspect_directory,
     lock_holder,
     open_ro,
@@ -76,8 +77,9 @@ def read_settings(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     except OSError as e:
         raise StateError(f"{directory}: cannot read the state directory: {e}") from e
     if DB_NAME not in names:
-        inspect_directory(directory)  # refuses a directory of other files
+        inspect_directory(directory)  # refuses a directory of other files, or of others
         return None
+    check_owner(directory)
     check_header(db)
     conn = open_ro(db)
     try:
@@ -96,6 +98,7 @@ def read_status(directory: str | os.PathLike[str]) -> StateStatus:
     db = os.path.join(directory, DB_NAME)
     if not os.path.exists(db):
         raise StateError(f"{directory}: no crawl state here (no {DB_NAME})")
+    check_owner(directory)
     try:
         return _read_status(directory, db, immutable=True)
     except StateError:
