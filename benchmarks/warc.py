@@ -38,12 +38,12 @@ sys.path.insert(0, str(ROOT))
 
 from crawler.config import CrawlConfig  # noqa: E402
 from crawler.core.results import PageResult  # noqa: E402
-from crawler.output import warc  # noqa: E402
+from crawler.output import warc, warc_gzip  # noqa: E402
 from crawler.output.sinks import open_sink  # noqa: E402
 
 
 def bench_warc(repeat: int, level: int) -> None:
-    warc.GZIP_LEVEL = level
+    warc_gzip.GZIP_LEVEL = level
     bodies = [p.read_bytes() for p in sorted(CORPUS.glob("*.html"))]
     total = sum(map(len, bodies)) * repeat
     with tempfile.TemporaryDirectory() as tmp:

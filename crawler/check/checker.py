@@ -22,6 +22,9 @@ Theory of operation
 4. **Report.** Broken URLs (model.BROKEN_KINDS) and warnings, each with every occurrence.
    A redirect that ends broken is reported under the URL as linked, with its chain; a
    missing fragment under ``url#fragment``; a broken page's fragment links under the page.
+
+The Checker is a ``Findings`` (findings.py): the targets, occurrences and verdicts of steps 1-3
+and the report of step 4 are kept and built there; this module runs the crawl and the probes.
 """
 
 from __future__ import annotations
@@ -31,35 +34,25 @@ import inspect
 import logging
 import re
 import time
-from array import array
-from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 from crawler.check.cache import ResultCache
+from crawler.check.findings import Findings, id_hashes, recheckable
 from crawler.check.journal import PageJournal
-from crawler.check.model import CheckReport, CheckStats, Problem
-from crawler.check.probe import REDIRECTS, Prober, Verdict, error_kind
-from crawler.check.store import Interner, OccurrenceStore
+from crawler.check.model import CheckReport
+from crawler.check.probe import Prober, Verdict, error_kind
 from crawler.config import CrawlConfig
 from crawler.core.engine import Crawler
-from crawler.core.results import PageResult
 from crawler.core.robots import RobotsCache
-from crawler.http.client import HTML_TYPES
 from crawler.output.progress import Snapshot
 from crawler.urls.policy import UrlPolicy, origin_of
 
-__all__ = ["RECHECK_KINDS", "CheckOptions", "Checker"]
+__all__ = ["CheckOptions", "Checker"]
 
 log = logging.getLogger("crawler.check")
 
-#: Failures that may pass a second time (bot blocking, rate limits, a busy server).
-RECHECK_KINDS = frozenset({"timeout", "http_403", "http_429"})
-_WARNING_VERDICTS = frozenset({"robots_disallowed", "excluded"})
-# Target kinds
-_HTTP, _INVALID, _SCHEME = 0, 1, 2
 # A robots.txt Crawl-delay honoured up to this (as the crawl engine does).
 _MAX_CRAWL_DELAY = 30.0
 
@@ -83,30 +76,15 @@ class CheckOptions:
     recheck_delay: float = 1.0
 
 
-def _recheckable(kind: str | None) -> bool:
-    return kind is not None and (
-        kind in RECHECK_KINDS or (kind.startswith("http_5") and len(kind) == 8)
-    )
-
-
 def _describe(verdict: Verdict, cfg: CrawlConfig) -> str:
     if verdict.error == "timeout":
         return f"no answer within --timeout {cfg.timeout:g} s"
     return verdict.detail
 
 
-def _id_hashes(ids: Iterable[str]) -> array[int]:
-    return array("q", sorted({hash(i) for i in ids}))
-
-
-def _has_id(hashes: array[int], name: str) -> bool:
-    h = hash(name)
-    i = bisect_left(hashes, h)
-    return i < len(hashes) and hashes[i] == h
-
-
-class Checker:
-    """One check run over a site.
+class Checker(Findings):
+    """One check run over a site: the crawl, the probes and the second looks, recorded in
+    the Findings it is (findings.py), which build the report.
 
     Args:
         config: the crawl's config (seeds, scope, limits ...); validated here.
@@ -124,36 +102,24 @@ class Checker:
         given: set[str] | None = None,
     ) -> None:
         cfg = config.validated()
+        options = options or CheckOptions()
+        super().__init__(cfg, check_fragments=not options.ignore_fragments)
         self._given = given
-        self.config = cfg
-        self.options = options or CheckOptions()
-        self.policy = UrlPolicy.from_config(cfg)
+        self.options = options
         # The same host rule without the regexes: tells "excluded" from "external"; the
         # regexes apply to external URLs too (the crawl's UrlPolicy sees only its own scope).
         self.hosts = UrlPolicy(cfg.seeds, scope=cfg.scope)
         self._include = [re.compile(p) for p in cfg.include]
         self._exclude = [re.compile(p) for p in cfg.exclude]
-        self.store = OccurrenceStore()
-        self.targets = Interner()
-        # per target id: its kind; the URL and fragment are read back from the key
-        self._kind = array("B")
-        self.verdicts: dict[str, Verdict] = {}
-        self._derived: set[str] = set()  # verdicts made from another page's redirect chain
-        self._ids: dict[str, array[int]] = {}  # final page URL -> hashes of its ids
-        self._bases: dict[str, None] = {}  # linked http(s) URLs, in order
-        self._frag_bases: set[str] = set()
-        self.stats = CheckStats()
         self.crawl_stats: Any = None
         self.requests: dict[str, int] = {}
         self.cache_error: str | None = None
-        self._replayed: set[str] = set()
         # External URLs are probed while the crawl runs (they are on other hosts than the
         # crawl's): the pool is set up by run().
         self._prober: Prober | None = None
         self._cache: ResultCache | None = None
         self._sem: asyncio.Semaphore | None = None
         self._early: set[asyncio.Task[None]] = set()
-        self.resumed_pages = 0  # pages of earlier runs of the state, replayed from its journal
         self._crawl: Crawler | None = None
 
     def snapshot(self) -> Snapshot:
@@ -185,15 +151,6 @@ class Checker:
             kwargs["given"] = self._given
         return Crawler(self.config, **kwargs)
 
-    def _add_seeds(self) -> None:
-        """The seeds are targets too (linked from nowhere): a seed that is down is broken."""
-        for seed in self.config.seeds:
-            canon = self.policy.canonical(seed)
-            if canon is not None and self.targets.get(canon) is None:
-                self.targets.id(canon)
-                self._kind.append(_HTTP)
-                self._bases[canon] = None
-
     def _needs_probe(self, url: str) -> bool:
         """No verdict yet, or an early probe (HEAD) that did not read the ids a fragment
         linked later needs."""
@@ -208,186 +165,7 @@ class Checker:
             and verdict.final_url not in self._ids
         )
 
-    def _replay(self, journal: PageJournal) -> None:
-        """The pages of earlier runs of this state (``--state``): as if crawled now."""
-        for page in journal.replay():
-            self._on_page(page)
-            self._replayed.add(page.url)
-        self.resumed_pages = len(self._replayed)
-
-    def _on_page(self, page: PageResult) -> None:
-        now = time.monotonic()
-        if page.url in self._replayed:
-            # in flight at the kill: its links are in already; its new result counts
-            page.links = []
-            self._replayed.discard(page.url)
-            if page.content_type in HTML_TYPES and page.error is None:
-                self.stats.pages -= 1
-        kind = page.error
-        if kind == "redirect_out_of_scope":
-            return  # no verdict: the URL as linked is probed, its redirect and all
-        if kind == "url_too_long":
-            verdict = Verdict(page.url, error="excluded", detail=page.error_detail or "")
-        else:
-            verdict = Verdict(
-                page.url,
-                status=page.status,
-                error=error_kind(kind, page.error_detail),
-                detail=page.error_detail or "",
-                redirects=list(page.redirects),
-                hop_statuses=list(page.redirect_statuses),
-                final_url=page.final_url,
-                html=page.content_type in HTML_TYPES,
-                crawled=True,
-            )
-            if page.content_type in HTML_TYPES and page.error is None:
-                self.stats.pages += 1
-            ids = page.ids
-            if ids is not None and page.final_url:
-                # a body cut at --max-body-bytes (or whose reading failed) has ids past the
-                # cut that were never seen: none of its fragments can be called missing
-                verdict.ids_complete = (
-                    page.ids_complete and not page.truncated and page.error is None
-                )
-                self._ids[page.final_url] = _id_hashes(ids)
-            if _recheckable(verdict.error):
-                verdict.failed_at = now
-        self.verdicts[page.url] = verdict
-        self._derived.discard(page.url)
-        self._derive_hops(verdict)
-        if page.links:
-            self._take_links(page.final_url or page.url, page.links)
-
-    def _derive_hops(self, verdict: Verdict) -> None:
-        # A redirect followed in the page's own job fetched its targets too: each hop gets
-        # the rest of the chain as its verdict (unless it has its own PageResult).
-        hops = verdict.redirects
-        for i, url in enumerate(hops):
-            if url in self.verdicts and url not in self._derived:
-                continue
-            self.verdicts[url] = Verdict(
-                url,
-                status=verdict.status,
-                error=verdict.error,
-                detail=verdict.detail,
-                redirects=hops[i + 1 :],
-                hop_statuses=verdict.hop_statuses[i + 1 :],
-                final_url=verdict.final_url,
-                html=verdict.html,
-                ids_complete=verdict.ids_complete,
-                crawled=True,
-                failed_at=verdict.failed_at,
-            )
-            self._derived.add(url)
-
-    def _take_links(self, page_url: str, links: Iterable[Any]) -> None:
-        store = self.store
-        page_id = store.page_id(page_url)
-        targets = self.targets
-        canonical = self.policy.canonical_resolved
-        check_frags = not self.options.ignore_fragments
-        n = 0
-        for link in links:
-            n += 1
-            raw = link.raw
-            url = link.url
-            frag = ""
-            if url is None:
-                key = "\0i" + raw
-                kind, base = _INVALID, raw
-            else:
-                canon = canonical(url)
-                if canon is None:
-                    if url.startswith("data:"):
-                        continue  # inline content, not a link to anything: nothing to check
-                    key = "\0s" + url
-                    kind, base = _SCHEME, url
-                else:
-                    kind, base = _HTTP, canon
-                    if check_frags and "#" in raw:
-                        frag = raw.partition("#")[2]
-                    key = f"{canon}#{frag}" if frag else canon
-            tid = targets.get(key)
-            if tid is None:
-                tid = targets.id(key)
-                self._kind.append(kind)
-                if kind == _HTTP:
-                    if base not in self._bases:
-                        self._bases[base] = None
-                        self._probe_early(base)
-                    if frag:
-                        self._frag_bases.add(base)
-            store.add(
-                tid,
-                page_id,
-                link.line,
-                link.column,
-                link.tag,
-                link.attr,
-                raw,
-            )
-        self.stats.links += n
-
     # -- phase 2 and 3: probes --
-
-    def _resolve(self, url: str) -> Verdict | None:
-        """The verdict of ``url`` with a crawled redirect to another page's result followed."""
-        verdict = self.verdicts.get(url)
-        if verdict is None:
-            return None
-        seen = {url}
-        redirects = list(verdict.redirects)
-        hops = list(verdict.hop_statuses)
-        current = verdict
-        while current.crawled and current.error is None and current.status in REDIRECTS:
-            target = current.redirects[-1] if current.redirects else current.final_url
-            if target is None:
-                return None
-            if target in seen:
-                return Verdict(
-                    url,
-                    status=current.status,
-                    error="redirect_loop",
-                    detail=f"redirect loop back to {target}",
-                    redirects=redirects,
-                    hop_statuses=hops,
-                    final_url=target,
-                    crawled=True,
-                )
-            seen.add(target)
-            nxt = self.verdicts.get(target)
-            if nxt is None or nxt is current:
-                return None  # the target was never fetched: probe the URL as linked
-            redirects.extend(nxt.redirects)
-            hops.extend(nxt.hop_statuses)
-            current = nxt
-        if current is verdict:
-            return verdict
-        if len(hops) > self.config.max_redirects and current.error is None:
-            return Verdict(
-                url,
-                status=current.status,
-                error="too_many_redirects",
-                detail=f"more than {self.config.max_redirects} redirects",
-                redirects=redirects,
-                hop_statuses=hops,
-                final_url=current.final_url,
-                crawled=True,
-            )
-        return Verdict(
-            url,
-            status=current.status,
-            error=current.error,
-            detail=current.detail,
-            redirects=redirects,
-            hop_statuses=hops,
-            final_url=current.final_url,
-            html=current.html,
-            ids_complete=current.ids_complete,
-            external=current.external,
-            crawled=True,
-            failed_at=current.failed_at,
-        )
 
     def _scope_verdict(self, url: str) -> tuple[Verdict | None, bool]:
         """(a warning verdict if rules exclude ``url``, whether it is external)."""
@@ -461,8 +239,8 @@ class Checker:
         verdict = await prober.probe(url, need_ids=need_ids, follow=self._follow)
         verdict.external = external
         if verdict.ids is not None and verdict.final_url:
-            self._ids[verdict.final_url] = _id_hashes(verdict.ids)
-        if _recheckable(verdict.error):
+            self._ids[verdict.final_url] = id_hashes(verdict.ids)
+        if recheckable(verdict.error):
             verdict.failed_at = time.monotonic()
         if external and cache is not None and not need_ids:
             cache.put(verdict)
@@ -472,7 +250,7 @@ class Checker:
         todo: list[tuple[str, Verdict]] = []
         for url in self._bases:
             verdict = self._resolve(url)
-            if verdict is not None and _recheckable(verdict.error):
+            if verdict is not None and recheckable(verdict.error):
                 todo.append((url, verdict))
         if not todo:
             return
@@ -490,7 +268,7 @@ class Checker:
             self.stats.rechecked += 1
             verdict.external = self.hosts.scope_origin(url) is None
             if verdict.ids is not None and verdict.final_url:
-                self._ids[verdict.final_url] = _id_hashes(verdict.ids)
+                self._ids[verdict.final_url] = id_hashes(verdict.ids)
             if verdict.error is not None:
                 first, again = _describe(old, self.config), _describe(verdict, self.config)
                 same = first == again or (
@@ -551,103 +329,3 @@ class Checker:
         report = self._report()
         report.stats.duration = time.monotonic() - t0
         return report
-
-    # -- the report --
-
-    def _fragment_ok(self, verdict: Verdict, frag: str) -> bool:
-        """Whether ``frag`` is found on the verdict's final page (True when it cannot be told)."""
-        if not verdict.html or not verdict.ids_complete or verdict.final_url is None:
-            return True
-        hashes = self._ids.get(verdict.final_url)
-        if hashes is None:
-            return True
-        if _has_id(hashes, frag):
-            return True
-        decoded = unquote(frag, errors="replace") if "%" in frag else frag
-        if decoded != frag and _has_id(hashes, decoded):
-            return True
-        # HTML: an empty fragment or "top" (any case) scrolls to the top; text fragments
-        # (":~:text=") are not ids.
-        return frag.lower() == "top" or frag.startswith(":~:")
-
-    def _report(self) -> CheckReport:
-        stats = self.stats
-        stats.links = len(self.store)
-        problems: dict[tuple[str, str], Problem] = {}
-        groups: dict[int, int] = {}
-        order: list[tuple[str, str]] = []
-        resolved: dict[str, Verdict | None] = {}
-        for url in self._bases:
-            verdict = resolved[url] = self._resolve(url)
-            if verdict is None or verdict.error in _WARNING_VERDICTS:
-                continue
-            stats.urls += 1
-            stats.external += verdict.external
-            if verdict.error is None:
-                stats.ok += 1
-            if verdict.status is not None:
-                stats.status[verdict.status] = stats.status.get(verdict.status, 0) + 1
-
-        index_of: dict[tuple[str, str], int] = {}
-        for tid in range(len(self.targets)):
-            kind = self._kind[tid]
-            tkey = self.targets[tid]
-            base, _, frag = (tkey[2:], "", "") if kind != _HTTP else tkey.partition("#")
-            if kind == _INVALID:
-                key = ("broken", "\0i" + base)
-                made = Problem(base, "invalid_url", detail="the value does not resolve to a URL")
-            elif kind == _SCHEME:
-                key = ("warning", "\0s" + base)
-                scheme = base.partition(":")[0]
-                made = Problem(base, "scheme_unchecked", detail=f"{scheme}: links are not checked")
-            else:
-                verdict = resolved.get(base)
-                if verdict is None:
-                    continue
-                made_opt = self._http_problem(verdict, base, frag)
-                if made_opt is None:
-                    continue
-                made = made_opt
-                section = "broken" if made.error not in _WARNING_KINDS else "warning"
-                key = (section, made.url)
-            if key not in index_of:
-                index_of[key] = len(order)
-                problems[key] = made
-                order.append(key)
-            groups[tid] = index_of[key]
-        found = self.store.select(groups)
-        report = CheckReport(seeds=list(self.config.seeds), stats=stats)
-        for i, key in enumerate(order):
-            prob = problems[key]
-            prob.referrers = found.get(i, [])
-            if key[0] == "broken":
-                report.broken.append(prob)
-                stats.broken_occurrences += len(prob.referrers)
-            else:
-                report.warnings.append(prob)
-        stats.broken = len(report.broken)
-        stats.warnings = len(report.warnings)
-        return report
-
-    def _http_problem(self, verdict: Verdict, base: str, frag: str) -> Problem | None:
-        common: dict[str, Any] = {
-            "status": verdict.status,
-            "detail": verdict.detail,
-            "redirects": list(verdict.redirects),
-            "final_url": verdict.final_url if verdict.redirects else None,
-            "external": verdict.external,
-        }
-        if verdict.error is not None:
-            return Problem(base, verdict.error, **common)
-        if frag and not self._fragment_ok(verdict, frag):
-            common["detail"] = f"no element with id or name {frag!r} on {verdict.final_url}"
-            return Problem(f"{base}#{frag}", "fragment_missing", **common)
-        if verdict.permanent:
-            common["detail"] = f"permanent redirect ({verdict.hop_statuses[0]}): link the final URL"
-            return Problem(base, "redirect_permanent", **common)
-        return None
-
-
-_WARNING_KINDS = frozenset(
-    {"redirect_permanent", "robots_disallowed", "excluded", "scheme_unchecked"}
-)

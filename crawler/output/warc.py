@@ -26,51 +26,32 @@ records of concurrent page tasks never interleave; a pair that fails to write (d
 off again (the file is truncated back to where the pair began). So the file only ever grows by
 whole members, and a Ctrl-C (the engine closes the archive) leaves a valid file.
 
-The HTTP block of a response is its status line and its header lines exactly as received
-(``ClientResponse.raw_headers``, not re-serialised), then the body. aiohttp always removes
-chunked framing, so the body we have is dechunked. Tools that record the socket's bytes (wget,
-warcio's ``capture_http``) keep ``Transfer-Encoding: chunked`` together with the chunk framing;
-a block that keeps the header without the framing is a known reader trap (pywb issue #584:
-warcio and other readers then try to dechunk the payload, and indexers parse garbage). Tools
-that, like us, only have the decoded body drop that header (httrack2warc issue #5). We rename
-it to ``X-Crawler-Transfer-Encoding`` instead of deleting it: readers no longer see chunked
-framing that is not there, the payload digest is the digest of the block's payload by every
-reader's reckoning (warcio computes it over the bytes after the headers), and what the server
-said is still on record. Nothing else in the header block changes.
-
-A resumed crawl (``--state``) appends to the same file after repairing its tail: a SIGKILL may
-have left a gzip member half-written, or a ``response`` member without its ``request``.
-:func:`repair_tail` finds the last complete member by scanning back from the end (the cost is
-that of the last records, not of the file) and cuts what follows; a trailing ``response``
-whose request record never made it is cut with it, so the file holds whole pairs. To find
-member starts without mistaking a gzip body stored inside a record for one, every member
-this writer makes carries the file's random 16-byte tag in its gzip header's FEXTRA field
-(RFC 1952; readers skip it: gzip, zcat and warcio read the file as any .warc.gz). One file per
-crawl rather than a new numbered file per run: a numbered file would still leave the killed
-run's file with a cut member at its end, which is what readers reject.
+The modules beside this one: ``warc_records`` builds the records of an exchange (the HTTP
+blocks as received, the digests, the warcinfo fields), ``warc_gzip`` writes them as tagged gzip
+members and repairs a file's torn tail (``repair_tail``).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import logging
 import os
 import stat
-import struct
-import tempfile
-import zlib
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
 
-from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-untyped]
 from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
-from crawler._version import __version__
-from crawler.config import secret_header
+from crawler.output.warc_gzip import TAG_LEN, GzipMembers, WarcError, file_tag, repair_tail
+from crawler.output.warc_records import (
+    INFO_KEYS,
+    REDACTED,
+    SPOOL_MEMORY,
+    TRUNCATED_REASONS,
+    Record,
+    begin_record,
+    pair_records,
+    warcinfo_fields,
+)
 
 if TYPE_CHECKING:
     from crawler.config import CrawlConfig
@@ -89,50 +70,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Bytes of a body kept in memory before its spool moves to a temporary file.
-SPOOL_MEMORY = 512 * 1024
-#: zlib level of the gzip members (zlib's and gzip's default). Compressing is most of the
-#: writer's cost. On the corpus pages (benchmarks/warc.py warc --level N): level 9 (warcio's
-#: own wrapper) took 1.7x the CPU for a file 0.8% smaller; level 3 half the CPU for a file 12%
-#: bigger. An archive is kept for long: 6.
-GZIP_LEVEL = 6
-#: WARC-Truncated values (WARC 1.1, section 5.13).
-TRUNCATED_REASONS = frozenset({"length", "time", "disconnect", "unspecified"})
-#: Request headers whose values never reach the file, besides those that
-#: ``crawler.config.secret_header`` calls credentials (the rule the stored settings follow:
-#: Cookie, and names that say token, secret, password, key, auth, session, signature).
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
-REDACTED = "[redacted]"
-#: Settings written to the warcinfo record: none of them can hold a secret (headers' values,
-#: auth, cookies' contents and the proxy URL, which may hold a password, are left out).
-INFO_KEYS = (
-    "seeds",
-    "scope",
-    "include",
-    "exclude",
-    "max_depth",
-    "max_pages",
-    "max_pages_per_host",
-    "max_body_bytes",
-    "max_redirects",
-    "ignore_robots",
-    "respect_nofollow",
-    "link_set",
-    "concurrency",
-    "per_host",
-    "delay",
-    "user_agent",
-)
-_RENAMED = b"X-Crawler-Transfer-Encoding"
-_GZIP_MAGIC = b"\x1f\x8b\x08"
-#: The FEXTRA subfield id of our members' tag (see :func:`repair_tail`).
-_TAG_ID = b"CW"
-_TAG_LEN = 16
-
-
-class WarcError(Exception):
-    """The WARC file cannot be used (a resumed run's file that is not a gzip WARC)."""
 
 
 class WarcRecord(Protocol):
@@ -177,113 +114,6 @@ class WarcArchive(Protocol):
         """
 
 
-def _sha1(digest: Any) -> str:
-    return "sha1:" + base64.b32encode(digest.digest()).decode("ascii")
-
-
-def _warc_date(when: datetime | None = None) -> str:
-    """ISO 8601 UTC with microseconds (WARC 1.1 allows up to nanoseconds)."""
-    when = when or datetime.now(UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _text(value: str) -> bytes:
-    """Header text back to the bytes it came from (aiohttp decodes as UTF-8, surrogateescape)."""
-    try:
-        return value.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "replace")
-
-
-def _request_target(url: str) -> str:
-    parts = urlsplit(url)
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
-    return target
-
-
-def _member_header(tag: bytes) -> bytes:
-    """A gzip member header (RFC 1952) with an FEXTRA field ``CW`` holding the file's tag."""
-    extra = _TAG_ID + struct.pack("<H", len(tag)) + tag
-    # ID1 ID2 CM=deflate FLG=FEXTRA, MTIME 0, XFL 0, OS 255 (unknown), XLEN, the field
-    return b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff" + struct.pack("<H", len(extra)) + extra
-
-
-class _GzipMembers:
-    """A file-like warcio writes one record to; each ``flush()`` (warcio calls it at the end
-    of every record) ends a gzip member. Each member starts with :func:`_member_header`."""
-
-    def __init__(self, out: IO[bytes], tag: bytes) -> None:
-        self._out = out
-        self._header = _member_header(tag)
-        self._zip: Any = None
-        self._crc = 0
-        self._size = 0
-
-    def write(self, data: bytes) -> None:
-        if self._zip is None:
-            self._zip = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-            self._crc = self._size = 0
-            self._out.write(self._header)
-        self._crc = zlib.crc32(data, self._crc)
-        self._size += len(data)
-        self._out.write(self._zip.compress(data))
-
-    def flush(self) -> None:
-        if self._zip is not None:
-            self._out.write(self._zip.flush())
-            self._out.write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
-            self._zip = None
-
-    def reset(self) -> None:
-        """Drop a member half-written (a write failed): the next write starts a new one."""
-        self._zip = None
-
-
-class _Record:
-    """A response being received; see :class:`WarcRecord`."""
-
-    def __init__(
-        self,
-        writer: WarcWriter,
-        *,
-        url: str,
-        date: str,
-        peer_ip: str | None,
-        request_block: bytes,
-        response_head: bytes,
-    ) -> None:
-        self._writer = writer
-        self.url = url
-        self.date = date
-        self.peer_ip = peer_ip
-        self.request_block = request_block
-        self.response_head = response_head
-        self.spool: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
-        self.block_digest = hashlib.sha1(response_head)
-        self.payload_digest = hashlib.sha1()
-        self.length = 0
-        self.done = False
-
-    def write(self, chunk: bytes) -> None:
-        if self.done or not chunk:
-            return
-        self.spool.write(chunk)
-        self.block_digest.update(chunk)
-        self.payload_digest.update(chunk)
-        self.length += len(chunk)
-
-    def end(self, truncated: str | None = None) -> None:
-        if self.done:
-            return
-        self.done = True
-        try:
-            self._writer._write_pair(self, truncated)
-        finally:
-            self.spool.close()
-
-
 class WarcWriter:
     """The crawl's WARC file (see the module docstring); made by :func:`open_archive`.
 
@@ -307,8 +137,8 @@ class WarcWriter:
         #: for messages (WARC-Filename is ``filename``, the base name)
         self.path = path or filename
         #: marks every gzip member of this file (16 random bytes; kept across resumed runs)
-        self.tag = tag or os.urandom(_TAG_LEN)
-        self._members = _GzipMembers(stream, self.tag)
+        self.tag = tag or os.urandom(TAG_LEN)
+        self._members = GzipMembers(stream, self.tag)
         self._writer = WARCWriter(self._members, gzip=False, warc_version="1.1")
         self._builder = self._writer  # a WARCWriter is warcio's RecordBuilder too
         self.filename = filename
@@ -331,27 +161,19 @@ class WarcWriter:
         response_version: str = "HTTP/1.1",
         response_headers: Sequence[tuple[bytes, bytes]] = (),
         peer_ip: str | None = None,
-    ) -> _Record:
+    ) -> Record:
         """See :meth:`WarcArchive.begin`; the WARC-Date is taken now (the response's time)."""
-        lines = [f"{method} {_request_target(url)} {http_version}\r\n".encode("ascii", "replace")]
-        for name, value in request_headers:
-            if name.lower() in SECRET_HEADERS or secret_header(name):
-                value = REDACTED
-            lines.append(_text(name) + b": " + _text(value) + b"\r\n")
-        lines.append(b"\r\n")
-        head = [f"{response_version} {status} ".encode("ascii") + _text(reason or "") + b"\r\n"]
-        for raw_name, raw_value in response_headers:
-            if raw_name.lower() == b"transfer-encoding":
-                raw_name = _RENAMED  # the body we hold is dechunked: see the module docstring
-            head.append(raw_name + b": " + raw_value + b"\r\n")
-        head.append(b"\r\n")
-        return _Record(
-            self,
+        return begin_record(
+            self._write_pair,
             url=url,
-            date=_warc_date(),
+            method=method,
+            request_headers=request_headers,
+            http_version=http_version,
+            status=status,
+            reason=reason,
+            response_version=response_version,
+            response_headers=response_headers,
             peer_ip=peer_ip,
-            request_block=b"".join(lines),
-            response_head=b"".join(head),
         )
 
     # -- the engine's side --
@@ -380,41 +202,10 @@ class WarcWriter:
 
     # -- internals --
 
-    def _write_pair(self, rec: _Record, truncated: str | None) -> None:
+    def _write_pair(self, rec: Record, truncated: str | None) -> None:
         if self._closed or self.failed:
             return
-        rec.spool.seek(0)
-        warc_headers = {
-            "WARC-Date": rec.date,
-            "WARC-Block-Digest": _sha1(rec.block_digest),
-            "WARC-Payload-Digest": _sha1(rec.payload_digest),
-        }
-        if rec.peer_ip:
-            warc_headers["WARC-IP-Address"] = rec.peer_ip
-        if truncated is not None:
-            warc_headers["WARC-Truncated"] = (
-                truncated if truncated in TRUNCATED_REASONS else "unspecified"
-            )
-        response = self._builder.create_warc_record(
-            rec.url,
-            "response",
-            payload=rec.spool,
-            length=rec.length,
-            warc_content_type="application/http;msgtype=response",
-            warc_headers_dict=warc_headers,
-            http_headers=_RawHead(rec.response_head),
-        )
-        request = self._builder.create_warc_record(
-            rec.url,
-            "request",
-            warc_content_type="application/http;msgtype=request",
-            warc_headers_dict={"WARC-Date": rec.date},
-            http_headers=_RawHead(rec.request_block),
-        )
-        request.rec_headers.add_header(
-            "WARC-Concurrent-To", response.rec_headers.get_header("WARC-Record-ID")
-        )
-        if self._append([response, request]):
+        if self._append(pair_records(self._builder, rec, truncated)):
             self.records += 1
 
     def _append(self, records: list[Any]) -> bool:
@@ -450,51 +241,6 @@ class WarcWriter:
             log.error("cannot write the WARC file %s: %s; archiving stopped", self.path, exc)
             if self.on_failure is not None:
                 self.on_failure()
-
-
-class _RawHead(StatusAndHeaders):  # type: ignore[misc]
-    """An HTTP header block kept as the bytes given: warcio re-serialises the headers it
-    parsed (``compute_headers_buffer``); we want the lines as they came."""
-
-    def __init__(self, block: bytes) -> None:
-        first, _, rest = block.partition(b"\r\n")
-        protocol, _, statusline = first.decode("latin-1").partition(" ")
-        headers = []
-        for line in rest.split(b"\r\n"):
-            name, sep, value = line.partition(b":")
-            if sep:
-                headers.append((name.decode("latin-1"), value.strip().decode("latin-1")))
-        super().__init__(statusline, headers, protocol=protocol)
-        self._block = block
-        self.headers_buff = block
-
-    def compute_headers_buffer(self, header_filter: Any = None) -> None:
-        self.headers_buff = self._block
-
-
-def warcinfo_fields(config: CrawlConfig | None, *, resumed: bool) -> dict[str, str]:
-    """The warcinfo record's fields: software, format, and :data:`INFO_KEYS` of ``config``."""
-    info = {
-        "software": f"crawler/{__version__}",
-        "format": "WARC File Format 1.1",
-        "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
-        "robots": "classic",
-    }
-    if config is not None:
-        settings: dict[str, object] = {}
-        for key in INFO_KEYS:
-            value = getattr(config, key, None)
-            settings[key] = list(value) if isinstance(value, tuple) else value
-        info["robots"] = "ignore" if config.ignore_robots else "classic"
-        info["http-header-user-agent"] = config.user_agent
-        if config.headers:
-            # the names only: a header's value may be a token
-            names = [h.partition(":")[0].strip() for h in config.headers]
-            settings["header_names"] = names
-        info["crawler-settings"] = json.dumps(settings, separators=(",", ":"), sort_keys=True)
-    if resumed:
-        info["description"] = "a resumed run of the crawl: appended to the earlier runs' records"
-    return info
 
 
 def open_archive(
@@ -536,7 +282,7 @@ def open_archive(
             if resumed:
                 repair_tail(path)
                 with open(path, "rb") as existing:
-                    tag = _file_tag(existing)  # the resumed run marks its members the same way
+                    tag = file_tag(existing)  # the resumed run marks its members the same way
             else:
                 fh.truncate(0)
             fh.seek(0, os.SEEK_END)  # the offsets a failed write is cut back to
@@ -562,112 +308,3 @@ def _lock(fh: IO[bytes], path: str) -> None:
             f"{path}: another process is writing this WARC file; give each crawler process"
             " its own --warc file"
         ) from None
-
-
-# -- tail repair --
-
-
-def _member_at(fh: IO[bytes], offset: int, *, block: int = 65536) -> tuple[int, bytes] | None:
-    """(end offset, first bytes of its content) of a complete, CRC-checked gzip member that
-    starts at ``offset``, or None."""
-    fh.seek(offset)
-    unzip = zlib.decompressobj(zlib.MAX_WBITS + 16)
-    head = b""
-    pos = offset
-    try:
-        while not unzip.eof:
-            data = fh.read(block)
-            if not data:
-                return None
-            pos += len(data)
-            while data and not unzip.eof:
-                out = unzip.decompress(data, 65536)
-                if len(head) < 512:
-                    head += out[: 512 - len(head)]
-                data = unzip.unconsumed_tail
-    except zlib.error:
-        return None
-    return pos - len(unzip.unused_data), head
-
-
-def _file_tag(fh: IO[bytes]) -> bytes | None:
-    """The tag in the FEXTRA field of the file's first member (None: not one of ours)."""
-    fh.seek(0)
-    head = fh.read(len(_member_header(b"\0" * _TAG_LEN)))
-    if len(head) < 16 or head[:4] != b"\x1f\x8b\x08\x04" or head[12:14] != _TAG_ID:
-        return None
-    (length,) = struct.unpack("<H", head[14:16])
-    tag = head[16 : 16 + length]
-    return tag if length == _TAG_LEN and len(tag) == length else None
-
-
-def _candidates(fh: IO[bytes], end: int, marker: bytes, *, block: int = 65536) -> Iterable[int]:
-    """Offsets of ``marker`` (a member's first bytes) before ``end``, last first."""
-    while end > 0:
-        start = max(0, end - block)
-        fh.seek(start)
-        # read past the block so that a marker across its end is seen
-        data = fh.read(end - start + len(marker) - 1)
-        i = data.rfind(marker)
-        while i >= 0:
-            if start + i < end:
-                yield start + i
-            i = data.rfind(marker, 0, i + len(marker) - 1)
-        end = start
-
-
-def _warc_type(head: bytes) -> str | None:
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"warc-type:"):
-            return line.partition(b":")[2].strip().decode("ascii", "replace")
-        if not line:
-            break
-    return None
-
-
-def repair_tail(path: str) -> int:
-    """Cut what follows the last complete record pair of the gzip WARC file ``path``; return
-    the number of bytes cut (0: the file was whole).
-
-    The last complete gzip member is found from the end backwards: each candidate start is
-    decompressed and its CRC checked. The candidates are where our member header occurs:
-    every member the writer makes starts with the same header, whose FEXTRA field holds a
-    tag of 16 random bytes drawn when the file was created (read back from its first
-    member). A bare gzip magic is not enough: a gzip body is archived as sent, deflate keeps
-    incompressible bytes as they are, so a whole, valid gzip member of a body (a .warc.gz
-    fetched from an archive) can sit byte for byte inside one of ours. A file whose first
-    member has no tag (not written by this writer) falls back to the bare magic, a member
-    that decompresses to a WARC record. If the last complete member is a ``response`` (its
-    ``request``, written right after it, is missing) it is cut too.
-
-    Raises:
-        WarcError: the file holds no complete member and does not start like a gzip file
-            (not ours: nothing is cut).
-    """
-    with open(path, "r+b") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        tag = _file_tag(fh)
-        marker = _GZIP_MAGIC if tag is None else _member_header(tag)
-        keep: int | None = None
-        for offset in _candidates(fh, size, marker):
-            found = _member_at(fh, offset)
-            if found is None or not found[1].startswith(b"WARC/"):
-                continue
-            end, head = found
-            keep = offset if _warc_type(head) == "response" else end
-            break
-        if keep is None:
-            fh.seek(0)
-            if fh.read(len(_GZIP_MAGIC)) != _GZIP_MAGIC:
-                raise WarcError(
-                    f"{path}: not a gzip WARC file; a resumed crawl will not append to it"
-                )
-            keep = 0
-        if keep < size:
-            fh.truncate(keep)
-            log.warning(
-                "%s: cut %d bytes of a record left unfinished by the last run", path, size - keep
-            )
-        return size - keep

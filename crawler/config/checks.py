@@ -1,37 +1,35 @@
-"""CrawlConfig: every setting of a crawl, its default, and its validation.
+"""What a valid setting is: each key's check against its type and range, the rules between
+keys, and the checks of one value (a seed, a header, a proxy or Redis URL) that the CLI and the
+HTTP client also use.
 
-Defaults live here and only here; the CLI, the TOML loader and the library all build a
-CrawlConfig, so a setting means the same thing whichever way in a user takes.
-
-A TOML file holds the same keys as the dataclass fields, either at the top level or inside a
-table named after their group (``[limits]``, ``[http]`` ...: the groups of ``crawler crawl
---help``, see ``GROUPS``). Every error names the source (file or flag), the key and the reason.
+Every error is a ConfigError naming the source (file or flag), the key and the reason; a reason
+never shows a credential (a password, a secret header's value).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import types
 import typing
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from crawler._version import __version__
-
 if TYPE_CHECKING:
-    from pathlib import Path
+    from crawler.config.model import CrawlConfig
 
-Scope = Literal["host", "origin", "domain", "subdomains"]
-OutputFormat = Literal["urls", "jsonl", "csv", "sitemap"]
-LinkSet = Literal["links", "resources"]
-StateSync = Literal["normal", "full"]
-
-DEFAULT_USER_AGENT = f"crawler/{__version__} (link discovery bot; python-aiohttp)"
+__all__ = [
+    "ConfigError",
+    "check_together",
+    "check_value",
+    "header_problem",
+    "is_redis_url",
+    "proxy_problem",
+    "redact_url",
+    "redis_url_problem",
+    "secret_header",
+    "seed_problem",
+]
 
 
 class ConfigError(ValueError):
@@ -48,171 +46,6 @@ class ConfigError(ValueError):
         parts = [p for p in (source, key) if p]
         super().__init__(": ".join([*parts, reason]))
 
-
-@dataclass(frozen=True, slots=True)
-class CrawlConfig:
-    """Settings of one crawl. Zero means "no limit" for the limits and timeouts below
-    (``max_redirects = 0``: redirects are not followed)."""
-
-    seeds: tuple[str, ...] = ()
-
-    # -- limits --
-    max_pages: int = 0
-    max_depth: int = 16
-    max_pages_per_host: int = 0
-    max_url_length: int = 2048
-    max_body_bytes: int = 10 * 1024 * 1024
-    max_redirects: int = 10
-
-    # -- concurrency and politeness --
-    concurrency: int = 32
-    per_host: int = 8
-    delay: float = 0.0
-
-    # -- scope --
-    scope: Scope = "host"
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    sort_query: bool = False
-    drop_params: tuple[str, ...] = ()
-
-    # -- robots and nofollow --
-    ignore_robots: bool = False
-    sitemaps: bool = False
-    respect_nofollow: bool = False
-
-    # -- HTTP --
-    user_agent: str = DEFAULT_USER_AGENT
-    timeout: float = 30.0
-    connect_timeout: float = 10.0
-    read_timeout: float = 20.0
-    retries: int = 2
-    backoff: float = 0.5
-    max_retry_after: float = 60.0
-    #: Extra request headers, each "Name: value" (``--header``, repeatable).
-    headers: tuple[str, ...] = field(default=(), repr=False)  # may hold a token
-    #: A Netscape/Mozilla cookies.txt loaded into the crawl's cookie jar at start.
-    cookies: str | None = None
-    #: Where the cookie jar is written (cookies.txt format) when the crawl ends.
-    save_cookies: str | None = None
-    #: HTTP Basic credentials "user:password", sent only to the seeds' origins (a secret:
-    #: never stored with the crawl's settings, never printed).
-    auth: str | None = field(default=None, repr=False)
-    #: The name of an environment variable holding "user:password" (instead of ``auth``).
-    auth_env: str | None = None
-    #: Basic credentials per origin: {"https://host:port": "user:password"} (config file only).
-    origin_auth: dict[str, str] = field(default_factory=dict, repr=False)
-    #: Proxy URL for every request; overrides HTTP_PROXY/HTTPS_PROXY/NO_PROXY (which are
-    #: honoured when this is not given).
-    proxy: str | None = field(default=None, repr=False)  # may hold a password
-
-    # -- extraction --
-    link_set: LinkSet = "links"
-
-    # -- output --
-    format: OutputFormat = "urls"
-    output: str | None = None
-    all_links: bool = False
-    quiet: bool = False
-    #: A WARC 1.1 file (.warc.gz) every response is archived to, as it arrives.
-    warc: str | None = None
-
-    # -- backend --
-    #: Where the crawl's state lives: None = in memory (lost at exit); a directory = SQLite
-    #: there, and running again with it continues the crawl (``crawler.state.open_state``).
-    state: str | None = None
-    #: How a SQLite state commits: "normal" survives kill -9 (a power loss may lose the last
-    #: transactions, redone on resume); "full" also survives a power loss (an fsync a commit).
-    state_sync: StateSync = "normal"
-    #: With a Redis state: the crawl's name in the database (a key prefix), so that several
-    #: crawls share one database.
-    name: str | None = None
-    #: Seconds a leased request stays with its worker before another may take it (a worker
-    #: that died); 0 = automatic: 3 x ``timeout``, at least 60 s.
-    lease_timeout: float = 0.0
-
-    # -- metrics --
-    #: Serve Prometheus metrics on http://metrics_host:metrics_port/metrics (0 = off).
-    metrics_port: int = 0
-    metrics_host: str = "127.0.0.1"
-
-    extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
-
-    def validated(self, *, source: str | None = None, together: bool = True) -> CrawlConfig:
-        """Return a normalised copy (lists to tuples, ints to floats) or raise ConfigError.
-
-        Args:
-            source: named in error messages (a file name, "command line" ...).
-            together: also check the keys that go together (``auth`` and ``auth_env`` not
-                both; ``name`` only with a Redis state). False for a config file that flags
-                may still complete.
-
-        Raises:
-            ConfigError: naming the first bad key and why it is bad.
-        """
-        changes: dict[str, Any] = {}
-        for name in KEYS:
-            value = getattr(self, name)
-            new = _check(name, value, source)
-            if new is not value:
-                changes[name] = new
-        if not isinstance(self.extra, dict):
-            raise ConfigError("must be a table", key="extra", source=source)
-        if together:
-            _check_together(self, source)
-        return dataclasses.replace(self, **changes) if changes else self
-
-    def replace(self, **changes: object) -> CrawlConfig:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
-
-
-# Groups of keys, in the order of `crawler crawl --help` and config.example.toml. A TOML file
-# may put a key at the top level or in the table of its group.
-GROUPS: dict[str, tuple[str, ...]] = {
-    "crawl": ("seeds",),
-    "limits": (
-        "max_pages",
-        "max_depth",
-        "max_pages_per_host",
-        "max_url_length",
-        "max_body_bytes",
-        "max_redirects",
-    ),
-    "concurrency": ("concurrency", "per_host", "delay"),
-    "scope": ("scope", "include", "exclude", "sort_query", "drop_params"),
-    "robots": ("ignore_robots", "sitemaps", "respect_nofollow"),
-    "http": (
-        "user_agent",
-        "timeout",
-        "connect_timeout",
-        "read_timeout",
-        "retries",
-        "backoff",
-        "max_retry_after",
-        "headers",
-        "cookies",
-        "save_cookies",
-        "auth",
-        "auth_env",
-        "origin_auth",
-        "proxy",
-    ),
-    "extraction": ("link_set",),
-    "output": ("format", "output", "all_links", "quiet", "warc"),
-    "backend": ("state", "state_sync", "name", "lease_timeout"),
-    "metrics": ("metrics_port", "metrics_host"),
-}
-
-# Keys that existed once: a file that still has one gets this message, not "unknown key".
-# `frontier` had one value, "memory", which is what no `state` means now.
-REMOVED: dict[str, str] = {
-    "frontier": "removed: the backend is chosen by `state` now (no state: in memory, as"
-    ' `frontier = "memory"` was; a directory: SQLite); delete this key',
-}
-
-#: Every user-facing key (every field but ``extra``), in GROUPS order.
-KEYS: tuple[str, ...] = tuple(k for keys in GROUPS.values() for k in keys)
-_GROUP_OF = {k: g for g, keys in GROUPS.items() for k in keys}
 
 # What a str | None key names, for its error message.
 _WHAT = {
@@ -244,12 +77,6 @@ def _origin_problem(origin: str) -> str | None:
 _POSITIVE = frozenset({"concurrency", "per_host"})
 
 
-@cache
-def _hints() -> dict[str, Any]:
-    """CrawlConfig's field types, evaluated on first use (not at import: start-up time)."""
-    return typing.get_type_hints(CrawlConfig)
-
-
 def _type_name(value: object) -> str:
     if isinstance(value, bool):
         return "a boolean"
@@ -266,7 +93,7 @@ def _type_name(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def _check_together(cfg: CrawlConfig, source: str | None) -> None:
+def check_together(cfg: CrawlConfig, source: str | None) -> None:
     """The rules between keys (each key alone is already checked)."""
     if cfg.auth is not None and cfg.auth_env is not None:
         raise ConfigError(
@@ -354,13 +181,12 @@ def proxy_problem(url: str) -> str | None:
 _SECRET_KEYS = frozenset({"auth", "origin_auth", "headers", "proxy"})
 
 
-def _check(name: str, value: Any, source: str | None) -> Any:
-    """Check one key's value against its annotation and range; return it normalised."""
+def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
+    """Check one key's value against its annotation ``hint`` and range; return it normalised."""
 
     def fail(reason: str) -> ConfigError:
         return ConfigError(reason, key=name, source=source)
 
-    hint = _hints()[name]
     origin = typing.get_origin(hint)
     got = f"got {_type_name(value)}"
     if name not in _SECRET_KEYS:
@@ -529,139 +355,3 @@ def seed_problem(url: str) -> str | None:
             " (a URL's are never sent, and a seed is stored and printed)"
         )
     return None
-
-
-def _flatten(data: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """Flatten top-level keys and group tables; reject unknown or misplaced keys."""
-    flat: dict[str, Any] = {}
-
-    def unknown(key: str, where: str) -> ConfigError:
-        if key in REMOVED:
-            return ConfigError(REMOVED[key], key=where, source=source)
-        import difflib  # noqa: PLC0415  (start-up time: only for an unknown key)
-
-        close = difflib.get_close_matches(key, [*KEYS, *GROUPS], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return ConfigError(f"unknown key{hint}", key=where, source=source)
-
-    def put(key: str, value: Any, where: str) -> None:
-        if key in flat:
-            raise ConfigError(
-                "given twice (top level and in its group table)", key=where, source=source
-            )
-        flat[key] = value
-
-    for key, value in data.items():
-        if key in GROUPS and isinstance(value, dict):
-            for sub, subvalue in value.items():
-                where = f"{key}.{sub}"
-                if sub not in _GROUP_OF:
-                    raise unknown(sub, where)
-                if _GROUP_OF[sub] != key:
-                    raise ConfigError(
-                        f"belongs in [{_GROUP_OF[sub]}], not [{key}]", key=where, source=source
-                    )
-                put(sub, subvalue, where)
-        elif key in _GROUP_OF:
-            put(key, value, key)
-        else:
-            raise unknown(key, key)
-    return flat
-
-
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config file into a flat ``{key: value}`` mapping; values not yet checked.
-
-    Raises:
-        ConfigError: the file cannot be read, is not TOML, or holds an unknown key.
-    """
-    import tomllib  # noqa: PLC0415  (start-up time: only with a config file)
-
-    source = str(path)
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read config file: {exc.strerror or exc}", source=source
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", source=source) from None
-    return _flatten(data, source)
-
-
-def from_mapping(
-    values: Mapping[str, Any], *, source: str | None = None, together: bool = True
-) -> CrawlConfig:
-    """Build a validated CrawlConfig from ``{key: value}`` (unknown keys are an error)."""
-    for key in values:
-        if key in REMOVED:
-            raise ConfigError(REMOVED[key], key=key, source=source)
-        if key not in _GROUP_OF:
-            import difflib  # noqa: PLC0415
-
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown key{hint}", key=key, source=source)
-    return CrawlConfig(**values).validated(source=source, together=together)
-
-
-def load_config(
-    path: str | Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    *,
-    overrides_source: str = "command line",
-) -> CrawlConfig:
-    """The file's settings (if any), then ``overrides`` on top; both validated.
-
-    The file is validated on its own first so that an error names the file; then the
-    overrides, so that an error from them names ``overrides_source``.
-    """
-    config = CrawlConfig()
-    if path is not None:
-        config = from_mapping(load_toml(path), source=str(path), together=not overrides)
-    if overrides:
-        for key in overrides:
-            if key not in _GROUP_OF:
-                reason = REMOVED.get(key, "unknown key")
-                raise ConfigError(reason, key=key, source=overrides_source)
-        config = config.replace(**overrides).validated(source=overrides_source)
-    return config
-
-
-def defaults() -> dict[str, Any]:
-    """Every key with its default value, in GROUPS order (for --help and the example file)."""
-    base = CrawlConfig()
-    return {k: getattr(base, k) for k in KEYS}
-
-
-def as_toml_value(value: object) -> str:
-    """A default rendered as TOML (strings quoted, tuples as arrays, None as a comment)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, tuple | list):
-        return "[" + ", ".join(as_toml_value(v) for v in value) + "]"
-    return repr(value)
-
-
-__all__ = [
-    "DEFAULT_USER_AGENT",
-    "GROUPS",
-    "KEYS",
-    "REMOVED",
-    "ConfigError",
-    "CrawlConfig",
-    "defaults",
-    "from_mapping",
-    "header_problem",
-    "is_redis_url",
-    "load_config",
-    "load_toml",
-    "proxy_problem",
-    "redact_url",
-    "redis_url_problem",
-    "secret_header",
-    "seed_problem",
-]
