@@ -120,7 +120,7 @@ async def run(origins: int, port: int, concurrency: int) -> int:
                 marks.pop(0)
                 report()
 
-    crawler._on_page = on_page
+    crawler._ledger.on_page = on_page
     async with crawler:
         await crawler.run()
     if marks:

@@ -300,7 +300,7 @@ async def test_stop_is_prompt_and_stats_complete(serve) -> None:  # type: ignore
             if crawler.stats.pages >= 20:
                 crawler.stop()
 
-        crawler._on_page = on_page
+        crawler._ledger.on_page = on_page
         result = await asyncio.wait_for(crawler.run(), 10)
     assert result.stats.cancelled
     assert 20 <= result.stats.pages < 40
@@ -767,8 +767,8 @@ def test_add_tally_counts_every_tally_field() -> None:
     for k, name in enumerate(Tally.__slots__, start=1):
         setattr(tally, name, 10 * k)
         want[name] = 10 * k
-    c._add_tally(tally)
-    c._add_tally(tally)
+    c._ledger.add_tally(tally)
+    c._ledger.add_tally(tally)
     assert {name: getattr(c.stats, name) for name in want} == {k: 2 * v for k, v in want.items()}
-    assert dict(c._pending) == {k: 2 * v for k, v in want.items()}
+    assert dict(c._ledger.pending) == {k: 2 * v for k, v in want.items()}
     assert dict(tally.items()) == want  # what Tally.items() reports, the same names

@@ -20,6 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.config import ConfigError, CrawlConfig
 from crawler.core.engine import Crawler
+from crawler.core.ledger import Ledger
 from crawler.state.memory import MemoryState
 
 
@@ -227,14 +228,14 @@ async def test_a_page_task_that_crashes_does_not_hold_the_crawl(
 
     app, _ = cookie_site(6, delay=0.0)
     server = await serve(app)
-    real_finish = Crawler._finish
+    real_finish = Ledger.finish
 
     async def finish(self, page, *, counted=True):  # type: ignore[no-untyped-def]
         if page.url.endswith("/3.html"):
             raise RuntimeError("a bug")
         await real_finish(self, page, counted=counted)
 
-    monkeypatch.setattr(Crawler, "_finish", finish)
+    monkeypatch.setattr(Ledger, "finish", finish)
     inner = MemoryState()
     state = SharedMemory(inner, idle_grace=0.3) if shared else inner
     warc_path = tmp_path / "c.warc.gz"

@@ -117,7 +117,7 @@ async def test_a_worker_stops_only_after_the_grace_period(serve, monkeypatch, ki
     # A crawl with nothing queued, nothing leased: a non-shared state stops at once, a
     # shared one waits its idle_grace, or SHARED_IDLE_GRACE when it has none (an offer in
     # that time would keep it working).
-    monkeypatch.setattr("crawler.core.engine.SHARED_IDLE_GRACE", 0.6)
+    monkeypatch.setattr("crawler.core.dispatch.SHARED_IDLE_GRACE", 0.6)
     app, _ = chain_site(3)
     server = await serve(app)
     inner = MemoryState()
@@ -216,7 +216,7 @@ async def test_a_stopped_worker_gives_its_leases_back_at_once(serve) -> None:  #
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(a_holds_leases(), 10)
-    held = {lease.url for lease in a._held.values()}
+    held = {lease.url for lease in a._dispatcher.held.values()}
     a.stop()
     ra = await asyncio.wait_for(task_a, 5)
     assert ra.stats.cancelled
@@ -336,7 +336,7 @@ async def test_a_busy_worker_takes_work_another_worker_offers(serve) -> None:  #
 async def test_queued_follows_the_whole_crawl(serve, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # `queued` (progress lines, the frontier gauge) is read from the shared state again
     # every _QUEUED_REFRESH seconds: other workers lease from the same queue.
-    monkeypatch.setattr("crawler.core.engine._QUEUED_REFRESH", 0.2)
+    monkeypatch.setattr("crawler.core.dispatch._QUEUED_REFRESH", 0.2)
     app, _ = chain_site(60, fanout=60, delay=0.15)
     server = await serve(app)
     state = SharedMemory(idle_grace=0.5)

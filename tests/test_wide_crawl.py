@@ -87,7 +87,7 @@ async def test_wide_crawl_holds_no_per_origin_state(resolver: None) -> None:
                 idle = sum(1 for h in hosts if h.size == 0 and h.active == 0)
                 peak_idle = max(peak_idle, idle)
 
-        crawler._on_page = on_page
+        crawler._ledger.on_page = on_page
         async with crawler:
             await crawler.run()
         stats = crawler.stats
@@ -111,6 +111,8 @@ async def test_wide_crawl_holds_no_per_origin_state(resolver: None) -> None:
         admission = crawler._admission
         sizes = (
             _containers(crawler)
+            | {f"ledger.{k}": v for k, v in _containers(crawler._ledger).items()}
+            | {f"dispatcher.{k}": v for k, v in _containers(crawler._dispatcher).items()}
             | {f"admission.{k}": v for k, v in _containers(admission).items()}
             | {f"state.{k}": v for k, v in _containers(state).items()}
             | {f"frontier.{k}": v for k, v in _containers(frontier).items()}
