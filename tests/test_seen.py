@@ -22,7 +22,7 @@ import crawler.state.frontier
 import crawler.urls.seen as seen
 from crawler.urls.seen import MAX_LOAD, MUL, TAIL, MemorySeenSetC, MemorySeenSetPy
 
-HERE = Path(seen.__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the project root, where benchmarks/ is
 BUILT = any(HERE.glob("_hash_c.*.so")) or any(HERE.glob("_hash_c*.pyd"))
 REQUIRED = seen.REQUIRE_EXTENSIONS and not seen.NO_EXTENSIONS
 IMPLS = [pytest.param(MemorySeenSetPy, id="py")]
@@ -236,7 +236,7 @@ def test_require_extensions_makes_a_broken_module_fatal(
     proc = subprocess.run(
         [sys.executable, "-c", _BREAK_C],
         env=clean | env,
-        cwd=HERE.parent,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
@@ -250,7 +250,7 @@ def test_require_extensions_makes_a_broken_module_fatal(
 def test_the_memory_benchmark_runs_and_stays_under_16_bytes() -> None:
     proc = subprocess.run(
         [sys.executable, "benchmarks/seen_memory.py", "--urls", "20000", "--only", "seen"],
-        cwd=HERE.parent,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
