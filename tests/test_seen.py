@@ -23,6 +23,7 @@ import crawler.urls.seen as seen
 from crawler.urls.seen import MAX_LOAD, MUL, TAIL, MemorySeenSetC, MemorySeenSetPy
 
 ROOT = Path(__file__).resolve().parent.parent  # the project root, where benchmarks/ is
+HERE = Path(seen.__file__).resolve().parent  # crawler/urls, where the compiled twin is built
 BUILT = any(HERE.glob("_hash_c.*.so")) or any(HERE.glob("_hash_c*.pyd"))
 REQUIRED = seen.REQUIRE_EXTENSIONS and not seen.NO_EXTENSIONS
 IMPLS = [pytest.param(MemorySeenSetPy, id="py")]
