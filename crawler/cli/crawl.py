@@ -346,6 +346,7 @@ def _exit_code(
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
+    """Run ``crawler crawl``; the exit code."""
     from crawler.config import ConfigError, is_redis_url  # noqa: PLC0415  (start-up time)
     from crawler.output.progress import Progress  # noqa: PLC0415
     from crawler.output.sinks import open_sink  # noqa: PLC0415

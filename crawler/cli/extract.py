@@ -2,9 +2,10 @@
 resolved against its URL, streamed through the extractor a chunk at a time and written by the
 crawl's sinks (urls: each URL once; jsonl: one record a link; csv: one row a link).
 
-Exit codes: 0 done; 1 the file could not be read or the output written; 2 usage error (a bad
-``--base``, a file that cannot be opened). Importing this module imports none of the
-extractor's or the output's modules; ``cmd_extract`` imports them when it runs.
+Exit codes: 0 done; 1 the file could not be read to its end or the output written; 2 usage
+error (a bad ``--base``, an input or output file that cannot be opened). Importing this module
+imports none of the extractor's or the output's modules; ``cmd_extract`` imports them when it
+runs.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """The crawl's options, shared by ``crawler crawl`` and ``crawler check``: the table of flags
-(one a CrawlConfig key), ``add_crawl_options`` that adds them to a command, and
-``config_from_args``/``given_keys`` that read them back: the config file, then the flags on top.
+(one a CrawlConfig key), ``add_crawl_options`` that adds them to a command,
+``config_from_args``/``given_keys`` that read them back (the config file, then the flags on
+top), and ``check_fetch_options`` that refuses bad fetch options (a cookies file,
+``--auth-env``, a proxy ...) before anything starts.
 
-Also what every command shares: the program's name, exit codes, the help formatter, the
-one-line help of each command, and the error line on stderr. Imports nothing of the crawl at
-module level (``crawler --version`` and ``--help`` load this module): the tables are built on
-first use. Credentials never reach a message: options that hold them are named, never quoted.
+Also what the commands share: the program's name, exit codes, the help formatter, the one-line
+help of each command, and the error line on stderr. Imports nothing of the crawl at module
+level (``crawler --version`` and ``--help`` load this module): the tables are built on first
+use. Credentials never reach a message: options that hold them are named, never quoted.
 """
 
 from __future__ import annotations
