@@ -25,6 +25,7 @@ import pytest
 from aiohttp import web
 
 from crawler.cli import main as cli
+from crawler.cli import options
 from crawler.config import KEYS, ConfigError, CrawlConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -336,7 +337,7 @@ async def test_help_shows_every_option_with_its_default() -> None:
     done = await run("crawl", "--help")
     assert done.rc == 0
     text = " ".join(done.out.split())
-    for option in cli._OPTIONS.values():
+    for option in options._OPTIONS.values():
         flag = option[0][0]
         assert re.search(re.escape(flag) + r"\b.*?\(default: [^)]", text), flag
     assert "exit codes: 0 done, 1" in text
@@ -569,7 +570,7 @@ async def test_extract_errors(tmp_path: Path) -> None:
 
 
 def parse(*argv: str) -> object:
-    return cli.config_from_args(cli.build_parser().parse_args(["crawl", *argv]))
+    return options.config_from_args(cli.build_parser().parse_args(["crawl", *argv]))
 
 
 def test_flags_become_config_keys(tmp_path: Path) -> None:
@@ -606,8 +607,8 @@ def test_flags_become_config_keys(tmp_path: Path) -> None:
 
 
 def test_every_key_has_a_flag() -> None:
-    assert set(cli._OPTIONS) == set(KEYS) - {"seeds"} - set(cli.FILE_ONLY)
-    assert set(cli.FILE_ONLY) == {"origin_auth"}  # a table: config file only
+    assert set(options._OPTIONS) == set(KEYS) - {"seeds"} - set(options.FILE_ONLY)
+    assert set(options.FILE_ONLY) == {"origin_auth"}  # a table: config file only
 
 
 def test_flag_errors_name_the_flag() -> None:

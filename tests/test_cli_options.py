@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from crawler.cli import main as cli
+from crawler.cli import options
 from crawler.config import CrawlConfig
 from tests.conftest import ServeApp
 from tests.test_cli import CRAWLER, Done, no_traceback
@@ -77,7 +78,7 @@ def main(capsys: pytest.CaptureFixture[str], *argv: str) -> Done:
 
 
 def parse(*argv: str) -> CrawlConfig:
-    config = cli.config_from_args(cli.build_parser().parse_args(["crawl", *argv]))
+    config = options.config_from_args(cli.build_parser().parse_args(["crawl", *argv]))
     assert isinstance(config, CrawlConfig)
     return config
 

@@ -20,6 +20,7 @@ import pytest
 
 from crawler import CrawlConfig, Crawler
 from crawler.cli import main as cli
+from crawler.cli import options
 from crawler.state.sqlite import SQLiteState
 from tests.conftest import ServeApp
 from tests.test_cli import IN_SCOPE, SITE, Done, no_traceback, run, site_app
@@ -330,24 +331,24 @@ def test_given_keys_are_the_flags_and_the_file_keys(tmp_path: Path) -> None:
     config.write_text("[scope]\nexclude = ['x']\n[limits]\nmax_pages = 3\n")
     parser = cli.build_parser()
     args = parser.parse_args(["crawl", "--state", "d", "-c", "2", "--no-quiet"])
-    assert cli.given_keys(args) == {"state", "concurrency", "quiet"}
+    assert options.given_keys(args) == {"state", "concurrency", "quiet"}
     args = parser.parse_args(["crawl", "http://s.test/", "--config", str(config), "--resources"])
-    assert cli.given_keys(args) == {"seeds", "exclude", "max_pages", "link_set"}
+    assert options.given_keys(args) == {"seeds", "exclude", "max_pages", "link_set"}
 
 
 def test_add_crawl_options_for_another_command() -> None:
     parser = argparse.ArgumentParser()
-    cli.add_crawl_options(parser, exclude={"format", "output", "all_links"})
+    options.add_crawl_options(parser, exclude={"format", "output", "all_links"})
     args = parser.parse_args(["--max-depth", "2", "--state", "d"])
     assert vars(args) == {"max_depth": 2, "state": "d"}  # only what was given
     with pytest.raises(SystemExit):
         parser.parse_args(["--format", "jsonl"])
-    assert cli.flag_of("max_depth") == "--max-depth" and cli.flag_of("seeds") == "URL"
+    assert options.flag_of("max_depth") == "--max-depth" and options.flag_of("seeds") == "URL"
 
 
 def test_the_check_module_is_imported_only_for_check() -> None:
     code = (
-        "import sys\nfrom crawler import cli\n"
+        "import sys\nfrom crawler.cli import main as cli\n"
         "cli.build_parser()\nprint('crawler.cli.check' in sys.modules)\n"
         "cli.build_parser(check=True)\nprint('crawler.cli.check' in sys.modules)\n"
     )

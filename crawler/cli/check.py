@@ -1,7 +1,7 @@
 """``crawler check URL ...``: the link checker's command line (wired in by crawler/cli/main.py).
 
 The crawl's options (scope, limits, robots, politeness, HTTP, ``--state`` ...) are the
-``crawl`` command's own, added by ``crawler.cli.main.add_crawl_options``; the output options are
+``crawl`` command's own, added by ``crawler.cli.options.add_crawl_options``; the output options are
 the checker's: ``--format text|json|junit|sarif|markdown|html`` and ``--output FILE``.
 
 Exit codes: 0 no broken link (and, with ``--fail-on warnings``, no warning), 1 broken links
@@ -19,6 +19,7 @@ import sys
 import tomllib
 from typing import Any, TextIO
 
+from crawler.cli import options
 from crawler.config import ConfigError, CrawlConfig
 
 __all__ = ["EXIT_BROKEN", "EXIT_OK", "EXIT_USAGE", "FORMATS", "add_parser", "cmd_check", "write"]
@@ -32,16 +33,14 @@ _NOT_FOR_CHECK = frozenset({"format", "output", "all_links", "name", "lease_time
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``check`` command to the ``crawler`` parser's subparsers."""
-    cli = importlib.import_module("crawler.cli.main")
-    formatter = cli._Formatter
     p: argparse.ArgumentParser = subparsers.add_parser(
         "check",
-        help="check every link of a site: broken links, where they are",
+        help=options.COMMAND_HELP["check"],
         description="Crawl the site from the URLs and check every link found once: pages, "
         "images, scripts, stylesheets (--links-only: navigational links), external links "
         "(HEAD/GET, never crawled), #fragments. Broken links are reported with every page, "
         "line and column that links them.",
-        formatter_class=formatter,
+        formatter_class=options.Formatter,
         epilog="exit codes: 0 no broken link, 1 broken links found (--fail-on warnings: or "
         "warnings), 2 usage or config error",
     )
@@ -110,7 +109,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="broken",
         help="exit 1 on broken links, or on warnings too (default: broken)",
     )
-    cli.add_crawl_options(p, exclude=_NOT_FOR_CHECK)
+    options.add_crawl_options(p, exclude=_NOT_FOR_CHECK)
     for action in p._actions:  # the check's own default for the link set
         if "--link-set" in action.option_strings:
             action.help = "which tags and attributes count as links (default here: resources)"
@@ -143,11 +142,9 @@ def config_from_args(args: argparse.Namespace) -> CrawlConfig:
     Raises:
         ConfigError: naming the file and key, or the flag.
     """
-    cli = importlib.import_module("crawler.cli.main")
     if "link_set" not in vars(args) and not _file_sets_link_set(args.config):
         args = argparse.Namespace(**vars(args), link_set="resources")
-    config: CrawlConfig = cli.config_from_args(args)
-    return config
+    return options.config_from_args(args)
 
 
 def write(report: Any, fmt: str, out: TextIO) -> None:
@@ -185,7 +182,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if not config.seeds:
             _err("no URL: give one or more URLs, or `seeds` in the --config file")
             return EXIT_USAGE
-        problem = importlib.import_module("crawler.cli.main").check_fetch_options(config)
+        problem = options.check_fetch_options(config)
         if problem:
             _err(problem)
             return EXIT_USAGE
@@ -199,7 +196,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise ConfigError("must be >= 0", key="--cache-max-age/--recheck-delay")
         if args.cache is not None and not os.path.isdir(os.path.dirname(args.cache) or "."):
             raise ConfigError("its directory does not exist", key=f"--cache {args.cache}")
-        config, options = split_options(
+        config, check_options = split_options(
             (),
             config,
             {
@@ -227,9 +224,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as exc:
             _err(f"cannot open output file {args.check_output!r}: {exc.strerror or exc}")
             return EXIT_USAGE
-    from crawler.cli.main import given_keys  # noqa: PLC0415  (crawler.cli.main imports this lazily)
-
-    checker = Checker(config, options, given=given_keys(args))
+    checker = Checker(config, check_options, given=options.given_keys(args))
     try:
         try:
             report = asyncio.run(_run(checker, config.quiet))

@@ -6,15 +6,21 @@ so it also works while the crawl runs).
 crawl (``RedisState.read_status``: reads only, while workers run): the same counts, plus the
 workers alive (by heartbeat), pages a second (over the last minute, or the crawl's age if
 shorter) and Redis's memory.
+
+The command's parser and ``cmd_status`` live here too; crawler/cli/main.py imports this module
+only for ``crawler status`` (it imports the config, the settings and the state's errors).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 import time
 from typing import Any
 
-from crawler.config import CrawlConfig, as_toml_value, is_redis_url
+from crawler.cli.options import COMMAND_HELP, EXIT_OK, EXIT_USAGE, Formatter, err
+from crawler.config import ConfigError, CrawlConfig, as_toml_value, is_redis_url
 from crawler.core.settings import CRAWL_DEFINING, PER_RUN, stored_config
 from crawler.output.progress import human_bytes
 from crawler.state.base import StateError
@@ -22,7 +28,7 @@ from crawler.state.base import StateError
 # The error kind of a URL robots.txt disallowed (a completion, but not a fetch that failed).
 ROBOTS_DISALLOWED = "robots_disallowed"
 
-__all__ = ["as_dict", "render"]
+__all__ = ["add_parser", "as_dict", "cmd_status", "render"]
 
 
 def _read(state: str, name: str | None = None) -> Any:
@@ -166,3 +172,53 @@ def render(state: str, fmt: str = "text", name: str | None = None) -> str:
     if fmt == "json":
         return json.dumps(as_dict(status), sort_keys=True) + "\n"
     return _text(status)
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``status`` command to the ``crawler`` parser's subparsers."""
+    st = sub.add_parser(
+        "status",
+        help=COMMAND_HELP["status"],
+        description="Print where the crawl kept in --state DIR stands: queued, in flight at "
+        "the last stop, fetched, failed by kind, hosts, seeds and settings; with a "
+        "redis://HOST:PORT/DB state, the cluster: also workers alive and pages/s. Read-only: "
+        "it neither runs nor changes the crawl, and works while the crawl runs.",
+        formatter_class=Formatter,
+        epilog="exit codes: 0 printed, 2 no such state (or crawl in Redis), a state this"
+        " version cannot read, or Redis unreachable",
+    )
+    st.add_argument(
+        "--state",
+        required=True,
+        metavar="DIR|URL",
+        help="the crawl's state directory, or its redis://HOST:PORT/DB",
+    )
+    st.add_argument(
+        "--name",
+        metavar="NAME",
+        help="with a redis:// state: the crawl's name (default: the crawl without --name)",
+    )
+    st.add_argument(
+        "--format",
+        "-f",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, json for scripts (default: text)",
+    )
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """``crawler status --state DIR``: print where the stored crawl stands; change nothing."""
+    try:
+        state = CrawlConfig(state=args.state, name=args.name).validated().state
+        assert state is not None
+        text = render(state, args.format, args.name)
+    except ConfigError as exc:
+        err(f"--{exc.key}: {exc.reason}" if exc.key in ("state", "name") else str(exc))
+        return EXIT_USAGE
+    except StateError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    return EXIT_OK
