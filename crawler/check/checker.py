@@ -47,7 +47,7 @@ from crawler.config import CrawlConfig
 from crawler.core.engine import Crawler
 from crawler.core.results import PageResult
 from crawler.core.robots import RobotsCache
-from crawler.http.client import HTML_TYPES
+from crawler.http.response import HTML_TYPES
 from crawler.output.progress import Snapshot
 from crawler.urls.policy import UrlPolicy, origin_of
 
