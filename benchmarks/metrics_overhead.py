@@ -46,7 +46,7 @@ from prometheus_client import generate_latest  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from crawler.core.admission import Tally  # noqa: E402
-from crawler.http.client import Response  # noqa: E402
+from crawler.http.response import Response  # noqa: E402
 from crawler.output.metrics import Metrics  # noqa: E402
 
 

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from crawler.config import CrawlConfig  # noqa: E402
 from crawler.core.engine import Crawler  # noqa: E402
 from crawler.core.results import PageResult  # noqa: E402
-from crawler.http import client as fetch  # noqa: E402
+from crawler.http import options as fetch_options  # noqa: E402
 from tests.widesite import patch_resolver  # noqa: E402
 
 
@@ -146,11 +146,11 @@ def main() -> int:
         type=float,
         default=None,
         help="experiment: seconds an idle keep-alive connection is kept"
-        " (crawler.http.client.KEEPALIVE_TIMEOUT, default 30)",
+        " (crawler.http.options.KEEPALIVE_TIMEOUT, default 30)",
     )
     args = parser.parse_args()
     if args.keepalive is not None:
-        fetch.KEEPALIVE_TIMEOUT = args.keepalive
+        fetch_options.KEEPALIVE_TIMEOUT = args.keepalive
     server = subprocess.Popen(
         [
             sys.executable,
@@ -171,7 +171,7 @@ def main() -> int:
         port = int(server.stdout.readline())
         print(
             f"wide crawl: {args.origins} origins on 127.0.0.1:{port} (server pid {server.pid}),"
-            f" concurrency {args.concurrency}, keep-alive {fetch.KEEPALIVE_TIMEOUT:g} s,"
+            f" concurrency {args.concurrency}, keep-alive {fetch_options.KEEPALIVE_TIMEOUT:g} s,"
             f" Python {sys.version.split()[0]}, pid {os.getpid()}",
             flush=True,
         )

@@ -19,8 +19,9 @@ from yarl import URL
 from crawler import crawl
 from crawler.config import CrawlConfig
 from crawler.http.auth import REDACTED, AuthMap, origin_key, redact_userinfo
-from crawler.http.client import Fetcher, check_options
+from crawler.http.client import Fetcher
 from crawler.http.errors import OptionError
+from crawler.http.options import check_options
 from tests.authsite import PASSWORD, TOKEN, USER, AuthSite, LogSite
 
 CRED = f"{USER}:{PASSWORD}"

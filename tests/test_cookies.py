@@ -18,7 +18,7 @@ from yarl import URL
 
 from crawler import crawl
 from crawler.config import CrawlConfig
-from crawler.http.client import Fetcher, check_options, new_cookie_jar
+from crawler.http.client import Fetcher
 from crawler.http.cookies import (
     Cookie,
     fill_jar,
@@ -29,6 +29,8 @@ from crawler.http.cookies import (
     save_cookies,
 )
 from crawler.http.errors import OptionError
+from crawler.http.options import check_options
+from crawler.http.session import new_cookie_jar
 
 # base64 with padding: aiohttp's default jar sent it back quoted ("abc==") and the site refused
 SESSION = "c2Vzc2lvbi0xMjM0NQ=="

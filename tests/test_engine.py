@@ -592,7 +592,7 @@ async def test_leaving_the_iteration_stops_the_crawl(serve, how: str) -> None:  
     await _wait_for(lambda: sink.closed == 1)
     await _wait_for(lambda: asyncio.all_tasks() - before - {asyncio.current_task()} == set())
     assert crawler.stats.cancelled and crawler.in_flight == 0
-    assert crawler._fetcher is not None and crawler._fetcher._session is None
+    assert crawler._fetcher is not None and crawler._fetcher._prep._aio is None
     requests = sum(site.requests.values())
     await asyncio.sleep(0.3)
     assert sum(site.requests.values()) == requests  # the crawl is over, not going on

@@ -15,7 +15,9 @@ from aiohttp import web
 from aioresponses import aioresponses
 
 from crawler.config import CrawlConfig
-from crawler.http.client import Fetcher, Response, classify_error, parse_retry_after
+from crawler.http.client import Fetcher
+from crawler.http.errors import classify_error
+from crawler.http.response import Response, parse_retry_after
 from crawler.urls.policy import join
 
 URL = "http://site.test/page"

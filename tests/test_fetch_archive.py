@@ -16,7 +16,8 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 
 from crawler.config import CrawlConfig
 from crawler.extract import LinkExtractor
-from crawler.http.client import Fetcher, Response
+from crawler.http.client import Fetcher
+from crawler.http.response import Response
 from crawler.output.warc import open_archive
 
 PAGE = (

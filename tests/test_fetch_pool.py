@@ -18,7 +18,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from crawler.config import CrawlConfig
-from crawler.http.client import BoundedPoolConnector, Fetcher, Response, idle_cap
+from crawler.http.client import Fetcher
+from crawler.http.options import idle_cap
+from crawler.http.response import Response
+from crawler.http.session import BoundedPoolConnector
 
 ORIGINS = 600
 PEERS = web.AppKey("peers", set[tuple[str, str, int]])
@@ -192,7 +195,7 @@ async def test_plain_path_keeps_the_same_bounds_across_600_origins(
         nonlocal peak, peak_in_use
         while not done.is_set():
             peak = max(peak, client_connections(port))
-            pool = fetcher._pool
+            pool = fetcher._prep.plain.pool
             if pool is not None:
                 peak_in_use = max(peak_in_use, pool.in_use)
             await asyncio.sleep(0.005)
@@ -207,7 +210,7 @@ async def test_plain_path_keeps_the_same_bounds_across_600_origins(
         for _ in range(20):
             await asyncio.sleep(0.01)
         idle_now = client_connections(port)
-        pool = fetcher._pool
+        pool = fetcher._prep.plain.pool
         assert pool is not None and pool.idle_connections <= cap and pool.in_use == 0
     finally:
         done.set()

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from crawler import crawl
 from crawler.config import DEFAULT_USER_AGENT, CrawlConfig
-from crawler.http.client import Fetcher, parse_headers
+from crawler.http.client import Fetcher
 from crawler.http.errors import OptionError
+from crawler.http.options import parse_headers
 
 
 def _echo_app(seen: list[tuple[str, list[tuple[str, str]]]]) -> web.Application:
@@ -103,7 +104,7 @@ def test_parse_headers() -> None:
 def test_header_list_is_what_a_cimultidict_built_so_holds(pairs: list[tuple[str, str]]) -> None:
     """The plain path's request headers (``header_list``, no multidict) are the aiohttp
     session's: ours first, a name the user gives replaces ours (any case), user repeats kept."""
-    from crawler.http.client import ACCEPT, header_list, session_headers  # noqa: PLC0415
+    from crawler.http.options import ACCEPT, header_list, session_headers  # noqa: PLC0415
 
     config = CrawlConfig(seeds=("http://a.test/",), headers=tuple(f"{n}: {v}" for n, v in pairs))
     cimultidict = type(session_headers(config))  # multidict's, as aiohttp's session gets it

@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.config import CrawlConfig
-from crawler.http import http1
-from crawler.http.client import Fetcher, Response
+from crawler.http.client import Fetcher
 from crawler.http.http1 import MAX_FIELD, MAX_HEAD, MAX_HEADERS, content_type_of, split_http_url
+from crawler.http.pool import Pool
+from crawler.http.response import Response
 
 
 @dataclass
@@ -413,7 +414,7 @@ async def test_idle_connections_capped(raw) -> None:  # type: ignore[no-untyped-
     try:
         for srv in servers:
             await f.fetch(srv.url("/"), None)
-        pool = f._pool
+        pool = f._prep.plain.pool
         assert pool is not None
         pool.max_idle = 2
         await f.fetch(servers[0].url("/"), None)
@@ -442,8 +443,8 @@ async def test_pool_close_closes_everything(raw) -> None:  # type: ignore[no-unt
     srv = await raw(ok())
     f = Fetcher(cfg(), plain=True)
     await f.fetch(srv.url("/"), None)
-    pool = f._pool
-    assert isinstance(pool, http1.Pool) and pool.idle_connections == 1
+    pool = f._prep.plain.pool
+    assert isinstance(pool, Pool) and pool.idle_connections == 1
     await f.close()
     assert pool.idle_connections == 0
 
@@ -487,7 +488,7 @@ async def test_per_host_and_limit_hold_in_flight_requests() -> None:
         done = await asyncio.gather(*tasks, return_exceptions=True)
         assert [r.status for r in done[:2]] == [200, 200]  # type: ignore[union-attr]
         assert all(isinstance(r, asyncio.CancelledError) for r in done[2:])
-        pool = f._pool
+        pool = f._prep.plain.pool
         assert pool is not None and pool.in_use == 0
         res = await f.fetch(f"http://127.0.0.1:{port}/after", None)
         assert res.status == 200
@@ -517,7 +518,7 @@ async def test_slot_wait_counts_toward_the_total_timeout() -> None:
         )
         assert first.error == "timeout" and second.error == "timeout", (first, second)
         assert second.elapsed_ms < 900, second
-        pool = f._pool
+        pool = f._prep.plain.pool
         assert pool is not None and pool.in_use == 0
     finally:
         await f.close()

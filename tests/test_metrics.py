@@ -25,7 +25,7 @@ from crawler.config import ConfigError, CrawlConfig
 from crawler.core.admission import Tally
 from crawler.core.engine import Crawler
 from crawler.core.results import CrawlStats
-from crawler.http.client import Response
+from crawler.http.response import Response
 from crawler.output.metrics import (
     DURATION_BUCKETS,
     ERROR_KINDS,

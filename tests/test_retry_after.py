@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 
 from crawler.config import CrawlConfig
-from crawler.http.client import Fetcher, parse_retry_after
+from crawler.http.client import Fetcher
+from crawler.http.response import parse_retry_after
 
 BAD_VALUES = [
     "²",  # str.isdigit() is true for it, float() refuses it

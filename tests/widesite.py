@@ -155,12 +155,12 @@ class LocalhostResolver(AbstractResolver):
 
 
 def patch_resolver() -> Callable[[], None]:
-    """Make aiohttp sessions made from now on, and crawler.http.http1's pools, resolve as
+    """Make aiohttp sessions made from now on, and crawler.http.pool's pools, resolve as
     LocalhostResolver does; returns what puts the old resolvers back."""
-    import crawler.http.http1  # noqa: PLC0415
+    import crawler.http.pool  # noqa: PLC0415
 
     old = aiohttp.connector.DefaultResolver
-    old_plain = crawler.http.http1.resolve
+    old_plain = crawler.http.pool.resolve
     aiohttp.connector.DefaultResolver = LocalhostResolver  # type: ignore[misc]
 
     async def local(loop: Any, host: str, port: int) -> list[Any]:
@@ -169,11 +169,11 @@ def patch_resolver() -> Callable[[], None]:
             (r["family"], socket.SOCK_STREAM, r["proto"], "", (r["host"], r["port"])) for r in found
         ]
 
-    crawler.http.http1.resolve = local
+    crawler.http.pool.resolve = local
 
     def restore() -> None:
         aiohttp.connector.DefaultResolver = old  # type: ignore[misc]
-        crawler.http.http1.resolve = old_plain
+        crawler.http.pool.resolve = old_plain
 
     return restore
 

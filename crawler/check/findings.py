@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from crawler.check.model import CheckReport, CheckStats, Problem
 from crawler.check.probe import REDIRECTS, Verdict, error_kind
 from crawler.check.store import Interner, OccurrenceStore
-from crawler.http.client import HTML_TYPES
+from crawler.http.response import HTML_TYPES
 from crawler.urls.policy import UrlPolicy
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ Used for out-of-scope ("external") links, in-scope URLs the crawl did not fetch 
 may pass (timeout, 403, 429, 5xx). Never crawls: no link of a probed page is followed; a GET
 reads the body only when a fragment must be looked up, and then only for its ids.
 
-Politeness is the crawl's: one aiohttp session made by ``crawler.http.client.make_session`` (the
+Politeness is the crawl's: one aiohttp session made by ``crawler.http.session.make_session`` (the
 same per-host connection limit, timeouts, User-Agent), at most ``per_host`` requests at once
 per origin and ``delay`` seconds between two of them (the robots.txt Crawl-delay too, when the
 caller passes it), retries with the Fetcher's backoff for connection errors, timeouts, 429 and
@@ -24,14 +24,9 @@ from yarl import URL
 
 from crawler.config import CrawlConfig
 from crawler.extract import LinkExtractor
-from crawler.http.client import (
-    HTML_TYPES,
-    RETRY_KINDS,
-    Fetcher,
-    classify_error,
-    location_header,
-    parse_retry_after,
-)
+from crawler.http.client import Fetcher
+from crawler.http.errors import RETRY_KINDS, classify_error
+from crawler.http.response import HTML_TYPES, location_header, parse_retry_after
 from crawler.urls.policy import UrlPolicy, join, origin_of
 
 __all__ = ["PERMANENT", "REDIRECTS", "Prober", "Verdict", "error_kind"]

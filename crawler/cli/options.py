@@ -428,7 +428,7 @@ def check_fetch_options(config: CrawlConfig) -> str | None:
     ):
         return None  # nothing to check: do not import the fetcher's side for nothing
     errors = importlib.import_module("crawler.http.errors")
-    check = getattr(importlib.import_module("crawler.http.client"), "check_options", None)
+    check = getattr(importlib.import_module("crawler.http.options"), "check_options", None)
     if check is None:  # pragma: no cover - the fetcher's check not there yet
         return None
     try:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from crawler.core.results import PageResult
 from crawler.core.robots import RobotsCache, RobotsRules, SitemapParser
 from crawler.extract import Link, LinkExtractor, LinkExtractorC
-from crawler.http.client import Consumer, Fetcher, Response
+from crawler.http.client import Fetcher
+from crawler.http.response import Consumer, Response
 from crawler.state import KIND_SITEMAP, Lease
 from crawler.urls.intake import IntakeC
 from crawler.urls.policy import join, origin_of

@@ -45,7 +45,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from crawler.http.client import Consumer, Fetcher, Response
+from crawler.http.client import Fetcher
+from crawler.http.response import Consumer, Response
 from crawler.state.base import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS, StoredRobots
 from crawler.urls.policy import join
 

@@ -1,7 +1,7 @@
 """Content-Encoding decoding, bounded so a bomb cannot blow up memory, and the capped delivery
 of a body to its consumer.
 
-The plain-http path (crawler/http/http1.py) reads every body raw, and so does aiohttp's path with a
+The plain-http path (crawler/http/plain.py) reads every body raw, and so does aiohttp's path with a
 WARC archive (``auto_decompress=False``: the archive wants the bytes as received, and the
 extractor wants them decoded): the fetcher decodes here, and :func:`deliver` hands the decoded
 pieces to the consumer under the body cap, on both. Every
@@ -23,19 +23,17 @@ import zlib
 from collections.abc import AsyncIterable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from crawler.http.client import Consumer, Response
+from crawler.http.errors import DecodeError
 
-__all__ = ["PIECE", "BodyDecoder", "DecodeError", "accept_encoding", "decoder_for", "deliver"]
+if TYPE_CHECKING:
+    from crawler.http.response import Consumer, Response
+
+__all__ = ["PIECE", "BodyDecoder", "accept_encoding", "decoder_for", "deliver"]
 
 #: The most output one decompression step produces.
 PIECE = 64 * 1024
 #: The most gzip members one body may hold (each bounded by PIECE anyway; a cheap guard).
 MAX_MEMBERS = 10_000
-
-
-class DecodeError(Exception):
-    """The body is not valid in its Content-Encoding (the fetcher's error kind ``decode``)."""
 
 
 def _brotli() -> Any | None:

@@ -1,12 +1,35 @@
-"""The errors of the fetcher that do not come from the wire: a bad fetch option, the archive.
+"""The fetcher's faults and their error kinds: every exception of the package that is ours,
+and :func:`classify_error`, which names the kind of any exception a fetch raised.
 
-A leaf module (no imports of ours) so that cookies, auth and proxy can raise them, and the CLI
-and the fetcher can catch them, without importing aiohttp's side of the fetcher first.
+A leaf module (no imports of ours) so that cookies, auth and proxy can raise its errors, both
+transports (:mod:`crawler.http.plain`, :mod:`crawler.http.aio`) can fault with them, and the
+CLI, the fetcher and the link checker can catch and classify them, without importing aiohttp's
+side of the fetcher first (aiohttp's own faults are looked up only once it was imported).
+
+The kinds (see the common contract): ``dns``, ``connect``, ``timeout``, ``disconnected``,
+``protocol``, ``decode``, ``http_<status>``, ``too_large``, ``proxy`` (the proxy could not be
+reached or refused the tunnel: never a silent direct connection), ``archive`` (the WARC
+archive raised).
 """
 
 from __future__ import annotations
 
-__all__ = ["ArchiveFailed", "OptionError"]
+import asyncio
+import socket
+import sys
+
+__all__ = [
+    "RETRY_KINDS",
+    "ArchiveFailed",
+    "DecodeError",
+    "HttpError",
+    "OptionError",
+    "RetryStatus",
+    "classify_error",
+]
+
+# Kinds worth another try: the next attempt may well succeed.
+RETRY_KINDS = frozenset({"connect", "timeout", "disconnected", "proxy"})
 
 
 class OptionError(ValueError):
@@ -28,3 +51,77 @@ class ArchiveFailed(Exception):
 
     def __init__(self, exc: BaseException) -> None:
         super().__init__(f"the archive raised {type(exc).__name__}: {exc}")
+
+
+class DecodeError(Exception):
+    """The body is not valid in its Content-Encoding (the fetcher's error kind ``decode``)."""
+
+
+class HttpError(Exception):
+    """A fault of one exchange on the plain path; ``kind`` is the fetcher's error kind."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class RetryStatus(Exception):
+    """A 429 or 5xx that may be tried again: a transport's word to the fetcher's retry loop,
+    with the wait the server asked for (None: the fetcher backs off)."""
+
+    def __init__(self, wait: float | None) -> None:
+        self.wait = wait
+
+
+def classify_error(exc: BaseException) -> tuple[str, str]:
+    """(kind, human message) for an exception raised while fetching."""
+    try:
+        detail = f"{type(exc).__name__}: {exc}".strip()
+    except Exception:  # a half-built exception's __str__ may itself fail
+        detail = type(exc).__name__
+    if isinstance(exc, DecodeError):
+        return "decode", detail
+    if isinstance(exc, ArchiveFailed):
+        return "archive", str(exc)
+    if isinstance(exc, HttpError):
+        return exc.kind, str(exc)
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "timeout", detail or "timeout"
+    aiohttp = sys.modules.get("aiohttp")  # its faults exist only once it was imported
+    if aiohttp is None:
+        if isinstance(exc, (ConnectionError, OSError)):
+            return "disconnected", detail
+        return "protocol", detail
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "dns", detail
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if isinstance(exc.os_error, socket.gaierror):
+            return "dns", detail
+        return "connect", detail
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "disconnected", detail
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        text = str(exc).lower()
+        cause = exc.__cause__
+        if (
+            "decode" in text
+            or "decompress" in text
+            or (cause is not None and "decompress" in str(cause).lower())
+        ):
+            return "decode", detail
+        # A reset (RST) mid-body is a disconnect; a clean close before Content-Length or the
+        # last chunk is a framing fault ("protocol").
+        if "reset" in text or isinstance(
+            cause, (ConnectionResetError, aiohttp.ClientConnectionResetError)
+        ):
+            return "disconnected", detail
+        return "protocol", detail
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return "protocol", detail
+    if isinstance(exc, (aiohttp.ClientOSError, ConnectionError, OSError)):
+        return "disconnected", detail
+    if isinstance(exc, aiohttp.ClientConnectionError):
+        return "connect", detail
+    if isinstance(exc, (aiohttp.InvalidURL, ValueError, UnicodeError, aiohttp.ClientError)):
+        return "protocol", detail
+    return "protocol", detail

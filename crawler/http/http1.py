@@ -5,46 +5,49 @@ no cookie jar in use and no archive. aiohttp spends about 0.25 ms of CPU on each
 the benchmark machine (its request and response objects, tracing hooks, the connector's
 bookkeeping, multidicts, a task per connect) and 0.2 s to import, more than the whole rest of
 a page's work; through this module the same crawls cost 28-34% less CPU in all (benchmarks/
-CRAWL.md, ``--crawlers ours-aiohttp``). The fetcher
-(:mod:`crawler.http.client`) chooses it per request and sends everything else through aiohttp:
+CRAWL.md, ``--crawlers ours-aiohttp``). The fetcher's request preparation
+(:mod:`crawler.http.prepare`) chooses it per request and sends everything else through aiohttp:
 https, proxies, a WARC archive, cookies (from the first ``Set-Cookie`` on), a caller's session.
+
+This module is the wire: the request URL read into what goes on the wire
+(:func:`split_http_url`), one keep-alive :class:`Connection` and the response read on it, and
+the Content-Type reading aiohttp makes; the connections are kept by :mod:`crawler.http.pool`
+and driven by :mod:`crawler.http.plain`.
 
 The wire format is parsed by httptools (llhttp, the parser of Node.js and, vendored, of
 aiohttp's own C parser), with aiohttp's leniencies and limits so that both paths accept and
 refuse the same responses: a header line at most 8,190 bytes, at most 128 header fields,
 whitespace after a value stripped, a NUL in a value refused; here also a response head still
 not complete after 64 KB is cut off (a server that sends headers without end). Faults are
-:class:`HttpError` with the fetcher's error kinds (``dns``, ``connect``, ``timeout``,
-``disconnected``, ``protocol``) and aiohttp's wording where a test or a user reads it.
+:class:`~crawler.http.errors.HttpError` with the fetcher's error kinds (``dns``, ``connect``,
+``timeout``, ``disconnected``, ``protocol``) and aiohttp's wording where a test or a user reads
+it.
 
-A connection serves one exchange at a time. It goes back to its origin's idle list only when
-its response was read to the end and both sides keep it alive; at most ``max_idle`` idle
-connections are kept overall (the least recently used origin's oldest closed first), each for
-at most ``keepalive`` seconds. A request is sent once per call: a kept connection that the
-server closed meanwhile is a ``disconnected`` fault, retried by the fetcher's own loop (with
-backoff, counted in ``retries``), never resent here behind its back (aiohttp's hidden resend is
-turned off on the other path for the same reason).
+A connection serves one exchange at a time. A request is sent once per call: a kept connection
+that the server closed meanwhile is a ``disconnected`` fault, retried by the fetcher's own loop
+(with backoff, counted in ``retries``), never resent here behind its back (aiohttp's hidden
+resend is turned off on the other path for the same reason).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import socket
-import time
-from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections import deque
+from typing import TYPE_CHECKING, Any
 
 import httptools
+
+from crawler.http.errors import HttpError
+
+if TYPE_CHECKING:
+    from crawler.http.pool import Pool
 
 __all__ = [
     "MAX_FIELD",
     "MAX_HEAD",
     "MAX_HEADERS",
     "Connection",
-    "HttpError",
-    "Pool",
     "content_type_of",
     "split_http_url",
 ]
@@ -57,25 +60,6 @@ MAX_HEADERS = 128
 MAX_HEAD = 64 * 1024
 #: Body bytes buffered before the socket is paused (the consumer is slower than the wire).
 HIGH_WATER = 256 * 1024
-#: Seconds a resolved host name is kept (aiohttp's ``ttl_dns_cache`` of the crawl).
-DNS_TTL = 300.0
-
-
-async def _getaddrinfo(loop: asyncio.AbstractEventLoop, host: str, port: int) -> list[Any]:
-    return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-
-
-#: How a host name becomes addresses (getaddrinfo tuples); tests put a local resolver here, as
-#: they do in aiohttp's ``DefaultResolver``, so that no name lookup leaves the machine.
-resolve: Callable[[asyncio.AbstractEventLoop, str, int], Awaitable[list[Any]]] = _getaddrinfo
-
-
-class HttpError(Exception):
-    """A fault of one exchange; ``kind`` is the fetcher's error kind."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 # The common crawl URL in one match: a lower-case name or IPv4 host, an optional port, a path
@@ -421,239 +405,3 @@ class Connection(asyncio.Protocol):
             self._pool._put(self)
         else:
             self._abort()
-
-
-class Pool:
-    """Keep-alive connections by (host, port), bounded idle, with the crawl's timeouts.
-
-    At most ``limit`` exchanges at once, at most ``per_host`` to one (host, port), as aiohttp's
-    connector limits them (the crawl's ``concurrency`` and ``per_host``): a caller over either
-    waits for a slot, first come first served, within its deadline.
-    """
-
-    def __init__(
-        self,
-        *,
-        limit: int,
-        per_host: int,
-        max_idle: int,
-        keepalive: float,
-        connect_timeout: float | None,
-        read_timeout: float | None,
-    ) -> None:
-        self.max_idle = max(0, max_idle)
-        self.keepalive = keepalive
-        self.connect_timeout = connect_timeout or None
-        self.read_timeout = read_timeout or None
-        self.loop = asyncio.get_running_loop()
-        self._idle: OrderedDict[tuple[str, int], deque[Connection]] = OrderedDict()
-        self._n_idle = 0
-        self._all: set[Connection] = set()
-        self._dns: dict[tuple[str, int], tuple[float, list[Any]]] = {}
-        self.limit = max(1, limit)
-        self.per_host = max(1, per_host)
-        self._in_use = 0
-        self._by_key: dict[tuple[str, int], int] = {}
-        self._slot_waiters: deque[tuple[tuple[str, int], asyncio.Future[None]]] = deque()
-
-    @property
-    def idle_connections(self) -> int:
-        return self._n_idle
-
-    @property
-    def in_use(self) -> int:
-        """Exchanges holding a slot now."""
-        return self._in_use
-
-    def _fits(self, key: tuple[str, int]) -> bool:
-        return self._in_use < self.limit and self._by_key.get(key, 0) < self.per_host
-
-    def _hold(self, key: tuple[str, int]) -> None:
-        self._in_use += 1
-        self._by_key[key] = self._by_key.get(key, 0) + 1
-
-    def _free(self, key: tuple[str, int]) -> None:
-        """A slot of ``key`` is given back: the first waiters that fit now get theirs."""
-        self._in_use -= 1
-        n = self._by_key[key] - 1
-        if n:
-            self._by_key[key] = n
-        else:
-            del self._by_key[key]
-        waiters = self._slot_waiters
-        if not waiters:
-            return
-        kept: deque[tuple[tuple[str, int], asyncio.Future[None]]] = deque()
-        while waiters and self._in_use < self.limit:
-            wkey, fut = waiters.popleft()
-            if fut.done():
-                continue  # cancelled, timed out
-            if self._fits(wkey):
-                self._hold(wkey)
-                fut.set_result(None)
-            else:
-                kept.append((wkey, fut))
-        kept.extend(waiters)
-        self._slot_waiters = kept
-
-    async def _slot(self, key: tuple[str, int], deadline: float | None) -> None:
-        if self._fits(key):
-            self._hold(key)
-            return
-        fut = self.loop.create_future()
-        self._slot_waiters.append((key, fut))
-        try:
-            async with asyncio.timeout_at(deadline):
-                await fut
-        except TimeoutError as exc:
-            if fut.done() and not fut.cancelled():
-                self._free(key)  # given just as the deadline passed: give it back
-            raise HttpError(
-                "timeout", "TimeoutError: the total timeout passed waiting for a connection"
-            ) from exc
-        except BaseException:
-            if fut.done() and not fut.cancelled():
-                self._free(key)
-            else:
-                fut.cancel()
-            raise
-
-    async def exchange(
-        self, host: str, port: int, head: bytes, deadline: float | None = None
-    ) -> Connection:
-        """A connection on which ``head`` was sent and the response's head is in.
-
-        ``deadline`` (``loop.time()``) bounds the connect and every wait for the server.
-
-        The caller reads the body (:meth:`Connection.read`) and then must call
-        :meth:`Connection.release`, also on a fault.
-        """
-        key = (host, port)
-        await self._slot(key, deadline)
-        try:
-            conn = self._take(key)
-            if conn is None:
-                conn = await self._connect(key, deadline)
-        except BaseException:
-            self._free(key)
-            raise
-        conn.slot_held = True
-        conn.deadline = deadline
-        conn.send(head)
-        try:
-            await conn.read_head()
-        except BaseException:
-            conn.release()
-            raise
-        return conn
-
-    def _take(self, key: tuple[str, int]) -> Connection | None:
-        idle = self._idle.get(key)
-        if not idle:
-            return None
-        now = time.monotonic()
-        while idle:
-            conn = idle.pop()  # the most recently used: the likeliest to be alive
-            self._n_idle -= 1
-            if conn.closed or now - conn.idle_since > self.keepalive:
-                conn._abort()
-                continue
-            if not idle:
-                del self._idle[key]
-            return conn
-        del self._idle[key]
-        return None
-
-    def _put(self, conn: Connection) -> None:
-        conn.idle_since = time.monotonic()
-        idle = self._idle.get(conn.key)
-        if idle is None:
-            idle = self._idle[conn.key] = deque()
-        else:
-            self._idle.move_to_end(conn.key)
-        idle.append(conn)
-        self._n_idle += 1
-        while self._n_idle > self.max_idle:
-            oldest_key, oldest = next(iter(self._idle.items()))
-            victim = oldest.popleft()
-            self._n_idle -= 1
-            if not oldest:
-                del self._idle[oldest_key]
-            victim._abort()
-
-    def _lost(self, conn: Connection) -> None:
-        self._all.discard(conn)
-        idle = self._idle.get(conn.key)
-        if idle is not None and conn in idle:
-            idle.remove(conn)
-            self._n_idle -= 1
-            if not idle:
-                del self._idle[conn.key]
-
-    async def _addresses(self, host: str, port: int) -> list[Any]:
-        """getaddrinfo of ``host`` (cached DNS_TTL seconds); an IP literal is itself."""
-        key = (host, port)
-        now = time.monotonic()
-        cached = self._dns.get(key)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        for family in (socket.AF_INET, socket.AF_INET6):
-            try:
-                socket.inet_pton(family, host)
-            except OSError:
-                continue
-            return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
-        try:
-            infos = await resolve(self.loop, host, port)
-        except (socket.gaierror, OSError) as exc:
-            raise HttpError(
-                "dns",
-                f"ClientConnectorDNSError: Cannot connect to host {host}:{port} ssl:default "
-                f"[{exc.strerror or exc}]",
-            ) from exc
-        if len(self._dns) > 4096:
-            self._dns.clear()
-        self._dns[key] = (now + DNS_TTL, infos)
-        return infos
-
-    async def _connect(self, key: tuple[str, int], deadline: float | None) -> Connection:
-        host, port = key
-        last: OSError | None = None
-        limit = self.connect_timeout
-        if deadline is not None:
-            limit = (
-                min(limit, deadline - self.loop.time()) if limit else deadline - self.loop.time()
-            )
-        try:
-            async with asyncio.timeout(limit):
-                for family, _type, proto, _, address in await self._addresses(host, port):
-                    conn = Connection(self, key)
-                    try:
-                        await self.loop.create_connection(
-                            lambda conn=conn: conn,  # type: ignore[misc]
-                            address[0],
-                            address[1],
-                            family=family,
-                            proto=proto,
-                        )
-                    except OSError as exc:
-                        last = exc
-                        continue
-                    self._all.add(conn)
-                    return conn
-        except TimeoutError as exc:
-            raise HttpError(
-                "timeout",
-                f"ConnectionTimeoutError: Connection timeout to host http://{host}:{port}",
-            ) from exc
-        why = f"[{last.strerror or last}]" if last is not None else "[no address]"
-        message = f"ClientConnectorError: Cannot connect to host {host}:{port} ssl:default {why}"
-        raise HttpError("connect", message) from last
-
-    def close(self) -> None:
-        """Close every connection, idle or not."""
-        for conn in list(self._all):
-            conn._abort()
-        self._all.clear()
-        self._idle.clear()
-        self._n_idle = 0

@@ -1,8 +1,9 @@
-"""aiohttp's side of the fetcher: the session, its bounded pool and its cookie jar.
+"""aiohttp's session as the crawl configures it: its bounded pool and its cookie jar.
 
 Imported only when a request needs aiohttp (https, a proxy, a WARC archive, cookies, a caller's
-session): an http-only crawl goes through :mod:`crawler.http.http1` and never pays for importing
-aiohttp (about 0.2 s on the benchmark machine). :mod:`crawler.http.client` re-exports the names.
+session): an http-only crawl goes through :mod:`crawler.http.plain` and never pays for importing
+aiohttp (about 0.2 s on the benchmark machine). :mod:`crawler.http.aio` makes the session and
+sends requests through it.
 """
 
 from __future__ import annotations
@@ -16,13 +17,8 @@ from crawler.http import tls as fetch_tls  # noqa: F401  (first: aiohttp without
 import aiohttp
 
 from crawler.config import CrawlConfig
-from crawler.http.client import (
-    DNS_CACHE_TTL,
-    KEEPALIVE_TIMEOUT,
-    _cookies,
-    idle_cap,
-    session_headers,
-)
+from crawler.http import options
+from crawler.http.options import DNS_CACHE_TTL, cookies_module, idle_cap, session_headers
 
 if TYPE_CHECKING:
     from crawler.http.cookies import Cookie
@@ -133,14 +129,14 @@ def make_session(
     starts with ``cookies`` (default: those of ``config.cookies``, loaded now).
     """
     if cookies is None and config.cookies:
-        cookies = _cookies().load_cookies(config.cookies)
+        cookies = cookies_module().load_cookies(config.cookies)
     headers = session_headers(config)
     connector = BoundedPoolConnector(
         max_idle=idle_cap(config),
         limit=max(1, config.concurrency),
         limit_per_host=max(1, config.per_host),
         ttl_dns_cache=DNS_CACHE_TTL,
-        keepalive_timeout=KEEPALIVE_TIMEOUT,
+        keepalive_timeout=options.KEEPALIVE_TIMEOUT,  # read now: benchmarks/wide_crawl.py sets it
     )
     timeout = aiohttp.ClientTimeout(
         total=config.timeout or None,
@@ -149,7 +145,7 @@ def make_session(
     )
     jar = new_cookie_jar()
     if cookies:
-        _cookies().fill_jar(jar, cookies)
+        cookies_module().fill_jar(jar, cookies)
     session = aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from crawler.core.admission import Tally
     from crawler.core.results import CrawlStats
-    from crawler.http.client import Response
+    from crawler.http.response import Response
 
 __all__ = [
     "DURATION_BUCKETS",

@@ -339,7 +339,7 @@ class SitemapSink(OutputSink):
         base: str | None = None,
     ) -> None:
         super().__init__(stream, close_stream=close_stream, on_failure=on_failure)
-        from crawler.http.client import HTML_TYPES  # noqa: PLC0415  (aiohttp: a crawl has it loaded)
+        from crawler.http.response import HTML_TYPES  # noqa: PLC0415  (aiohttp: a crawl has it loaded)
 
         self._html = HTML_TYPES
         self.target = target
