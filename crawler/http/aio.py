@@ -43,7 +43,7 @@ from crawler.http.session import make_session
 if TYPE_CHECKING:
     from crawler.http.cookies import Cookie
     from crawler.http.proxy import Proxy
-    from crawler.output.warc import WarcArchive
+    from crawler.http.response import WarcArchive
 
 __all__ = ["AioRequest", "AioTransport"]
 

@@ -27,8 +27,7 @@ from crawler.http.decode import decoder_for, deliver
 from crawler.http.errors import ArchiveFailed
 
 if TYPE_CHECKING:
-    from crawler.http.response import Consumer, Response
-    from crawler.output.warc import WarcArchive, WarcRecord
+    from crawler.http.response import Consumer, Response, WarcArchive, WarcRecord
 
 __all__ = [
     "SECRET_HEADERS",

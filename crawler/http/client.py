@@ -52,7 +52,7 @@ from crawler.http.response import Consumer, Observer, Response
 if TYPE_CHECKING:
     import aiohttp
 
-    from crawler.output.warc import WarcArchive
+    from crawler.http.response import WarcArchive
 
 __all__ = ["Fetcher"]
 

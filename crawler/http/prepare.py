@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from yarl import URL
 
     from crawler.http.aio import AioRequest, AioTransport
-    from crawler.output.warc import WarcArchive
+    from crawler.http.response import WarcArchive
 
 __all__ = ["NO_PLAIN_HTTP", "Preparer", "Transport"]
 

@@ -3,7 +3,8 @@ response headers that both transports share.
 
 Below every other module of the package that speaks of responses (the transports, the decoder,
 the archive tap, the fetcher), so that none of them imports another for its types. Imports
-nothing of ours.
+nothing of ours. The archive tap's two protocols are here too: the WARC writer the engine
+hands the fetcher implements them (``crawler.output.warc``), and the package never imports it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 __all__ = [
     "HTML_TYPES",
@@ -19,6 +21,8 @@ __all__ = [
     "Consumer",
     "Observer",
     "Response",
+    "WarcArchive",
+    "WarcRecord",
     "location_header",
     "parse_retry_after",
 ]
@@ -98,3 +102,46 @@ def location_header(value: str | None) -> str | None:
     if value is None or value.isascii():
         return value
     return "".join(f"%{ord(c) - 0xDC00:02X}" if "\udc80" <= c <= "\udcff" else c for c in value)
+
+
+class WarcRecord(Protocol):
+    """One exchange being archived: body bytes in, then ``end()`` once."""
+
+    def write(self, chunk: bytes) -> None:
+        """A piece of the body as received (Content-Encoding not decoded)."""
+
+    def end(self, truncated: str | None) -> None:
+        """The body is over: write the response and request records. ``truncated`` is None
+        (whole body) or a WARC-Truncated reason: "length", "time", "disconnect",
+        "unspecified"."""
+
+
+class WarcArchive(Protocol):
+    """What the fetcher archives every exchange to (``Fetcher(config, archive=...)``): the WARC
+    writer (``crawler.output.warc.WarcWriter``) implements it, so the tap never imports it."""
+
+    def begin(
+        self,
+        *,
+        url: str,
+        method: str,
+        request_headers: list[tuple[str, str]],
+        http_version: str,
+        status: int,
+        reason: str,
+        response_version: str,
+        response_headers: list[tuple[bytes, bytes]],
+        peer_ip: str | None,
+    ) -> WarcRecord:
+        """An exchange whose response headers are in.
+
+        Args:
+            url: the request's URL (WARC-Target-URI).
+            method: "GET".
+            request_headers: the headers as sent, in order.
+            http_version: of the request, "HTTP/1.1".
+            status, reason: the response's status line.
+            response_version: "HTTP/1.1" / "HTTP/1.0", as the server answered.
+            response_headers: ``ClientResponse.raw_headers``: the lines as received.
+            peer_ip: the server's address, None if unknown (through a proxy).
+        """

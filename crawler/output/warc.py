@@ -1,7 +1,7 @@
 """``--warc FILE``: every HTTP exchange of the crawl archived as WARC 1.1 records (.warc.gz).
 
-The fetcher (crawler/http/client.py) calls :meth:`WarcArchive.begin` once per exchange that got
-response headers (every redirect hop, every retried attempt, 404s and images too), then
+The fetcher's archive tap (crawler/http/archive.py) calls :meth:`WarcArchive.begin` once per
+exchange that got response headers (every redirect hop, every retried attempt, 404s and images too), then
 :meth:`WarcRecord.write` with the body bytes as received (Content-Encoding not decoded), then
 :meth:`WarcRecord.end` once. The file holds:
 
@@ -37,10 +37,11 @@ import logging
 import os
 import stat
 from collections.abc import Callable, Iterable, Sequence
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any
 
 from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
+from crawler.http.response import WarcArchive, WarcRecord
 from crawler.output.warc_gzip import TAG_LEN, GzipMembers, WarcError, file_tag, repair_tail
 from crawler.output.warc_records import (
     INFO_KEYS,
@@ -70,48 +71,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class WarcRecord(Protocol):
-    """One exchange being archived: body bytes in, then ``end()`` once."""
-
-    def write(self, chunk: bytes) -> None:
-        """A piece of the body as received (Content-Encoding not decoded)."""
-
-    def end(self, truncated: str | None) -> None:
-        """The body is over: write the response and request records. ``truncated`` is None
-        (whole body) or a WARC-Truncated reason: "length", "time", "disconnect",
-        "unspecified"."""
-
-
-class WarcArchive(Protocol):
-    """What the fetcher archives every exchange to (``Fetcher(config, archive=...)``)."""
-
-    def begin(
-        self,
-        *,
-        url: str,
-        method: str,
-        request_headers: list[tuple[str, str]],
-        http_version: str,
-        status: int,
-        reason: str,
-        response_version: str,
-        response_headers: list[tuple[bytes, bytes]],
-        peer_ip: str | None,
-    ) -> WarcRecord:
-        """An exchange whose response headers are in.
-
-        Args:
-            url: the request's URL (WARC-Target-URI).
-            method: "GET".
-            request_headers: the headers as sent, in order.
-            http_version: of the request, "HTTP/1.1".
-            status, reason: the response's status line.
-            response_version: "HTTP/1.1" / "HTTP/1.0", as the server answered.
-            response_headers: ``ClientResponse.raw_headers``: the lines as received.
-            peer_ip: the server's address, None if unknown (through a proxy).
-        """
 
 
 class WarcWriter:
