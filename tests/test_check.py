@@ -19,7 +19,7 @@ from crawler.check.model import BROKEN_KINDS, WARNING_KINDS, Problem
 from crawler.check.probe import Prober, Verdict, error_kind
 from crawler.check.store import OccurrenceStore
 from crawler.config import CrawlConfig
-from crawler.extract._machine import MAX_IDS
+from crawler.extract._linkset import MAX_IDS
 from crawler.urls.policy import UrlPolicy
 from tests.checksite import LONG_LINES, TIMEOUT, CheckSite
 

@@ -27,7 +27,7 @@ from crawler.extract import (
     LinkExtractorPy,
     extract_links,
 )
-from crawler.extract._machine import parse_srcset, refresh_url
+from crawler.extract._html import parse_srcset, refresh_url
 from crawler.extract.charset import prescan
 from tests.extract_common import BASE, IMPLS
 from tests.extract_common import LINK_ELEMENTS as _LINK_ELEMENTS

@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawler.extract import MAX_IDS, LinkExtractor
-from crawler.extract import _machine as machine
+from crawler.extract import MAX_ID_CHARS, MAX_IDS, LinkExtractor
 from tests.extract_common import (
     BASE,
     CORPUS,
@@ -174,7 +173,7 @@ def test_bounded_past_max_id_chars(impl: Any) -> None:
     ex = collect(impl, doc)
     assert ex.ids_complete is False
     total = sum(map(len, ex.ids))
-    assert machine.MAX_ID_CHARS - 1004 < total <= machine.MAX_ID_CHARS
+    assert MAX_ID_CHARS - 1004 < total <= MAX_ID_CHARS
 
 
 def test_an_id_over_max_token_makes_the_set_incomplete(impl: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from crawler.extract import Link
-from crawler.extract._machine import Iso2022JPDecoder
+from crawler.extract.charset import Iso2022JPDecoder
 from tests.extract_common import IMPLS, run_strict
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
-from crawler.extract._machine import _MAX_ANAME, _MAX_FOREIGN_DEPTH, _MAX_NAME
+from crawler.extract._tree import _MAX_ANAME, _MAX_FOREIGN_DEPTH, _MAX_NAME
 from tests.extract_common import BASE, IMPL_NAMES, IMPLS, run_strict
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from crawler.extract import _machine
+from crawler.extract import _states
 from crawler.extract._regex import atomize
 from tests.extract_common import CORPUS
 
@@ -32,10 +32,10 @@ def test_atomize_rewrites_possessive_quantifiers(possessive: bytes, atomic: byte
 def _patterns() -> list[tuple[str, re.Pattern[bytes]]]:
     found = [
         (name, value)
-        for name, value in vars(_machine).items()
+        for name, value in vars(_states).items()
         if isinstance(value, re.Pattern) and isinstance(value.pattern, bytes)
     ]
-    skipper = _machine._boring([b"a", b"base", b"meta", b"script", b"style", b"svg", b"title"])
+    skipper = _states._boring([b"a", b"base", b"meta", b"script", b"style", b"svg", b"title"])
     found.append(("_boring", skipper))
     marks = (b"*+", b"++", b"?+", b"(?>")
     return [(n, p) for n, p in found if any(m in p.pattern for m in marks)]

@@ -44,7 +44,7 @@ from crawler._twins import REQUIRE_EXTENSIONS as REQUIRE_EXTENSIONS
 from crawler._twins import compiled
 
 from ._link import Link
-from ._machine import MAX_ID_CHARS, MAX_IDS, MAX_TOKEN
+from ._linkset import MAX_ID_CHARS, MAX_IDS, MAX_TOKEN
 from ._machine import LinkExtractor as LinkExtractorPy
 
 _c = (

@@ -49,9 +49,11 @@ from . import _resolve
 from . import charset as _charset
 from ._entities import C1, NAMED, unescape_attr
 from ._link import Link
-from ._machine import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH, _SWITCH_NAMES, _WS_SPLIT
-from ._machine import LINK_SETS, MAX_TOKEN, _link_config, link_set_key, parse_srcset, refresh_url
-from ._machine import MAX_ID_CHARS, MAX_IDS, MULTIBYTE_CODECS, Iso2022JPDecoder, dom_text
+from ._html import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH_NAMES, _WS_SPLIT
+from ._html import LINK_SETS, dom_text, parse_srcset, refresh_url
+from ._linkset import MAX_ID_CHARS, MAX_IDS, MAX_TOKEN, _link_config, link_set_key
+from ._states import _SWITCH
+from .charset import MULTIBYTE_CODECS, Iso2022JPDecoder
 
 # The tree-builder state both twins share, compiled here from the same source text
 # (ForeignStack, FramesetState and their tables: `_tree.py`).
@@ -270,7 +272,7 @@ _new = tuple.__new__
 _ResolverType = _resolve.Resolver
 cdef object _MISS = object()
 
-# Main states (the same values as _machine).
+# Main states (the same values as `_states`).
 DEF S_DATA = 0
 DEF S_TAG = 1
 DEF S_COMMENT_START = 2
@@ -307,8 +309,8 @@ DEF A_NAME = 1
 DEF A_VALUE = 2
 
 # The tag name is kept up to this many bytes, plus one to know it is longer (the reference's
-# `_machine._MAX_NAME`: a longer name matches no end tag and no entry); attribute names up to
-# `_machine._MAX_ANAME`.
+# `_tree._MAX_NAME`: a longer name matches no end tag and no entry); attribute names up to
+# `_tree._MAX_ANAME`.
 DEF NAME_CAP = 256
 DEF ANAME_CAP = 64
 

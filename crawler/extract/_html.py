@@ -1,14 +1,17 @@
 """What the HTML standard says about links, as tables and small value parsers.
 
 Which elements carry links (`LINK_SETS`), which attributes are read for other reasons
-(`_AUX`), the tags that change the tokenizer state or leave foreign content, and the parsers for
-``srcset`` and meta refresh ``content`` values. Shared by `_machine` and its compiled twin.
+(`_AUX`), the tags that change the tokenizer state or leave foreign content, the parsers for
+``srcset`` and meta refresh ``content`` values, and a decoded value made the text the DOM holds
+(`dom_text`). Shared by `_machine` and its compiled twin.
 """
 
 from __future__ import annotations
 
 import math
 import re
+
+from ._entities import unescape_attr
 
 _RAWTEXT_NAMES = (b"style", b"xmp", b"iframe", b"noembed", b"noframes", b"title", b"textarea")
 
@@ -185,3 +188,17 @@ def refresh_url(content: str) -> str | None:
         if q >= 0:
             url = url[:q]
     return url
+
+
+def dom_text(s: str) -> str:
+    """A decoded attribute value as the DOM holds it: newlines, NUL, character references.
+
+    Newlines are normalised in the input stream, before the tokenizer decodes character
+    references: a written CR or CRLF becomes LF, but "&#13;" stays U+000D."""
+    if "\r" in s:
+        s = s.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in s:
+        s = s.replace("\x00", "\ufffd")
+    if "&" in s:
+        s = unescape_attr(s)
+    return s

@@ -21,7 +21,8 @@ Tokenizing. The HTML standard's tokenizer is followed where it decides what is a
 attribute and its value, and which text is not markup at all (comments, bogus comments,
 doctype, raw text, RCDATA, script data with its escaped states, plaintext, CDATA in foreign
 content). It is not walked character by character: each state is one compiled regular
-expression or ``bytes.find`` that jumps to where that state ends.
+expression or ``bytes.find`` that jumps to where that state ends (the states and their
+patterns: `_states`; a link set's tables and the limits: `_linkset`).
 
 * In the data state, the "boring" regex (`_boring`, one per link set, run in C) skips text,
   comments, bogus comments, doctypes, end tags and every start tag whose name cannot matter,
@@ -112,27 +113,50 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from . import _states
 from . import charset as _charset
-from ._entities import unescape_attr
-from ._html import (  # noqa: F401 - re-exported for the compiled twin
-    _AUX,
-    _BREAKOUT,
-    _INTEGRATION,
-    _RAWTEXT_NAMES,
-    _SWITCH_NAMES,
-    _WS_SPLIT,
-    LINK_SETS,
-    parse_srcset,
-    refresh_url,
-)
+from ._html import _WS_SPLIT, LINK_SETS, dom_text, parse_srcset, refresh_url
 from ._link import Link, make_link
-from ._regex import compile_pattern
+from ._linkset import (
+    _ID_ATTRS,
+    MAX_ID_CHARS,
+    MAX_IDS,
+    MAX_TOKEN,
+    _Config,
+    _link_config,
+    link_set_key,
+)
 from ._resolve import Resolver
-from ._tree import (  # noqa: F401 - the shared tree-builder state (names re-exported)
+from ._states import (
+    _RAWTEXT_END,
+    E_BYTES,
+    E_REPLACEMENT,
+    E_TRANSCODE,
+    E_UNDECIDED,
+    S_BOGUS,
+    S_CDATA,
+    S_COMMENT,
+    S_COMMENT_START,
+    S_DATA,
+    S_DEAD,
+    S_RAWTEXT,
+    S_SCRIPT,
+    S_SCRIPT_DESC,
+    S_SCRIPT_ESC,
+    S_TAG,
+    TS_AFTER_NAME,
+    TS_ANAME,
+    TS_ATTRS,
+    TS_BEFORE_VALUE,
+    TS_DQ,
+    TS_NAME,
+    TS_SQ,
+    TS_UNQ,
+)
+from ._tree import (
     _FS_END,
     _HEAD_TAGS,
     _MAX_ANAME,
-    _MAX_FOREIGN_DEPTH,
     _MAX_NAME,
     F_HTML,
     F_LINK,
@@ -143,243 +167,32 @@ from ._tree import (  # noqa: F401 - the shared tree-builder state (names re-exp
     ForeignStack,
     FramesetState,
 )
+from .charset import MULTIBYTE_CODECS, Iso2022JPDecoder
 
-MAX_TOKEN = 64 * 1024
-# Fragment targets (``collect_ids``): at most this many ids, of at most this many code points
-# in all, are kept per document; past either, ``ids_complete`` is False.
-MAX_IDS = 100_000
-MAX_ID_CHARS = 4 * 1024 * 1024
 _new = tuple.__new__
-# Python codecs (`charset.python_codec`) in which a code point may take more than one byte:
-# columns are counted by decoding (both twins), not by the byte count.
-MULTIBYTE_CODECS = frozenset({"utf-8", "gb18030", "big5hkscs", "euc_jp", "cp932", "cp949"})
-
-# Main states.
-S_DATA = 0
-S_TAG = 1
-S_COMMENT_START = 2
-S_COMMENT = 3
-S_BOGUS = 4
-S_CDATA = 5
-S_RAWTEXT = 6
-S_SCRIPT = 7
-S_SCRIPT_ESC = 8
-S_SCRIPT_DESC = 9
-S_PLAINTEXT = 10
-S_DEAD = 11
-
-# Streaming tag sub-states.
-TS_NAME = 0
-TS_ATTRS = 1
-TS_ANAME = 2
-TS_AFTER_NAME = 3
-TS_BEFORE_VALUE = 4
-TS_DQ = 5
-TS_SQ = 6
-TS_UNQ = 7
-
-# Encoding decision.
-E_UNDECIDED = 0
-E_BYTES = 1
-E_TRANSCODE = 2
-E_REPLACEMENT = 3
-
-_WS = rb"\t\n\f\r "
-_ATTRS = (
-    rb"(?:[" + _WS + rb"/]*+[^" + _WS + rb"/>][^" + _WS + rb"/=>]*+"
-    rb"(?>[" + _WS + rb"]*+=[" + _WS + rb"]*+(?>\"[^\"]*+\"?+|'[^']*+'?+|[^" + _WS + rb">]*+))?+)*+"
-)
-_TAG = compile_pattern(rb"<(/?)([A-Za-z][^" + _WS + rb"/>]*+)(" + _ATTRS + rb")[" + _WS + rb"/]*+>")
-_ATTR = compile_pattern(
-    rb"[" + _WS + rb"/]*+([^" + _WS + rb"/>][^" + _WS + rb"/=>]*+)"
-    rb"(?:[" + _WS + rb"]*+=[" + _WS + rb"]*+(?:\"([^\"]*+)\"|'([^']*+)'|([^" + _WS + rb">]*+)))?+"
-)
-# Attributes certainly complete: a closing quote, or a character that ends the name or the
-# unquoted value (a name followed only by spaces may still get "=value" from the next chunk).
-_COMPLETE_ATTRS = compile_pattern(
-    rb"(?:[" + _WS + rb"/]*+[^" + _WS + rb"/>][^" + _WS + rb"/=>]*+"
-    rb"(?>[" + _WS + rb"]*+=[" + _WS + rb"]*+"
-    rb"(?>\"[^\"]*+\"|'[^']*+'|(?![\"'])[^" + _WS + rb">]*+(?=[" + _WS + rb">]))"
-    rb"|(?=[" + _WS + rb"]*+[^" + _WS + rb"=])))*+"
-)
-_COMMENT_END = compile_pattern(rb"--!?>")
-_SKIP_WS = compile_pattern(rb"[" + _WS + rb"]*+")
-_SKIP_WS_SLASH = compile_pattern(rb"[" + _WS + rb"/]*+")
-_NAME_CHARS = compile_pattern(rb"[^" + _WS + rb"/>]*+")
-_ANAME_CHARS = compile_pattern(rb"[^" + _WS + rb"/=>]*+")
-_UNQ_CHARS = compile_pattern(rb"[^" + _WS + rb">]*+")
-_SCRIPT_DATA = compile_pattern(rb"<!--|</(?i:script)[" + _WS + rb"/>]")
-_SCRIPT_ESC = compile_pattern(rb"-->|</(?i:script)[" + _WS + rb"/>]|<(?i:script)[" + _WS + rb"/>]")
-_SCRIPT_DESC = compile_pattern(rb"-->|</(?i:script)[" + _WS + rb"/>]")
-
-_RAWTEXT_END = {n: compile_pattern(rb"</(?i:" + n + rb")[" + _WS + rb"/>]") for n in _RAWTEXT_NAMES}
-# Start tags (in HTML content) that switch the tokenizer state.
-_SWITCH = dict.fromkeys(_RAWTEXT_NAMES, S_RAWTEXT)
-_SWITCH[b"script"] = S_SCRIPT
-_SWITCH[b"plaintext"] = S_PLAINTEXT
-_COMMON = (
-    rb"[^<]++"
-    rb"|<+(?=[^A-Za-z!/?])"
-    rb"|<!--(?>>|->|(?s:.*?)--!?>)"
-    rb"|<\?[^>]*+>"
-)
-
-
-# The rest of a complete tag after its first letter: name, attributes, end.
-_TAG_REST = rb"[^" + _WS + rb"/>]*+" + _ATTRS + rb"[" + _WS + rb"/]*+>"
-
-
-def _boring(
-    names: list[bytes], end_names: tuple[bytes, ...] = (), every_start: bool = False
-) -> re.Pattern[bytes]:
-    """The data-state skipper for HTML content: stops only at start tags named in ``names``
-    (and end tags named in ``end_names``); with ``every_start`` at every start tag (ids are
-    collected: any element may have one)."""
-    uniq: list[bytes] = sorted(set(names), key=len, reverse=True)
-    alt = b"|".join([re.escape(n) for n in uniq])
-    not_named = rb"(?!(?i:" + alt + rb")[" + _WS + rb"/>])"
-    not_end = b""
-    if end_names:
-        ealt = b"|".join([re.escape(n) for n in end_names])
-        not_end = rb"(?!(?i:" + ealt + rb")[" + _WS + rb"/>])"
-    end_tag = rb"</(?:>|(?![A-Za-z])[^>]*+>|" + not_end + rb"[A-Za-z]" + _TAG_REST + rb")"
-    start_tag = rb"<" + not_named + rb"[A-Za-z]" + _TAG_REST
-    if every_start:
-        return compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>|" + end_tag + rb")*+")
-    return compile_pattern(
-        rb"(?:" + _COMMON + rb"|<!(?!--)[^>]*+>|" + end_tag + rb"|" + start_tag + rb")*+"
-    )
-
-
-# In foreign content every tag matters (the element stack), and CDATA sections exist.
-_BORING_FOREIGN = compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
-# While a <frameset> could take effect: only whitespace, comments and doctypes are skipped.
-# (A NUL is dropped by the tree builder wherever it is, and creates no body either.)
-_TRACK_SKIP = compile_pattern(
-    rb"(?:[\x00" + _WS + rb"]++|<!--(?>>|->|(?s:.*?)--!?>)|<\?[^>]*+>|<!(?!--|\[CDATA\[)[^>]*+>)*+"
-)
+# The objects whose methods the scanner calls (``_TAG.match(...)``) are bound here, not
+# imported by name: CPython 3.11 compiles a method call on an imported name as an attribute
+# load and a call of a bound method (no LOAD_METHOD), a few percent slower on these paths.
+_TAG = _states._TAG
+_ATTR = _states._ATTR
+_COMPLETE_ATTRS = _states._COMPLETE_ATTRS
+_COMMENT_END = _states._COMMENT_END
+_SKIP_WS = _states._SKIP_WS
+_SKIP_WS_SLASH = _states._SKIP_WS_SLASH
+_NAME_CHARS = _states._NAME_CHARS
+_ANAME_CHARS = _states._ANAME_CHARS
+_UNQ_CHARS = _states._UNQ_CHARS
+_SCRIPT_DATA = _states._SCRIPT_DATA
+_SCRIPT_ESC = _states._SCRIPT_ESC
+_SCRIPT_DESC = _states._SCRIPT_DESC
+_BORING_FOREIGN = _states._BORING_FOREIGN
+_TRACK_SKIP = _states._TRACK_SKIP
+_SWITCH = _states._SWITCH
 
 # Start tags the fast path of `_tag_match` leaves to `_start`.
 _SLOW_TAGS = frozenset((b"svg", b"math", b"form", b"template"))
 
-_Config = tuple[
-    dict[bytes, list[tuple[bytes, str]]], dict[bytes, frozenset[bytes]], dict[bytes, str], Any
-]
 _CONFIGS: dict[Any, _Config] = {}
-# The attribute kept on every start tag while ids are collected.
-_ID_ATTRS = frozenset((b"id",))
-
-
-def _link_config(spec: Mapping[str, tuple[str, ...]], ids: bool = False) -> _Config:
-    """Tables for one link set (built once per distinct set, shared by extractors); with
-    ``ids`` every kept attribute set also has ``id`` (and ``a`` has ``name``)."""
-    links: dict[bytes, list[tuple[bytes, str]]] = {}
-    want: dict[bytes, frozenset[bytes]] = {}
-    tagstr: dict[bytes, str] = {}
-    names: list[bytes] = [*_SWITCH_NAMES, b"template"]
-    for tag, attrs in spec.items():
-        if not (tag.isascii() and all(a.isascii() for a in attrs)) or not tag:
-            raise ValueError(f"link_set: tag and attribute names must be ASCII: {tag!r}")
-        if len(tag) > _MAX_NAME or any(not a or len(a) > _MAX_ANAME for a in attrs):
-            msg = f"link_set: names up to {_MAX_NAME} (tags) and {_MAX_ANAME} (attributes) bytes"
-            raise ValueError(f"{msg}: {tag!r}")
-        t = tag.lower().encode("ascii")
-        links[t] = [(a.lower().encode("ascii"), a.lower()) for a in attrs]
-        tagstr[t] = tag.lower()
-        names.append(t)
-    # The tree builder renames an <image> start tag in HTML content "img".
-    links.pop(b"image", None)
-    tagstr.pop(b"image", None)
-    if b"img" in links:
-        links[b"image"] = links[b"img"]
-        tagstr[b"image"] = tagstr[b"img"]
-        names.append(b"image")
-    for t in set(links) | set(_AUX):
-        want[t] = frozenset([a for a, _ in links.get(t, [])] + list(_AUX.get(t, ())))
-    names.extend(_AUX)
-    # <input type> decides whether an input clears the frameset-ok flag; inputs are read only
-    # while that flag matters (every tag is looked at then), so input is no stop tag here.
-    want[b"input"] = want.get(b"input", frozenset()) | {b"type"}
-    if ids:
-        want = {t: w | _ID_ATTRS for t, w in want.items()}
-        want[b"a"] = want.get(b"a", _ID_ATTRS) | {b"name"}
-    # A <form> inside an open form is no element: </form> matters when forms are links.
-    end_names = (b"form",) if b"form" in links else ()
-    return links, want, tagstr, _boring(names, end_names, ids)
-
-
-def link_set_key(link_set: str | Mapping[str, Any]) -> Any:
-    """A ``link_set`` argument checked and made hashable: a preset name, or the sorted
-    ``(tag, (attr, ...))`` pairs of a mapping (a lone str is one attribute name). Both
-    implementations key their per-set tables on it.
-
-    Raises:
-        ValueError: an unknown preset, or not a ``{tag: [attr, ...]}`` mapping.
-    """
-    if isinstance(link_set, str):
-        if link_set not in LINK_SETS:
-            raise ValueError(f"link_set: unknown preset {link_set!r} (links, resources)")
-        return link_set
-    try:
-        return tuple(
-            sorted(
-                (str(k), (v,) if isinstance(v, str) else tuple(str(a) for a in v))
-                for k, v in link_set.items()
-            )
-        )
-    except (AttributeError, TypeError) as e:
-        msg = f"link_set: expected a preset name or {{tag: [attr, ...]}}: {e}"
-        raise ValueError(msg) from e
-
-
-def dom_text(s: str) -> str:
-    """A decoded attribute value as the DOM holds it: newlines, NUL, character references.
-
-    Newlines are normalised in the input stream, before the tokenizer decodes character
-    references: a written CR or CRLF becomes LF, but "&#13;" stays U+000D."""
-    if "\r" in s:
-        s = s.replace("\r\n", "\n").replace("\r", "\n")
-    if "\x00" in s:
-        s = s.replace("\x00", "\ufffd")
-    if "&" in s:
-        s = unescape_attr(s)
-    return s
-
-
-class Iso2022JPDecoder:
-    """An incremental ISO-2022-JP decoder that never raises (both twins use it).
-
-    Python's ``iso2022_jp`` decoder keeps the bytes after an ESC that starts no escape
-    sequence it knows as "pending" and, a few bytes later, raises ``pending buffer overflow``
-    even with errors="replace". The standard's decoder never fails: an invalid escape is an
-    error (U+FFFD) and the bytes after the ESC are read again. So such an ESC becomes a byte
-    that decodes to U+FFFD (0x80) before Python's decoder sees it; an ESC in the last two
-    bytes of a chunk waits for the next one.
-    """
-
-    __slots__ = ("_dec", "_tail")
-    _VALID = frozenset({b"(B", b"(J", b"$@", b"$B"})
-
-    def __init__(self) -> None:
-        self._dec = codecs.getincrementaldecoder("iso2022_jp")("replace")
-        self._tail = b""
-
-    def decode(self, data: bytes, final: bool = False) -> str:
-        data = self._tail + data if self._tail else data
-        self._tail = b""
-        if not final:
-            j = data.rfind(b"\x1b", max(0, len(data) - 2))
-            if j >= 0:
-                data, self._tail = data[:j], data[j:]
-        i = data.find(b"\x1b")
-        if i >= 0:
-            buf = bytearray(data)
-            while i >= 0:
-                if data[i + 1 : i + 3] not in self._VALID:
-                    buf[i] = 0x80
-                i = data.find(b"\x1b", i + 1)
-            data = bytes(buf)
-        return self._dec.decode(data, final)
 
 
 class LinkExtractor:

@@ -16,7 +16,9 @@ Names are the standard's (lower case). Labels are exactly the standard's table: 
 does not list is no encoding and is ignored wherever it appears (Content-Type, ``<meta
 charset>``, ``<meta http-equiv>``), however many Python codecs know it (``hex``, ``rot13``,
 ``utf-7``, ...): decoding with those would fail or yield nonsense. `python_codec` maps each
-name to the Python codec whose decoder matches it best.
+name to the Python codec whose decoder matches it best; `Iso2022JPDecoder` decodes ISO-2022-JP
+where that codec would raise, and `MULTIBYTE_CODECS` names the codecs whose columns are counted
+by decoding (both extractors use them).
 """
 
 from __future__ import annotations
@@ -185,6 +187,47 @@ def python_codec(name: str) -> tuple[str, str]:
     if codec is None:
         return "cp1252", "crawler-whatwg"
     return codec, "crawler-whatwg" if name in _PASSTHROUGH else "replace"
+
+
+# Python codecs (`python_codec`) in which a code point may take more than one byte:
+# columns are counted by decoding (both twins), not by the byte count.
+MULTIBYTE_CODECS = frozenset({"utf-8", "gb18030", "big5hkscs", "euc_jp", "cp932", "cp949"})
+
+
+class Iso2022JPDecoder:
+    """An incremental ISO-2022-JP decoder that never raises (both twins use it).
+
+    Python's ``iso2022_jp`` decoder keeps the bytes after an ESC that starts no escape
+    sequence it knows as "pending" and, a few bytes later, raises ``pending buffer overflow``
+    even with errors="replace". The standard's decoder never fails: an invalid escape is an
+    error (U+FFFD) and the bytes after the ESC are read again. So such an ESC becomes a byte
+    that decodes to U+FFFD (0x80) before Python's decoder sees it; an ESC in the last two
+    bytes of a chunk waits for the next one.
+    """
+
+    __slots__ = ("_dec", "_tail")
+    _VALID = frozenset({b"(B", b"(J", b"$@", b"$B"})
+
+    def __init__(self) -> None:
+        self._dec = codecs.getincrementaldecoder("iso2022_jp")("replace")
+        self._tail = b""
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        data = self._tail + data if self._tail else data
+        self._tail = b""
+        if not final:
+            j = data.rfind(b"\x1b", max(0, len(data) - 2))
+            if j >= 0:
+                data, self._tail = data[:j], data[j:]
+        i = data.find(b"\x1b")
+        if i >= 0:
+            buf = bytearray(data)
+            while i >= 0:
+                if data[i + 1 : i + 3] not in self._VALID:
+                    buf[i] = 0x80
+                i = data.find(b"\x1b", i + 1)
+            data = bytes(buf)
+        return self._dec.decode(data, final)
 
 
 _UTF8_LEN = (2,) * 0x20 + (3,) * 0x10 + (4,) * 0x10  # sequence length by lead byte 0xC0..0xFF
