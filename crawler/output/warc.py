@@ -1,8 +1,8 @@
 """``--warc FILE``: every HTTP exchange of the crawl archived as WARC 1.1 records (.warc.gz).
 
 The fetcher's archive tap (crawler/http/archive.py) calls :meth:`WarcArchive.begin` once per
-exchange that got response headers (every redirect hop, every retried attempt, 404s and images too), then
-:meth:`WarcRecord.write` with the body bytes as received (Content-Encoding not decoded), then
+exchange that got response headers (every redirect hop, every retried attempt, 404s and images
+too), then :meth:`WarcRecord.write` with the body bytes as received (Content-Encoding not decoded), then
 :meth:`WarcRecord.end` once. The file holds:
 
 * a ``warcinfo`` record first (and again at the start of each resumed run): the software, the
