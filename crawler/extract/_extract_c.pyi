@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
-from crawler.urls._intake_c import Intake
+from crawler.extract._intake_base_c import IntakeBase
 
 from ._link import Link
 
@@ -34,7 +34,7 @@ class LinkExtractor:
         link_set: str | Mapping[str, Any] = "links",
         max_token: int = ...,
         collect_ids: bool = False,
-        intake: Intake | None = None,
+        intake: IntakeBase | None = None,
         record: bool = False,
     ) -> None: ...
     @property

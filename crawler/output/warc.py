@@ -2,8 +2,8 @@
 
 The fetcher's archive tap (crawler/http/archive.py) calls :meth:`WarcArchive.begin` once per
 exchange that got response headers (every redirect hop, every retried attempt, 404s and images
-too), then :meth:`WarcRecord.write` with the body bytes as received (Content-Encoding not decoded), then
-:meth:`WarcRecord.end` once. The file holds:
+too), then :meth:`WarcRecord.write` with the body bytes as received (Content-Encoding not
+decoded), then :meth:`WarcRecord.end` once. The file holds:
 
 * a ``warcinfo`` record first (and again at the start of each resumed run): the software, the
   format, and the crawl's settings from an explicit list of keys that carry no secret (no

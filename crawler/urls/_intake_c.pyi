@@ -4,11 +4,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crawler.extract import Link
+from crawler.extract._intake_base_c import IntakeBase
 
-class Intake:
+class Intake(IntakeBase):
     respect_nofollow: bool
-    all_links: bool
-    found: int
     repeated: int
     known: int
     def __init__(
