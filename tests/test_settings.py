@@ -45,6 +45,7 @@ def other_value(key: str) -> Any:
         "cookies": "cookies.txt",
         "save_cookies": "saved.txt",
         "auth_env": "CRAWL_AUTH",
+        "bearer_env": "CRAWL_TOKEN",
         "proxy": "http://127.0.0.1:3128",
         "warc": "crawl.warc.gz",
         "metrics_host": "0.0.0.0",
@@ -65,7 +66,7 @@ def test_every_key_is_crawl_defining_or_per_run_or_merged() -> None:
     assert set().union(*kinds) == set(KEYS)
     assert all(CRAWL_DEFINING.values()) and all(PER_RUN.values())  # each says why
     assert all(NOT_STORED.values())
-    assert {"auth", "origin_auth", "state", "name"} == set(NOT_STORED)
+    assert {"auth", "origin_auth", "origin_headers", "state", "name"} == set(NOT_STORED)
 
 
 def test_stored_is_json_with_a_format_and_reads_back_as_the_config() -> None:
@@ -121,7 +122,7 @@ def test_a_per_run_key_given_wins_and_one_not_given_is_the_stored_one(key: str) 
     expected = getattr(stored_config(stored), key)
     assert getattr(resume(stored, CrawlConfig(), given=set()), key) == expected
     given = CrawlConfig()  # the default, given explicitly (e.g. --concurrency 32)
-    if key == "auth_env":  # credentials, so that the run is not refused for lacking them
+    if key in ("auth_env", "bearer_env"):  # credentials, so that the run is not refused
         given = CrawlConfig(auth="u:p")
     assert getattr(resume(stored, given, given={key}), key) == getattr(given, key)
 

@@ -6,10 +6,11 @@ may pass (timeout, 403, 429, 5xx). Never crawls: no link of a probed page is fol
 reads the body only when a fragment must be looked up, and then only for its ids.
 
 Politeness is the crawl's: one aiohttp session made by ``crawler.http.session.make_session`` (the
-same per-host connection limit, timeouts, User-Agent), at most ``per_host`` requests at once
-per origin and ``delay`` seconds between two of them (the robots.txt Crawl-delay too, when the
-caller passes it), retries with the Fetcher's backoff for connection errors, timeouts, 429 and
-5xx, honouring ``Retry-After`` up to ``max_retry_after``.
+same per-host connection limit, timeouts, User-Agent, headers), the crawl's credentials for the
+origins they are for (decided per hop: ``Fetcher.credentials_for``), at most ``per_host``
+requests at once per origin and ``delay`` seconds between two of them (the robots.txt
+Crawl-delay too, when the caller passes it), retries with the Fetcher's backoff for connection
+errors, timeouts, 429 and 5xx, honouring ``Retry-After`` up to ``max_retry_after``.
 """
 
 from __future__ import annotations
@@ -244,7 +245,12 @@ class Prober:
     ) -> tuple[int, str | None, str | None, tuple[bool, frozenset[str] | None, bool] | None]:
         self.requests[method] += 1
         session = self.fetcher.session
-        async with session.request(method, URL(url, encoded=True), allow_redirects=False) as r:
+        # the session sends the headers every request gets; the credentials (Basic auth,
+        # credential headers) go only to the origins they are for, decided for this hop
+        headers = self.fetcher.credentials_for(url)
+        async with session.request(
+            method, URL(url, encoded=True), allow_redirects=False, headers=headers
+        ) as r:
             status = r.status
             location = location_header(r.headers.get("Location"))
             retry_after = r.headers.get("Retry-After")

@@ -193,6 +193,18 @@ def _options() -> dict[str, _Option]:
             "like --auth, read from environment variable VAR (keeps the secret off the command"
             " line)",
         ),
+        "origin_headers": (
+            ("--header-for",),
+            {"action": "append", "nargs": 2, "metavar": ("ORIGIN", "'NAME: VALUE'")},
+            "send this header to ORIGIN (scheme://host[:port]) only, whatever its name"
+            " (repeatable); never stored or printed",
+        ),
+        "bearer_env": (
+            ("--bearer-env",),
+            {"metavar": "VAR"},
+            "send 'Authorization: Bearer TOKEN', TOKEN read from environment variable VAR, to"
+            " the seeds' origins only",
+        ),
         "proxy": (
             ("--proxy",),
             {"metavar": "URL"},
@@ -293,6 +305,8 @@ def _show_default(key: str, value: object) -> str:
         text = "on" if value else "off"
     elif isinstance(value, tuple):
         text = " ".join(value) or "none"
+    elif isinstance(value, dict):
+        text = "none" if not value else "from the config file"
     else:
         text = str(value)
     return text.replace("%", "%%")
@@ -364,6 +378,11 @@ def config_from_args(args: argparse.Namespace) -> CrawlConfig:
 
     flags = _flags()
     overrides: dict[str, Any] = {k: v for k, v in vars(args).items() if k in flags}
+    if isinstance(overrides.get("origin_headers"), list):  # --header-for ORIGIN HEADER ...
+        per_origin: dict[str, list[str]] = {}
+        for origin, header in overrides["origin_headers"]:
+            per_origin.setdefault(origin, []).append(header)
+        overrides["origin_headers"] = per_origin
     if not overrides.get("seeds"):
         overrides.pop("seeds", None)
     try:
@@ -414,10 +433,13 @@ def check_fetch_options(config: CrawlConfig) -> str | None:
 
     Run before the crawl starts, so that a bad ``--cookies`` file is exit 2 before any output.
     """
-    if config.auth_env is not None and not os.environ.get(config.auth_env):
-        return f"--auth-env: the environment variable {config.auth_env} is not set (or empty)"
+    for option, name in (("--auth-env", config.auth_env), ("--bearer-env", config.bearer_env)):
+        if name is not None and not os.environ.get(name):
+            return f"{option}: the environment variable {name} is not set (or empty)"
     if not (
         config.headers
+        or config.origin_headers
+        or config.bearer_env
         or config.cookies
         or config.save_cookies
         or config.auth

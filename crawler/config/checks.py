@@ -52,6 +52,7 @@ _WHAT = {
     "state": "a directory or a redis:// URL",
     "auth": "'user:password'",
     "auth_env": "an environment variable name",
+    "bearer_env": "an environment variable name",
     "proxy": "a proxy URL",
     "name": "a crawl name",
 }
@@ -98,6 +99,13 @@ def check_together(cfg: CrawlConfig, source: str | None) -> None:
     if cfg.auth is not None and cfg.auth_env is not None:
         raise ConfigError(
             "cannot be given with auth (--auth): give one of them", key="auth_env", source=source
+        )
+    if cfg.bearer_env is not None and (cfg.auth is not None or cfg.auth_env is not None):
+        raise ConfigError(
+            "cannot be given with auth or auth_env (--auth, --auth-env): both are the seeds'"
+            " Authorization; give one of them",
+            key="bearer_env",
+            source=source,
         )
     if cfg.name is not None and not is_redis_url(cfg.state):
         raise ConfigError(
@@ -178,7 +186,7 @@ def proxy_problem(url: str) -> str | None:
 
 
 # Keys whose values are (or may hold) credentials: an error never shows the value.
-_SECRET_KEYS = frozenset({"auth", "origin_auth", "headers", "proxy"})
+_SECRET_KEYS = frozenset({"auth", "origin_auth", "origin_headers", "headers", "proxy"})
 
 
 def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
@@ -236,7 +244,7 @@ def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
             )
         if name == "auth" and ":" not in value:
             raise fail("must be 'user:password' (no colon found)")
-        if name == "auth_env" and not _ENV_RE.fullmatch(value):
+        if name in ("auth_env", "bearer_env") and not _ENV_RE.fullmatch(value):
             raise fail(f"must be an environment variable name; got {value!r}")
         if name == "proxy":
             reason = proxy_problem(value)
@@ -251,6 +259,8 @@ def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
                 return f"{scheme.lower()}:{rest}"
         return value
     if origin is dict:
+        if name == "origin_headers":
+            return _check_origin_headers(value, fail, got)
         if not isinstance(value, dict):
             raise fail(f"must be a table of strings; {got}")
         for k, v in value.items():
@@ -273,6 +283,28 @@ def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
             _check_item(name, i, item, fail)
         return items if (type(value) is not tuple) else value
     raise AssertionError(f"no check for {name}: {hint!r}")  # pragma: no cover
+
+
+def _check_origin_headers(value: Any, fail: Any, got: str) -> dict[str, tuple[str, ...]]:
+    """origin_headers: {origin: ["Name: value", ...]} (one string is a list of one); the
+    lists normalised to tuples. A reason names the origin and header name, never a value."""
+    if not isinstance(value, dict):
+        raise fail(f"must be a table of origin = [headers]; {got}")
+    out: dict[str, tuple[str, ...]] = {}
+    changed = False
+    for k, v in value.items():
+        if not isinstance(k, str) or _origin_problem(k):
+            raise fail(f"{k!r} {_origin_problem(k) if isinstance(k, str) else 'is not a string'}")
+        items = (v,) if isinstance(v, str) else v
+        if not isinstance(items, list | tuple) or not all(isinstance(h, str) for h in items):
+            raise fail(f"{k!r} must be a list of 'Name: value' strings; got {_type_name(v)}")
+        for i, header in enumerate(items):
+            reason = header_problem(header)
+            if reason:
+                raise fail(f"{k!r} item {i}: {reason}")
+        out[k] = tuple(items)
+        changed = changed or type(v) is not tuple
+    return out if changed else value
 
 
 def _check_item(name: str, i: int, item: str, fail: Any) -> None:

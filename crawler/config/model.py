@@ -79,6 +79,12 @@ class CrawlConfig:
     auth_env: str | None = None
     #: Basic credentials per origin: {"https://host:port": "user:password"} (config file only).
     origin_auth: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Headers for one origin each: {"https://host:port": ("Name: value", ...)}
+    #: (``--header-for``); sent to that origin only, whatever their names (may hold tokens).
+    origin_headers: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    #: The name of an environment variable holding a token, sent as ``Authorization: Bearer``
+    #: to the seeds' origins only (read at start; the name is stored, never the token).
+    bearer_env: str | None = None
     #: Proxy URL for every request; overrides HTTP_PROXY/HTTPS_PROXY/NO_PROXY (which are
     #: honoured when this is not given).
     proxy: str | None = field(default=None, repr=False)  # may hold a password
@@ -173,6 +179,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "auth",
         "auth_env",
         "origin_auth",
+        "origin_headers",
+        "bearer_env",
         "proxy",
     ),
     "extraction": ("link_set",),

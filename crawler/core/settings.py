@@ -19,11 +19,13 @@ state) are never stored.
 
 Credentials are never stored (``NOT_STORED``): not ``auth``, not the passwords of
 ``origin_auth``, not the value of a credential header (``Authorization: ...``, ``Cookie: ...``,
-``X-Api-Key: ...``: see ``secret_header``), not a password in the ``proxy`` URL. Instead the
-settings keep a marker (``credentials``): which origins had Basic auth and from which option,
+``X-Api-Key: ...``: see ``secret_header``), not ``origin_headers`` (``--header-for``), not a
+password in the ``proxy`` URL. Instead the settings keep a marker (``credentials``): which
+origins had Basic auth, a bearer token or ``--header-for`` headers and from which option,
 which credential headers were sent, whether the proxy had a password. A resumed run that does
 not give them again is refused with a message that says which, instead of a crawl that goes on
-unauthenticated. ``auth_env`` is a variable's NAME (not a secret): it is stored and read again.
+unauthenticated. ``auth_env`` and ``bearer_env`` are variables' NAMES (not secrets): they are
+stored and read again.
 
 With a shared state (``redis://``: many workers on one crawl) two more rules: ``per_host`` and
 ``delay`` are crawl-defining (the politeness every worker enforces together: ``SHARED_FIXED``),
@@ -118,6 +120,8 @@ PER_RUN: dict[str, str] = {
     "save_cookies": "where this run writes its cookie jar (stored as an absolute path)",
     "auth_env": "the NAME of the variable holding the credentials (not a secret): a resumed run"
     " reads the variable again, and is refused when it is not set",
+    "bearer_env": "the NAME of the variable holding the token (not a secret): a resumed run"
+    " reads the variable again, and is refused when it is not set",
     "proxy": "the network path of this run's machine (stored without a password: a proxy URL"
     " with one must be given again)",
     "warc": "where this run archives its responses (stored as an absolute path)",
@@ -132,6 +136,8 @@ NOT_STORED: dict[str, str] = {
     "name": "it addresses the state itself (the crawl's name in a Redis database)",
     "auth": "a secret: give it again on resume (a marker of the origins it was for is stored)",
     "origin_auth": "secrets: give them again on resume (the origins are stored as a marker)",
+    "origin_headers": "may hold secrets: give them again on resume (the origins are stored as a"
+    " marker)",
 }
 
 #: With a shared (redis://) state: per-run keys that are crawl-defining there, and why.
@@ -144,7 +150,7 @@ SHARED_FIXED: dict[str, str] = {
 #: them from the stored settings (another worker's output file or metrics port is not its own).
 LOCAL = frozenset(
     {"output", "warc", "cookies", "save_cookies", "metrics_port", "metrics_host", "proxy"}
-    | {"quiet", "state_sync", "auth_env"}
+    | {"quiet", "state_sync", "auth_env", "bearer_env"}
 )
 
 # Keys kept out of both: seeds are merged, the rest is never stored.
@@ -184,6 +190,10 @@ def _credentials(cfg: CrawlConfig) -> dict[str, list[str]]:
         marker["--auth-env"] = seeds
     if cfg.origin_auth:
         marker["origin_auth"] = sorted({origin_of(o) or o for o in cfg.origin_auth})
+    if cfg.bearer_env:
+        marker["--bearer-env"] = seeds
+    if cfg.origin_headers:
+        marker["--header-for"] = sorted({origin_of(o) or o for o in cfg.origin_headers})
     names = [h.partition(":")[0].strip() for h in cfg.headers if secret_header(h)]
     if names:
         marker["--header"] = sorted(set(names), key=str.lower)
@@ -323,7 +333,8 @@ def resume(
 
 class CredentialsError(ConfigError):
     """A resumed run lacks credentials the crawl was started with; the message names the
-    option (``--auth``, ``--auth-env``, ``origin_auth``, ``--header``, ``--proxy``) itself."""
+    option (``--auth``, ``--auth-env``, ``origin_auth``, ``--header``, ``--header-for``,
+    ``--bearer-env``, ``--proxy``) itself."""
 
     bare = True
 
@@ -352,6 +363,21 @@ def _check_credentials(marker: object, cfg: CrawlConfig) -> None:
                     key=option.lstrip("-").replace("-", "_"),
                 )
     now_headers = {n.lower() for n in have.get("--header", ())}
+    # the seeds' Authorization: --bearer-env, or now --auth or an Authorization header
+    bearer = {*have.get("--bearer-env", ()), *now_origins}
+    if "authorization" in now_headers:
+        bearer |= {o for o in map(origin_of, cfg.seeds) if o}
+    for option, key, now in (
+        ("--bearer-env", "bearer_env", bearer),
+        ("--header-for", "origin_headers", set(have.get("--header-for", ()))),
+    ):
+        for origin in marker.get(option, ()):
+            if origin not in now:
+                raise CredentialsError(
+                    f"this crawl was started with {option} for {origin}; give it again:"
+                    " credentials are not stored",
+                    key=key,
+                )
     for name in marker.get("--header", ()):
         if str(name).lower() not in now_headers:
             raise CredentialsError(

@@ -50,7 +50,7 @@ __all__ = ["AioRequest", "AioTransport"]
 log = logging.getLogger("crawler")
 
 #: What aiohttp's path sends: (the URL, its proxy or None, its own headers or None).
-AioRequest = tuple[URL, "Proxy | None", "dict[str, str] | None"]
+AioRequest = tuple[URL, "Proxy | None", "list[tuple[str, str]] | None"]
 
 
 class AioTransport:

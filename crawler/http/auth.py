@@ -24,7 +24,7 @@ from crawler.http.errors import OptionError
 if TYPE_CHECKING:
     from yarl import URL
 
-__all__ = ["REDACTED", "AuthMap", "origin_key", "redact_userinfo"]
+__all__ = ["REDACTED", "AuthMap", "Origin", "origin_key", "redact_userinfo"]
 
 REDACTED = "[redacted]"
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -135,6 +135,10 @@ class AuthMap:
     def origins(self) -> list[Origin]:
         """The origins that get credentials (for tests and messages; no secrets)."""
         return sorted(self._by_origin)
+
+    def items(self) -> list[tuple[Origin, str]]:
+        """(origin, its ``Authorization`` value) for every origin that gets one."""
+        return list(self._by_origin.items())
 
     def header_for(self, url: URL) -> str | None:
         """The ``Authorization`` value for a request to ``url``, or None (another origin)."""

@@ -104,6 +104,15 @@ class Fetcher:
         """Why ``save_cookies`` could not be written at :meth:`close` (None: it was, or none)."""
         return self._prep.cookies_error
 
+    def credentials_for(self, url: str) -> list[tuple[str, str]] | None:
+        """The headers only the origin of ``url`` gets (credential headers, Basic auth), or
+        None: for a request sent on :attr:`session` directly (the checker's probes), per hop."""
+        return self._prep.credentials_for(url)
+
+    def redact(self, text: str) -> str:
+        """``text`` without the crawl's credentials."""
+        return self._prep.creds.redact(text)
+
     @property
     def plain_http(self) -> bool:
         """Whether plain ``http://`` GETs go through :mod:`crawler.http.plain` now."""
@@ -180,7 +189,7 @@ class Fetcher:
     def _finish(self, res: Response, start: float) -> Response:
         res.elapsed_ms = (time.monotonic() - start) * 1000.0
         if res.error_detail is not None:
-            res.error_detail = self._prep.auth.redact(res.error_detail)
+            res.error_detail = self._prep.creds.redact(res.error_detail)
         observer = self.observer
         if observer is not None:
             try:

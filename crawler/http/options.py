@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from crawler.config import CrawlConfig, header_problem
-from crawler.http.auth import AuthMap
+from crawler.config import CrawlConfig, secret_header
+from crawler.http.credentials import Header, OriginHeaders, parse_headers
 from crawler.http.decode import accept_encoding
-from crawler.http.errors import OptionError
 from crawler.http.proxy import ProxyChooser
 
 if TYPE_CHECKING:
@@ -31,6 +30,7 @@ __all__ = [
     "KEEPALIVE_TIMEOUT",
     "check_options",
     "cookies_module",
+    "head_lines",
     "header_list",
     "idle_cap",
     "initial_cookies",
@@ -54,24 +54,17 @@ def idle_cap(config: CrawlConfig) -> int:
     return max(IDLE_MIN, IDLE_PER_REQUEST * max(1, config.concurrency))
 
 
-def parse_headers(headers: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
-    """("Name", "value") pairs of ``--header`` values; OptionError naming the bad one."""
-    out: list[tuple[str, str]] = []
-    for header in headers:
-        reason = header_problem(header)
-        if reason:
-            raise OptionError("--header", reason)
-        name, _, value = header.partition(":")
-        out.append((name, value.strip(" \t")))
-    return out
+def header_list(config: CrawlConfig) -> list[Header]:
+    """The headers every request sends, in order: ours, then the user's (a user's name
+    replaces ours, case-insensitively; a name the user gives twice is sent twice).
 
-
-def header_list(config: CrawlConfig) -> list[tuple[str, str]]:
-    """The crawl's default request headers in order: ours, then the user's (a user's name
-    replaces ours, case-insensitively; a name the user gives twice is sent twice)."""
+    Not the credential headers (``secret_header``): those go to the seeds' origins only,
+    added per request (:mod:`crawler.http.credentials`)."""
     headers = [("User-Agent", config.user_agent), ("Accept", ACCEPT)]
     replaced: set[str] = set()
     for name, value in parse_headers(config.headers):
+        if secret_header(name):
+            continue
         key = name.lower()
         if key not in replaced:
             headers = [(n, v) for n, v in headers if n.lower() != key]
@@ -91,8 +84,13 @@ def request_head_base(user_accept_encoding: bool, config: CrawlConfig) -> bytes:
     """The header lines every plain request sends (after ``Host``): the session's headers and,
     unless the user gave one, the Accept-Encoding of what :mod:`crawler.http.decode` decodes
     (aiohttp's own choice, less the codings it could not decode either)."""
-    lines = [f"{name}: {value}\r\n" for name, value in header_list(config)]
-    if not user_accept_encoding:
+    return head_lines(header_list(config), user_accept_encoding)
+
+
+def head_lines(headers: list[Header], user_accept_encoding: bool) -> bytes:
+    """``headers`` as request head lines, and our Accept-Encoding unless a header gives one."""
+    lines = [f"{name}: {value}\r\n" for name, value in headers]
+    if not user_accept_encoding and not any(n.lower() == "accept-encoding" for n, _ in headers):
         lines.append(f"Accept-Encoding: {accept_encoding()}\r\n")
     return "".join(lines).encode("utf-8")
 
@@ -123,12 +121,13 @@ def check_options(config: CrawlConfig) -> None:
     """OptionError now for a fetch option that cannot work (the CLI's exit 2, before crawling).
 
     The headers, the cookies file (read and parsed), the directory of ``save_cookies``, the
-    credentials (``auth_env`` must be set), ``origin_auth``'s origins, the proxy (``--proxy``
-    or the environment's). Messages name the option and the reason, never a secret.
+    credentials (``auth_env`` and ``bearer_env`` must be set), the origins of ``origin_auth``
+    and ``origin_headers``, the proxy (``--proxy`` or the environment's). Messages name the
+    option and the reason, never a secret.
     """
     parse_headers(config.headers)
     initial_cookies(config)
     if config.save_cookies:
         cookies_module().check_save_path(config.save_cookies)
-    AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
+    OriginHeaders(config)
     ProxyChooser(config.proxy)

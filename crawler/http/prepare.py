@@ -2,14 +2,17 @@
 needs to send it.
 
 :meth:`Preparer.prepare` consults, once per request (so per redirect hop), everything the
-config adds to it: the extra ``headers``; Basic ``Authorization`` only for the origins it was
-given for (:mod:`crawler.http.auth`); the proxy (:mod:`crawler.http.proxy`); the cookie jar
-(a jar in use, a caller's session, a proxy or a WARC archive send the request through aiohttp,
-:mod:`crawler.http.aio`; a plain ``http://`` GET otherwise goes through our own keep-alive
-pool, :mod:`crawler.http.plain`). It returns the transport and the request as that transport
-takes it: for the plain path the host, the port and the whole request head; for aiohttp's the
-URL, its proxy and its own headers. The fetcher (:mod:`crawler.http.client`) hands the one to
-the other, and nothing below calls back into the fetcher.
+config adds to it: the extra ``headers``; the credentials (Basic ``Authorization``, credential
+headers, ``--header-for``, ``--bearer-env``) only for the origins they are for
+(:mod:`crawler.http.credentials`: a dict lookup by the request's origin); the proxy
+(:mod:`crawler.http.proxy`); the cookie jar (a jar in use, a caller's session, a proxy or a
+WARC archive send the request through aiohttp, :mod:`crawler.http.aio`; a plain ``http://``
+GET otherwise goes through our own keep-alive pool, :mod:`crawler.http.plain`). It returns the
+transport and the request as that transport takes it: for the plain path the host, the port
+and the whole request head (the shared one, or its origin's own when that origin gets
+credentials); for aiohttp's the URL, its proxy and its own headers. The fetcher
+(:mod:`crawler.http.client`) hands the one to the other, and nothing below calls back into the
+fetcher.
 
 The first ``Set-Cookie`` on the plain path ends it: the cookie goes to aiohttp's jar
 (:meth:`Preparer.take_cookies`), and every later request is prepared for aiohttp. aiohttp,
@@ -23,12 +26,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.config import CrawlConfig
-from crawler.http.auth import AuthMap
+from crawler.http.credentials import Header, OriginHeaders, merge_headers
 from crawler.http.decode import accept_encoding
 from crawler.http.errors import OptionError
 from crawler.http.http1 import split_http_url
 from crawler.http.options import (
     cookies_module,
+    head_lines,
+    header_list,
     initial_cookies,
     parse_headers,
     request_head_base,
@@ -100,10 +105,12 @@ class Preparer:
         self._cookies = initial_cookies(config)
         if config.save_cookies:
             cookies_module().check_save_path(config.save_cookies)
-        self.auth = AuthMap(config.seeds, config.auth, config.auth_env, config.origin_auth)
+        #: The headers only some origins get (credentials), and their redaction.
+        self.creds = OriginHeaders(config)
+        self.auth = self.creds.auth
         self._proxies = ProxyChooser(config.proxy)
         # per request, only what applies (both are fixed for the crawl)
-        self._auth_on = bool(self.auth)
+        self._auth_on = bool(self.creds)
         self._proxies_on = bool(self._proxies)
         #: Whether plain ``http://`` GETs go through the plain path now (until a cookie comes).
         self.plain_on = (
@@ -116,6 +123,15 @@ class Preparer:
             and not config.save_cookies
         )
         self._head_base = request_head_base(self._user_accept_encoding, config)
+        # The plain path's whole head per http origin that gets headers of its own: one dict
+        # lookup a request, by (host, port) as the URL is split, no URL parsing.
+        self._plain_heads: dict[tuple[str, int], bytes] = {}
+        if self._auth_on:
+            common = header_list(config)
+            for (scheme, host, port), pairs in self.creds.items():
+                if scheme == "http":
+                    merged = merge_headers(common, list(pairs))
+                    self._plain_heads[host, port] = head_lines(merged, self._user_accept_encoding)
         self.plain = PlainTransport(config, self.take_cookies)
         self._session = session
         self._aio: AioTransport | None = None
@@ -149,8 +165,9 @@ class Preparer:
                         b" HTTP/1.1\r\nHost: ",
                         authority.encode("ascii"),
                         b"\r\n",
-                        self._head_base,
-                        self._plain_extra(url) if self._auth_on else b"",
+                        self._plain_heads.get((host.lower(), port), self._head_base)
+                        if self._auth_on
+                        else self._head_base,
                         b"\r\n",
                     )
                 )
@@ -158,12 +175,13 @@ class Preparer:
         request = self._aio_request(url)  # (a URL yarl cannot take: aiohttp not imported)
         return self.aio, request
 
-    def _plain_extra(self, url: str) -> bytes:
-        """The request's own header lines on the plain path: credentials for its origin."""
-        authorization = self.auth.header_for(_yarl_url(url))
-        if authorization is None:
-            return b""
-        return b"Authorization: " + authorization.encode("utf-8") + b"\r\n"
+    def credentials_for(self, url: str) -> list[Header] | None:
+        """The headers only the origin of ``url`` gets (credentials), for a request made
+        outside :meth:`prepare` on aiohttp's session (the checker's HEAD probes)."""
+        if not self._auth_on:
+            return None
+        pairs = self.creds.for_url(_yarl_url(url))
+        return None if pairs is None else list(pairs)
 
     def _aio_request(self, url: str) -> AioRequest:
         """The URL to send, its proxy and its own headers (credentials for its origin only)."""
@@ -172,19 +190,19 @@ class Preparer:
         if "@" in url and (target.raw_user is not None or target.raw_password is not None):
             target = target.with_user(None)  # never sent: credentials are --auth's
         proxy = self._proxies.for_url(target) if self._proxies_on else None
-        extra: dict[str, str] | None = None
+        extra: list[Header] | None = None
         if self._auth_on:
-            authorization = self.auth.header_for(target)
-            if authorization is not None:
-                extra = {"Authorization": authorization}
+            pairs = self.creds.for_url(target)
+            if pairs is not None:
+                extra = list(pairs)
         if proxy is not None and proxy.authorization is not None and target.scheme == "http":
             # A plain-http request goes TO the proxy: its credentials ride on it (aiohttp
             # puts ``proxy_headers`` only on a CONNECT, the https case, in crawler.http.aio).
-            extra = dict(extra or {})
-            extra["Proxy-Authorization"] = proxy.authorization
+            extra = [*(extra or ()), ("Proxy-Authorization", proxy.authorization)]
         if self.archive is not None and not self._user_accept_encoding:
-            extra = dict(extra or {})
-            extra["Accept-Encoding"] = accept_encoding()  # what crawler.http.decode decodes
+            if extra is None or not any(n.lower() == "accept-encoding" for n, _ in extra):
+                # what crawler.http.decode decodes
+                extra = [*(extra or ()), ("Accept-Encoding", accept_encoding())]
         return target, proxy, extra
 
     def take_cookies(self, values: list[str], url: str) -> None:
