@@ -63,6 +63,9 @@ class CheckOptions:
 
     Attributes:
         external: check out-of-scope links (HEAD/GET, never crawled).
+        allow_link_local: connect to link-local addresses (169.254/16, the cloud metadata
+            services' home; fe80::/10). Off: the check refuses them whatever the config's
+            ``exclude_link_local`` says (a page must not turn the checker on its network).
         ignore_fragments: do not check ``#fragment`` targets.
         cache: a JSON file of external results kept between runs (None: no cache).
         cache_max_age: seconds a cached result is used.
@@ -70,6 +73,7 @@ class CheckOptions:
     """
 
     external: bool = True
+    allow_link_local: bool = False
     ignore_fragments: bool = False
     cache: str | None = None
     cache_max_age: float = 86400.0
@@ -101,8 +105,12 @@ class Checker(Findings):
         *,
         given: set[str] | None = None,
     ) -> None:
-        cfg = config.validated()
         options = options or CheckOptions()
+        # link-local: the check's own default (refused), decided by allow_link_local alone;
+        # named as given, so that a resumed --state takes this run's value
+        cfg = config.validated().replace(exclude_link_local=not options.allow_link_local)
+        if given is not None:
+            given = given | {"exclude_link_local"}
         super().__init__(cfg, check_fragments=not options.ignore_fragments)
         self._given = given
         self.options = options
@@ -181,6 +189,11 @@ class Checker(Findings):
             return Verdict(url, error="excluded", detail=f"URL of {len(url)} characters"), False
         return None, False
 
+    def _hop_excluded(self, url: str) -> bool:
+        """A redirect hop the rules exclude (``--include``/``--exclude``, the URL length): as
+        for a URL as linked, it is not requested."""
+        return self._scope_verdict(url)[0] is not None
+
     @property
     def _follow(self) -> Callable[[str], bool] | None:
         """With ``external`` off, redirects off the site are not followed."""
@@ -236,7 +249,9 @@ class Checker(Findings):
                 prober.set_delay(origin, min(rules.crawl_delay, _MAX_CRAWL_DELAY))
             if not await rules.allowed_async(url):
                 return Verdict(url, error="robots_disallowed", detail="robots.txt disallows it")
-        verdict = await prober.probe(url, need_ids=need_ids, follow=self._follow)
+        verdict = await prober.probe(
+            url, need_ids=need_ids, follow=self._follow, excluded=self._hop_excluded
+        )
         verdict.external = external
         if verdict.ids is not None and verdict.final_url:
             self._ids[verdict.final_url] = id_hashes(verdict.ids)
@@ -263,7 +278,11 @@ class Checker(Findings):
         async def again(url: str, old: Verdict) -> None:
             async with sem:
                 verdict = await prober.probe(
-                    url, need_ids=url in self._frag_bases, follow=self._follow, once=True
+                    url,
+                    need_ids=url in self._frag_bases,
+                    follow=self._follow,
+                    once=True,
+                    excluded=self._hop_excluded,
                 )
             self.stats.rechecked += 1
             verdict.external = self.hosts.scope_origin(url) is None

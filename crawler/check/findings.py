@@ -31,9 +31,9 @@ __all__ = ["RECHECK_KINDS", "Findings", "id_hashes", "recheckable"]
 
 #: Failures that may pass a second time (bot blocking, rate limits, a busy server).
 RECHECK_KINDS = frozenset({"timeout", "http_403", "http_429"})
-_WARNING_VERDICTS = frozenset({"robots_disallowed", "excluded"})
+_WARNING_VERDICTS = frozenset({"robots_disallowed", "excluded", "blocked_address"})
 _WARNING_KINDS = frozenset(
-    {"redirect_permanent", "robots_disallowed", "excluded", "scheme_unchecked"}
+    {"redirect_permanent", "robots_disallowed", "excluded", "blocked_address", "scheme_unchecked"}
 )
 # Target kinds
 _HTTP, _INVALID, _SCHEME = 0, 1, 2

@@ -19,6 +19,7 @@ BROKEN_KINDS = (
     "connect",
     "dns",
     "tls",
+    "protocol",  # the answer is not HTTP (a service of another protocol), or malformed HTTP
     "too_many_redirects",
     "redirect_loop",
     "invalid_url",
@@ -29,6 +30,7 @@ WARNING_KINDS = (
     "redirect_permanent",  # 301/308: link ``final_url`` instead
     "robots_disallowed",  # not checked: robots.txt forbids it
     "excluded",  # not checked: scope or --include/--exclude rules
+    "blocked_address",  # not checked: the address is excluded (--exclude-private ...)
     "scheme_unchecked",  # mailto:, tel:, ftp: ... not checked
 )
 

@@ -69,9 +69,11 @@ def error_kind(kind: str | None, detail: str | None) -> str | None:
     """A fetch error kind (``crawler.http.client``/engine) as a checker kind, None if not broken.
 
     The checker's kinds are the issue's list (model.BROKEN_KINDS); the crawl's finer ones
-    map onto them: a reset or a malformed response is a connection failure, a TLS failure is
-    told apart by its exception. A body over the size cap, or a fault of our own (``extract``,
-    ``internal``, ``sink``), is not the link's fault: not broken.
+    map onto them: a reset is a connection failure, an answer that is not HTTP (or malformed
+    HTTP) is ``protocol``, a TLS failure is told apart by its exception. ``blocked_address``
+    (the address rules refused the connection) is a warning: not checked. A body over the
+    size cap, or a fault of our own (``extract``, ``internal``, ``sink``), is not the link's
+    fault: not broken.
     """
     if kind is None or kind in ("too_large", "extract", "internal", "sink"):
         return None
@@ -81,7 +83,7 @@ def error_kind(kind: str | None, detail: str | None) -> str | None:
         text = detail or ""
         if "SSL" in text or "Certificate" in text or "certificate" in text:
             return "tls"
-        return "connect"
+        return "protocol" if kind == "protocol" else "connect"
     return kind
 
 
@@ -132,11 +134,14 @@ class Prober:
         need_ids: bool = False,
         follow: Callable[[str], bool] | None = None,
         once: bool = False,
+        excluded: Callable[[str], bool] | None = None,
     ) -> Verdict:
         """Check ``url``: follow its redirects; HEAD, or GET when ``need_ids`` (or HEAD failed).
 
         ``follow(target)`` False: a redirect to ``target`` is not followed (``--no-external``
         and a redirect off the site): the verdict ends there, not broken.
+        ``excluded(target)`` True: ``--include``/``--exclude`` rule the hop out; it is not
+        requested and the verdict is the warning ``excluded`` (every hop, not only the first).
         ``once``: the second look at a failure: one GET a hop, no retries (it is the retry),
         except that a 429/503 with a Retry-After is waited out (up to ``max_retry_after``)
         and asked once more.
@@ -176,6 +181,11 @@ class Prober:
                 return verdict
             verdict.redirects.append(target)
             chain.add(target)
+            if excluded is not None and excluded(target):
+                verdict.final_url = target
+                verdict.error = "excluded"
+                verdict.detail = "redirects to a URL --include/--exclude rule out: not requested"
+                return verdict
             if follow is not None and not follow(target):
                 verdict.final_url = target
                 return verdict
@@ -195,6 +205,8 @@ class Prober:
             head_failed = kind is not None or (status is not None and status >= 400)
             if not head_failed:
                 return status, location, None, "", None
+            if kind == "blocked_address":  # no connection was opened; a GET would not be
+                return status, location, kind, detail, None
             # 405/501 (no HEAD here) or any other failure: GET decides; after a timeout
             # (retried already) once, so that a URL that hangs does not cost twice the waits.
             if kind == "timeout":

@@ -27,13 +27,14 @@ __all__ = [
 ]
 
 #: Warnings about links that were not checked at all (the others were checked and passed).
-NOT_CHECKED = frozenset({"robots_disallowed", "excluded", "scheme_unchecked"})
+NOT_CHECKED = frozenset({"robots_disallowed", "excluded", "blocked_address", "scheme_unchecked"})
 
 _KIND_TITLES = {
     "timeout": "Timeout",
     "connect": "Connection failed",
     "dns": "Host name not resolved",
     "tls": "TLS error",
+    "protocol": "Not an HTTP answer",
     "too_many_redirects": "Too many redirects",
     "redirect_loop": "Redirect loop",
     "invalid_url": "Invalid URL",
@@ -41,6 +42,7 @@ _KIND_TITLES = {
     "redirect_permanent": "Permanent redirect",
     "robots_disallowed": "Not checked: robots.txt disallows it",
     "excluded": "Not checked: excluded by scope or --include/--exclude",
+    "blocked_address": "Not checked: address excluded",
     "scheme_unchecked": "Not checked: scheme",
 }
 _KIND_SENTENCES = {
@@ -48,6 +50,7 @@ _KIND_SENTENCES = {
     "connect": "The connection to the server failed (refused, reset or closed).",
     "dns": "The host name does not resolve.",
     "tls": "The TLS handshake failed (certificate or protocol).",
+    "protocol": "The server's answer is not HTTP (another service on that port) or is malformed.",
     "too_many_redirects": "The redirect chain is longer than the limit.",
     "redirect_loop": "The redirects lead back to a URL already in the chain.",
     "invalid_url": "The attribute value does not resolve to a URL.",
@@ -55,6 +58,8 @@ _KIND_SENTENCES = {
     "redirect_permanent": "The URL redirects permanently (301/308): link the final URL instead.",
     "robots_disallowed": "robots.txt forbids fetching the URL, so it was not checked.",
     "excluded": "Scope or --include/--exclude rules exclude the URL, so it was not checked.",
+    "blocked_address": "The host's address is of a class the run excludes (private, link-local"
+    " or loopback), so no connection was opened.",
     "scheme_unchecked": "Links of this scheme (mailto:, tel:, ...) are not checked.",
 }
 # Kinds whose title says everything the checker's detail would.

@@ -64,6 +64,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="do not check out-of-scope links (default: HEAD/GET each once)",
     )
     group.add_argument(
+        "--allow-link-local",
+        action="store_true",
+        help="connect to link-local addresses (169.254/16: cloud metadata; fe80::/10), which"
+        " crawler check refuses by default, also with --exclude-link-local or -E",
+    )
+    group.add_argument(
         "--ignore-fragments",
         action="store_true",
         help="do not check #fragment targets (default: check them)",
@@ -201,6 +207,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             config,
             {
                 "external": args.check_external,
+                "allow_link_local": args.allow_link_local,
                 "ignore_fragments": args.ignore_fragments,
                 "cache": args.cache,
                 "cache_max_age": args.cache_max_age,

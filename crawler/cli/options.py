@@ -211,6 +211,23 @@ def _options() -> dict[str, _Option]:
             "send every request through this http://HOST:PORT proxy (overrides HTTP_PROXY,"
             " HTTPS_PROXY and NO_PROXY, which are honoured without it)",
         ),
+        "exclude_private": (
+            ("--exclude-private",),
+            {"action": _BOOL},
+            "never connect to a private address (10/8, 172.16/12, 192.168/16, 100.64/10,"
+            " fc00::/7), checked on the resolved address; the seeds' host:port are allowed",
+        ),
+        "exclude_link_local": (
+            ("--exclude-link-local",),
+            {"action": _BOOL},
+            "never connect to a link-local address (169.254/16: cloud metadata; fe80::/10);"
+            " crawler check refuses them unless --allow-link-local",
+        ),
+        "exclude_loopback": (
+            ("--exclude-loopback",),
+            {"action": _BOOL},
+            "never connect to a loopback address (127/8, ::1, 0.0.0.0, ::)",
+        ),
         "link_set": (
             ("--link-set",),
             {"choices": ("links", "resources")},
@@ -347,6 +364,15 @@ def add_crawl_options(
                 help=f"{text} (default: {_show_default(key, defs[key])})",
                 **kwargs,
             )
+            if key == "exclude_loopback":
+                arg_group.add_argument(
+                    "--exclude-all-private",
+                    "-E",
+                    action=_ExcludeAll,
+                    nargs=0,
+                    default=argparse.SUPPRESS,
+                    help="same as --exclude-private --exclude-link-local --exclude-loopback",
+                )
             if key == "link_set":
                 arg_group.add_argument(
                     "--resources",
@@ -356,6 +382,14 @@ def add_crawl_options(
                     default=argparse.SUPPRESS,
                     help="same as --link-set resources",
                 )
+
+
+class _ExcludeAll(argparse.Action):
+    """``-E``: the three address exclusions at once (lychee's ``--exclude-all-private``)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        for key in ("exclude_private", "exclude_link_local", "exclude_loopback"):
+            setattr(namespace, key, True)
 
 
 def err(message: str) -> None:

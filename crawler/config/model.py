@@ -89,6 +89,16 @@ class CrawlConfig:
     #: honoured when this is not given).
     proxy: str | None = field(default=None, repr=False)  # may hold a password
 
+    # -- addresses (crawler.http.guard: on the resolved address, at connect time; the seeds'
+    #    host:port always allowed) --
+    #: Refuse connections to private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7).
+    exclude_private: bool = False
+    #: Refuse connections to link-local addresses (169.254/16: cloud metadata; fe80::/10).
+    #: ``crawler check`` refuses them whatever this says, unless ``--allow-link-local``.
+    exclude_link_local: bool = False
+    #: Refuse connections to loopback addresses (127/8, ::1, 0.0.0.0, ::).
+    exclude_loopback: bool = False
+
     # -- extraction --
     link_set: LinkSet = "links"
 
@@ -183,6 +193,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "bearer_env",
         "proxy",
     ),
+    "addresses": ("exclude_private", "exclude_link_local", "exclude_loopback"),
     "extraction": ("link_set",),
     "output": ("format", "output", "all_links", "quiet", "warc"),
     "backend": ("state", "state_sync", "name", "lease_timeout"),

@@ -125,6 +125,10 @@ PER_RUN: dict[str, str] = {
     "proxy": "the network path of this run's machine (stored without a password: a proxy URL"
     " with one must be given again)",
     "warc": "where this run archives its responses (stored as an absolute path)",
+    "exclude_private": "which addresses this run may connect to (a URL refused is done, as a"
+    " failed fetch)",
+    "exclude_link_local": "which addresses this run may connect to",
+    "exclude_loopback": "which addresses this run may connect to",
     "lease_timeout": "how long this worker's leases last",
     "metrics_port": "what this run serves",
     "metrics_host": "what this run serves",

@@ -29,6 +29,7 @@ from crawler.config import CrawlConfig
 from crawler.http.archive import archive_only, begin_record, end_record, read_decoded
 from crawler.http.auth import redact_userinfo
 from crawler.http.errors import OptionError, RetryStatus, classify_error
+from crawler.http.guard import AddressGuard
 from crawler.http.options import cookies_module
 from crawler.http.response import (
     MEDIA_TYPES,
@@ -77,6 +78,9 @@ class AioTransport:
         self.archive = archive
         #: Why ``save_cookies`` could not be written at :meth:`close` (None: it was, or none).
         self.cookies_error: OptionError | None = None
+        # Through a proxy the proxy connects: the URL's host as written is all we can check
+        # (direct connections are checked on their addresses by the session's connector).
+        self._guard = AddressGuard.from_config(config)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -153,6 +157,8 @@ class AioTransport:
         if extra is not None:
             kwargs["headers"] = extra
         if proxy is not None:
+            if self._guard is not None:
+                self._guard.check_literal(target.raw_host or "", target.port or 0)
             kwargs["proxy"] = proxy.url
             if proxy.authorization is not None and target.scheme == "https":
                 kwargs["proxy_headers"] = {"Proxy-Authorization": proxy.authorization}

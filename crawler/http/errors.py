@@ -19,6 +19,7 @@ import socket
 import sys
 
 __all__ = [
+    "NOT_HTTP",
     "RETRY_KINDS",
     "ArchiveFailed",
     "DecodeError",
@@ -27,6 +28,11 @@ __all__ = [
     "RetryStatus",
     "classify_error",
 ]
+
+#: The detail of an answer that is not HTTP (an SSH or SMTP banner on the port ...), kind
+#: ``protocol``: the peer's bytes are never repeated (a report must not become a port scanner
+#: that prints the banners of internal services).
+NOT_HTTP = "NotHttpError: the answer is not HTTP (what the server sent is not shown)"
 
 # Kinds worth another try: the next attempt may well succeed.
 RETRY_KINDS = frozenset({"connect", "timeout", "disconnected", "proxy"})
@@ -99,7 +105,8 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
             return "dns", detail
         return "connect", detail
     if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "disconnected", detail
+        # its message may be the half-parsed response (status line, raw headers): not shown
+        return "disconnected", "ServerDisconnectedError: Server disconnected"
     if isinstance(exc, aiohttp.ClientPayloadError):
         text = str(exc).lower()
         cause = exc.__cause__
@@ -117,7 +124,7 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
             return "disconnected", detail
         return "protocol", detail
     if isinstance(exc, aiohttp.ClientResponseError):
-        return "protocol", detail
+        return "protocol", _parse_fault(exc, aiohttp, detail)
     if isinstance(exc, (aiohttp.ClientOSError, ConnectionError, OSError)):
         return "disconnected", detail
     if isinstance(exc, aiohttp.ClientConnectionError):
@@ -125,3 +132,22 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, (aiohttp.InvalidURL, ValueError, UnicodeError, aiohttp.ClientError)):
         return "protocol", detail
     return "protocol", detail
+
+
+def _parse_fault(exc: BaseException, aiohttp: object, detail: str) -> str:
+    """The detail of aiohttp's parser failing on the answer, without the bytes it quotes.
+
+    aiohttp wraps the parser's fault (``BadStatusLine``, ``InvalidHeader`` ...: their messages
+    quote the bytes) in an HttpProcessingError, itself the cause of the ClientResponseError.
+    """
+    faults = getattr(aiohttp, "http_exceptions", None)
+    processing = getattr(faults, "HttpProcessingError", None)
+    cause = exc.__cause__
+    if processing is None or not isinstance(cause, processing):
+        return detail  # not the parser's: no peer bytes in it
+    inner = cause.__cause__
+    if isinstance(inner, processing):
+        cause = inner
+    if isinstance(cause, getattr(faults, "BadStatusLine", ())):
+        return NOT_HTTP
+    return f"{type(cause).__name__}: malformed HTTP response (what the server sent is not shown)"

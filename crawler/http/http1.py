@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import httptools
 
-from crawler.http.errors import HttpError
+from crawler.http.errors import NOT_HTTP, HttpError
 
 if TYPE_CHECKING:
     from crawler.http.pool import Pool
@@ -213,7 +213,10 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserCallbackError:
             self._fail(self._exc or HttpError("protocol", "BadHttpMessage: bad response"))
         except httptools.HttpParserError as exc:
-            self._fail(HttpError("protocol", f"BadHttpMessage: 400, message: {exc}"))
+            if not self.reason and not self.headers:  # not even a status line: not HTTP
+                self._fail(HttpError("protocol", NOT_HTTP))
+            else:
+                self._fail(HttpError("protocol", f"BadHttpMessage: 400, message: {exc}"))
         if not self.head_done and not self.closed:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD:

@@ -18,6 +18,7 @@ from crawler.config import CrawlConfig
 from crawler.http import options
 from crawler.http.decode import decoder_for, deliver
 from crawler.http.errors import RetryStatus, classify_error
+from crawler.http.guard import AddressGuard
 from crawler.http.http1 import Connection, content_type_of
 from crawler.http.pool import Pool
 from crawler.http.response import (
@@ -62,6 +63,7 @@ class PlainTransport:
             keepalive=options.KEEPALIVE_TIMEOUT,  # read now: benchmarks/wide_crawl.py sets it
             connect_timeout=cfg.connect_timeout,
             read_timeout=cfg.read_timeout,
+            guard=AddressGuard.from_config(cfg),
         )
         return self.pool
 

@@ -5,7 +5,8 @@ A connection goes back to its origin's idle list only when its response was read
 and both sides keep it alive; at most ``max_idle`` idle connections are kept overall (the least
 recently used origin's oldest closed first), each for at most ``keepalive`` seconds. At most
 ``limit`` exchanges run at once, at most ``per_host`` to one origin, as aiohttp's connector
-limits them on the other path.
+limits them on the other path. A new connection is opened only to the resolved addresses the
+crawl's address rules allow (:mod:`crawler.http.guard`): checked once per connection.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from crawler.http.errors import HttpError
+from crawler.http.guard import AddressGuard
 from crawler.http.http1 import Connection
 
 __all__ = ["DNS_TTL", "Pool", "resolve"]
@@ -52,7 +54,9 @@ class Pool:
         keepalive: float,
         connect_timeout: float | None,
         read_timeout: float | None,
+        guard: AddressGuard | None = None,
     ) -> None:
+        self.guard = guard
         self.max_idle = max(0, max_idle)
         self.keepalive = keepalive
         self.connect_timeout = connect_timeout or None
@@ -238,7 +242,10 @@ class Pool:
             )
         try:
             async with asyncio.timeout(limit):
-                for family, _type, proto, _, address in await self._addresses(host, port):
+                infos = await self._addresses(host, port)
+                if self.guard is not None:  # on the resolved addresses: names, rebinding
+                    infos = self.guard.filter(host, port, infos, 4)
+                for family, _type, proto, _, address in infos:
                     conn = Connection(self, key)
                     try:
                         await self.loop.create_connection(

@@ -9,6 +9,8 @@ sends requests through it.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from crawler.http import tls as fetch_tls  # noqa: F401  (first: aiohttp without its TLS contexts)
@@ -18,12 +20,16 @@ import aiohttp
 
 from crawler.config import CrawlConfig
 from crawler.http import options
+from crawler.http.guard import AddressGuard
 from crawler.http.options import DNS_CACHE_TTL, cookies_module, idle_cap, session_headers
 
 if TYPE_CHECKING:
     from crawler.http.cookies import Cookie
 
 __all__ = ["BoundedPoolConnector", "make_session", "new_cookie_jar"]
+
+# True while the connector opens the connection to a proxy (the user's: never refused).
+_TO_PROXY: ContextVar[bool] = ContextVar("crawler_to_proxy", default=False)
 
 
 class BoundedPoolConnector(aiohttp.TCPConnector):
@@ -42,15 +48,38 @@ class BoundedPoolConnector(aiohttp.TCPConnector):
     Should an aiohttp release change that layout, :attr:`idle_cap_active` turns False and the
     pool behaves as aiohttp's own (uncapped), never an error; tests/test_fetch_pool.py fails
     if that happens on the pinned version.
+
+    ``guard`` (the crawl's address rules, :mod:`crawler.http.guard`) filters the addresses
+    every new direct connection is opened to, after resolution (aiohttp's own DNS cache
+    included) and for address literals too: ``_resolve_host`` is where both pass. A
+    connection to a proxy is not checked (the proxy resolves and connects to the target).
+    tests/test_ssrf.py fails if the hook is not called on the pinned aiohttp.
     """
 
-    def __init__(self, *, max_idle: int, **kwargs: Any) -> None:
+    def __init__(self, *, max_idle: int, guard: AddressGuard | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.guard = guard
         self.max_idle = max(0, max_idle)
         self.idle_cap_active = isinstance(getattr(self, "_conns", None), dict)
         # Pool keys, least recently released first. May hold keys the pool has since dropped
         # (taken by a request, expired): skipped when met, pruned when it grows past bounds.
         self._lru: OrderedDict[Any, None] = OrderedDict()
+
+    async def _resolve_host(
+        self, host: str, port: int, traces: Sequence[Any] | None = None
+    ) -> list[Any]:
+        hosts: list[Any] = await super()._resolve_host(host, port, traces=traces)
+        guard = self.guard
+        if guard is None or _TO_PROXY.get():
+            return hosts
+        return guard.filter(host, port, hosts, "host")
+
+    async def _create_proxy_connection(self, *args: Any, **kwargs: Any) -> Any:
+        token = _TO_PROXY.set(True)
+        try:
+            return await super()._create_proxy_connection(*args, **kwargs)
+        finally:
+            _TO_PROXY.reset(token)
 
     def _release(self, *args: Any, **kwargs: Any) -> None:
         super()._release(*args, **kwargs)
@@ -133,6 +162,7 @@ def make_session(
     headers = session_headers(config)
     connector = BoundedPoolConnector(
         max_idle=idle_cap(config),
+        guard=AddressGuard.from_config(config),
         limit=max(1, config.concurrency),
         limit_per_host=max(1, config.per_host),
         ttl_dns_cache=DNS_CACHE_TTL,
