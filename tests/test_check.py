@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from crawler.check import CheckReport, check
 from crawler.check.cache import ResultCache
@@ -549,3 +550,41 @@ async def test_a_fragment_past_the_body_cap_is_not_called_missing(serve: Any) ->
         f"http://127.0.0.1:{server.port}/", ignore_robots=True, max_body_bytes=20_000
     )
     assert report.broken == []  # /long was cut at 20 kB: its fragments cannot be told
+
+
+async def test_probes_go_through_the_crawls_proxy(serve: Any) -> None:
+    """External links are probed through ``--proxy`` as the crawl's own requests are (the
+    prober once sent them straight to the host, around the proxy), and still get their
+    answers: the broken one is reported, the good one is not."""
+    from tests.proxyserver import ForwardProxy  # noqa: PLC0415
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    external = web.Application()
+    external.router.add_get("/ok", ok)
+    ext = TestServer(external, host="127.0.0.2", port=0)  # another host
+    await ext.start_server()
+    other = f"http://127.0.0.2:{ext.port}"
+    site = web.Application()
+    page = f'<a href="{other}/ok">ok</a> <a href="{other}/gone">gone</a>'
+
+    async def home(request: web.Request) -> web.Response:
+        return web.Response(text=page, content_type="text/html")
+
+    site.router.add_get("/", home)
+    server = await serve(site)
+    proxy = ForwardProxy()
+    via = await serve(proxy.app())
+    seed = f"http://127.0.0.1:{server.port}/"
+    try:
+        report = await check(
+            seed, ignore_robots=True, retries=0, proxy=f"http://127.0.0.1:{via.port}"
+        )
+    finally:
+        await ext.close()
+    assert {p.url for p in report.broken} == {f"{other}/gone"}, [
+        (p.url, p.error, p.detail) for p in report.broken + report.warnings
+    ]
+    probed = {u for u in proxy.log if u.startswith(other)}
+    assert probed == {f"{other}/ok", f"{other}/gone"}, proxy.log

@@ -21,7 +21,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import aiohttp
-from yarl import URL
 
 from crawler.config import CrawlConfig
 from crawler.extract import LinkExtractor
@@ -258,11 +257,10 @@ class Prober:
         self.requests[method] += 1
         session = self.fetcher.session
         # the session sends the headers every request gets; the credentials (Basic auth,
-        # credential headers) go only to the origins they are for, decided for this hop
-        headers = self.fetcher.credentials_for(url)
-        async with session.request(
-            method, URL(url, encoded=True), allow_redirects=False, headers=headers
-        ) as r:
+        # credential headers) go only to the origins they are for, decided for this hop, and
+        # the request takes the crawl's proxy as the crawl's own requests do
+        target, kwargs = self.fetcher.session_request(url)
+        async with session.request(method, target, allow_redirects=False, **kwargs) as r:
             status = r.status
             location = location_header(r.headers.get("Location"))
             retry_after = r.headers.get("Retry-After")

@@ -140,6 +140,23 @@ class AioTransport:
             kind, detail = _proxy_kind(exc, kind, detail, proxy)
         return kind, detail
 
+    def request_kwargs(self, request: AioRequest) -> dict[str, Any]:
+        """What the session's request call takes besides the URL: the request's own headers,
+        its proxy and the proxy's credentials (the address guard checks a literal host first:
+        through a proxy the proxy connects). Also for requests the fetcher does not send itself
+        (the checker's HEAD probes), so that they go the same way."""
+        target, proxy, extra = request
+        kwargs: dict[str, Any] = {}
+        if extra is not None:
+            kwargs["headers"] = extra
+        if proxy is not None:
+            if self._guard is not None:
+                self._guard.check_literal(target.raw_host or "", target.port or 0)
+            kwargs["proxy"] = proxy.url
+            if proxy.authorization is not None and target.scheme == "https":
+                kwargs["proxy_headers"] = {"Proxy-Authorization": proxy.authorization}
+        return kwargs
+
     async def exchange(
         self,
         request: AioRequest,
@@ -153,15 +170,7 @@ class AioTransport:
         target, proxy, extra = request
         session = self._session if self._session is not None else self.session
         archive = self.archive
-        kwargs: dict[str, Any] = {}
-        if extra is not None:
-            kwargs["headers"] = extra
-        if proxy is not None:
-            if self._guard is not None:
-                self._guard.check_literal(target.raw_host or "", target.port or 0)
-            kwargs["proxy"] = proxy.url
-            if proxy.authorization is not None and target.scheme == "https":
-                kwargs["proxy_headers"] = {"Proxy-Authorization": proxy.authorization}
+        kwargs = self.request_kwargs(request)
         if archive is not None:
             kwargs["auto_decompress"] = False
         # encoded=True: the URL is already WHATWG-serialised; send it byte for byte as the

@@ -51,6 +51,7 @@ from crawler.http.response import Consumer, Observer, Response
 
 if TYPE_CHECKING:
     import aiohttp
+    from yarl import URL
 
     from crawler.http.response import WarcArchive
 
@@ -103,6 +104,11 @@ class Fetcher:
     def cookies_error(self) -> OptionError | None:
         """Why ``save_cookies`` could not be written at :meth:`close` (None: it was, or none)."""
         return self._prep.cookies_error
+
+    def session_request(self, url: str) -> tuple[URL, dict[str, Any]]:
+        """The URL and keyword arguments for a request sent on :attr:`session` directly (the
+        checker's probes), per hop: credentials for its origin only, and the crawl's proxy."""
+        return self._prep.session_request(url)
 
     def credentials_for(self, url: str) -> list[tuple[str, str]] | None:
         """The headers only the origin of ``url`` gets (credential headers, Basic auth), or

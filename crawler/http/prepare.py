@@ -183,6 +183,13 @@ class Preparer:
         pairs = self.creds.for_url(_yarl_url(url))
         return None if pairs is None else list(pairs)
 
+    def session_request(self, url: str) -> tuple[URL, dict[str, Any]]:
+        """The URL and the keyword arguments of a request sent on aiohttp's session outside
+        :meth:`prepare` (the checker's probes): the same credentials for its origin only,
+        the same proxy (``--proxy``, the environment's) as the crawl's own requests."""
+        request = self._aio_request(url)
+        return request[0], self.aio.request_kwargs(request)
+
     def _aio_request(self, url: str) -> AioRequest:
         """The URL to send, its proxy and its own headers (credentials for its origin only)."""
         target = _yarl_url(url)
