@@ -26,6 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ada_url import normalize_url
+
 from crawler.core.results import PageResult
 from crawler.core.robots import RobotsCache, RobotsRules, SitemapParser
 from crawler.extract import Link, LinkExtractor, LinkExtractorC
@@ -70,10 +72,11 @@ def lease_origin(policy: UrlPolicy, url: str) -> str | None:
     origin = policy.scope_origin(url)
     if origin is None or not url.startswith(origin + "/") or policy.too_long(url):
         return None
-    canon = policy.canonical(url)
-    if canon is None or origin_of(canon) != origin:
+    try:
+        href = normalize_url(url)  # the WHATWG parse canonical forms come from (5 us)
+    except ValueError:
         return None
-    return origin
+    return origin if origin_of(href) == origin else None
 
 
 class PageJob:
