@@ -22,6 +22,7 @@ from typing import Any
 from crawler.cli.options import COMMAND_HELP, EXIT_OK, EXIT_USAGE, Formatter, err
 from crawler.config import ConfigError, CrawlConfig, as_toml_value, is_redis_url
 from crawler.core.settings import CRAWL_DEFINING, PER_RUN, stored_config
+from crawler.output.controls import escape_controls
 from crawler.output.progress import human_bytes
 from crawler.state.base import StateError
 
@@ -157,7 +158,14 @@ def _text(status: Any) -> str:
             lines.append(f"last run:  {_changed(cfg, PER_RUN)}")
     if d["queued"] == 0 and d["in_flight"] == 0:
         lines.append("nothing left to crawl")
-    return "\n".join(lines) + "\n"
+    return "\n".join(_printable(line) for line in lines) + "\n"
+
+
+def _printable(line: str) -> str:
+    """A line of the text status with what was read from the state made safe to print:
+    controls (ESC, BEL, C1 such as U+009B, and a newline that would fake another line) as
+    ``\\xNN``, a lone surrogate (JSON may hold one) as ``\\udNNN``."""
+    return escape_controls(line).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def render(state: str, fmt: str = "text", name: str | None = None) -> str:

@@ -7,6 +7,12 @@ as it arrives. The body is pull-based (``Fetcher.fetch`` awaits the consumer): t
 chunk go through admission and ONE ``offer_many`` before the next chunk is read, so a page
 task awaits the state once per chunk, never once per link.
 
+A leased URL is checked again before anything is fetched: the state is not trusted to hold
+only what admission queued (anyone who can write to a shared Redis can push a URL into a
+queue). It must be in the crawl's scope by the same rule as admission (canonical form, host
+rule, include/exclude, URL length), else it is finished as ``out_of_scope`` with nothing
+fetched; robots.txt is then that of the URL's own origin, whatever queue it came from.
+
 What can raise in here is kept apart from the wire: an exception of the extractor or of our
 own link handling ends that body's read with kind ``extract``/``internal`` (never a wire
 error, never retried); the links offered before it stay offered. A retried attempt (the
@@ -19,6 +25,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from ada_url import normalize_url
 
 from crawler.core.results import PageResult
 from crawler.core.robots import RobotsCache, RobotsRules, SitemapParser
@@ -35,7 +43,14 @@ if TYPE_CHECKING:
     from crawler.state import CrawlState
     from crawler.urls.policy import UrlPolicy
 
-__all__ = ["MAX_CRAWL_DELAY", "REDIRECT_STATUSES", "PageJob", "ROBOTS_DISALLOWED"]
+__all__ = [
+    "MAX_CRAWL_DELAY",
+    "OUT_OF_SCOPE",
+    "REDIRECT_STATUSES",
+    "ROBOTS_DISALLOWED",
+    "PageJob",
+    "lease_origin",
+]
 
 log = logging.getLogger("crawler")
 
@@ -44,6 +59,25 @@ MAX_CRAWL_DELAY = 30.0
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: The error kind of a URL skipped because robots.txt disallows it (``report_skipped``).
 ROBOTS_DISALLOWED = "robots_disallowed"
+#: The error kind of a leased URL outside the crawl's scope (refused, not fetched).
+OUT_OF_SCOPE = "out_of_scope"
+
+
+def lease_origin(policy: UrlPolicy, url: str) -> str | None:
+    """The origin of a leased URL if admission could have queued it, else None.
+
+    Admission queues canonical URLs in scope and not too long: the URL must be in scope, and
+    its canonical form must have the same origin, with the URL's text starting with that
+    origin (no userinfo, no host spelled so that another parser reads another host).
+    """
+    origin = policy.scope_origin(url)
+    if origin is None or not url.startswith(origin + "/") or policy.too_long(url):
+        return None
+    try:
+        href = normalize_url(url)  # the WHATWG parse canonical forms come from (5 us)
+    except ValueError:
+        return None
+    return origin if origin_of(href) == origin else None
 
 
 class PageJob:
@@ -141,7 +175,11 @@ class PageJob:
         depth = lease.depth
         page = PageResult(url, depth, lease.referrer)
         current = url
-        origin = lease.origin or origin_of(url)
+        found = lease_origin(policy, url)
+        if found is None:
+            log.warning("refused a leased URL outside the crawl's scope: %r", url[:500])
+            return _fail(page, OUT_OF_SCOPE, "leased URL outside the crawl's scope: not fetched")
+        origin = found  # robots.txt and politeness of the URL's own origin
         chain = {url}
         hops = 0
         sitemap = lease.kind == KIND_SITEMAP

@@ -18,7 +18,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from crawler.config import redact_url
+from crawler.state._redis_check import (
+    MAX_FIELDS,
+    MAX_SETTINGS,
+    MAX_SMALL,
+    bad_state,
+    damaged,
+    expected_type,
+)
 from crawler.state._redis_scripts import SCRIPTS
+from crawler.state.base import StateError
 from crawler.urls.seen import MemorySeenSet
 
 __all__ = [
@@ -164,10 +173,14 @@ class RedisLink:
                 self.calls += 1
                 return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
 
-        return await self._retrying(call)
+        try:
+            return await self._retrying(call)
+        except rexc.ResponseError as e:
+            raise await self._refused(name, e) from None
 
     async def _cmd(self, build: Callable[[Any], None]) -> list[Any]:
         """Commands queued by ``build(pipeline)``, one round trip, retried on outages."""
+        import redis.exceptions as rexc  # noqa: PLC0415
 
         async def call() -> list[Any]:
             self.calls += 1
@@ -176,7 +189,68 @@ class RedisLink:
             result: list[Any] = await pipe.execute()
             return result
 
-        return await self._retrying(call)
+        try:
+            return await self._retrying(call)
+        except rexc.ResponseError as e:
+            raise await self._refused("command", e) from None
+
+    async def _refused(self, call: str, e: BaseException) -> StateError:
+        """The StateError of a call Redis refused (not an outage): the key a script named,
+        else the first key of the crawl that is not what the crawl keeps there (``check``,
+        then a scan of the crawl's keys' types), else Redis's own reason."""
+        found = bad_state(self.location, str(e))
+        if found is not None:
+            return found
+        try:
+            await self.check_keys()
+            found = await self._wrong_type()
+        except StateError as exc:
+            return exc
+        except Exception:  # noqa: BLE001  (the diagnosis is best effort: the reason below)
+            found = None
+        if found is not None:
+            return found
+        return StateError(f"{self.location}: Redis refused the {call} call: {reason(e)}")
+
+    async def check_keys(self) -> None:
+        """The ``check`` script: the crawl's fixed keys hold what the crawl keeps there.
+
+        Raises:
+            StateError: the key that does not, and why.
+        """
+        import redis.exceptions as rexc  # noqa: PLC0415
+
+        try:
+            await self._r.eval(SCRIPTS["check"], 1, self.prefix, MAX_SMALL, MAX_FIELDS,
+                               MAX_SETTINGS)  # fmt: skip
+        except rexc.ResponseError as e:
+            found = bad_state(self.location, str(e))
+            if found is None:
+                raise StateError(f"{self.location}: Redis refused the check: {reason(e)}") from None
+            raise found from None
+
+    async def _wrong_type(self) -> StateError | None:
+        """The first of the crawl's keys whose type is not the crawl's (SCAN: a failed call
+        only), or None."""
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.prefix) + "*"
+        start = len(self.prefix.encode())
+        cursor = 0
+        while True:
+            cursor, keys = await self._r.scan(cursor, match=pattern, count=1000)
+            if keys:
+                pipe = self._r.pipeline(transaction=False)
+                for key in keys:
+                    pipe.type(key)
+                for key, found in zip(keys, await pipe.execute(), strict=True):
+                    found = found.decode() if isinstance(found, bytes) else str(found)
+                    want = expected_type(key[start:].decode("utf-8", "replace"))
+                    if want is not None and found != want:
+                        shown = ascii(key.decode("utf-8", "replace"))[1:-1]
+                        return damaged(
+                            self.location, shown, f"is a {found}, where the crawl keeps a {want}"
+                        )
+            if not cursor:
+                return None
 
     # -- background: heartbeat and wake-ups, stopped by close --
 

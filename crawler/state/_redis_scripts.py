@@ -41,9 +41,15 @@ payload``. The payload (kind, referrer, URL) is opaque to the scripts.
 Invariant: an origin is in line (``s`` = "1": once in ``ready`` or ``sleep``) iff it has
 queued requests and fewer than per_host leases open. Delays are checked again when an
 origin comes out of ``ready``, so that a Crawl-delay learnt meanwhile holds.
+
+What the scripts read is not trusted (anyone who can write to Redis can write there): a record
+they cannot split, or a request or origin name over ``MAX_ITEM`` bytes, is an error reply
+naming the key (``crawler.state._redis_check``), never a Lua error or a value sent whole.
 """
 
 from __future__ import annotations
+
+from crawler.state._redis_check import BAD_STATE_LUA, CHECK, MAX_ITEM, READ
 
 __all__ = ["DEFAULT_NAME", "SCRIPTS", "VERSION", "prefix_of"]
 
@@ -58,7 +64,10 @@ def prefix_of(name: str | None) -> str:
     return f"crawler:{{{name or DEFAULT_NAME}}}:"
 
 
-_COMMON = r"""
+_COMMON = (
+    BAD_STATE_LUA
+    + f"local MAX_ITEM = {MAX_ITEM}\n"
+    + r"""
 local P = KEYS[1]
 local C = P .. 'c'
 local cfgv = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay', 'budget')
@@ -125,7 +134,8 @@ end
 
 -- a request handed back: its next lease is one more attempt; held until hold_until if given
 local function requeue(id, rec, hold_until)
-  local _, _, o, d, att, payload = string.find(rec, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  local _, _, o, d, att, payload = string.find(rec, '^([^\t]*)\t(%d+)\t(%d+)\t(.*)$')
+  if not o then bad(P .. 'L', ' holds a lease that is not "origin, depth, attempts, request"') end
   local item = tostring(tonumber(att) + 1) .. '\t' .. payload
   if hold_until then
     redis.call('ZADD', P .. 'held', hold_until, id .. '\t' .. o .. '\t' .. d .. '\t' .. item)
@@ -169,11 +179,12 @@ local function count_done(now, n)
   redis.call('HINCRBY', P .. 'rate', b, n)
   if redis.call('HLEN', P .. 'rate') > 16 then
     for _, k in ipairs(redis.call('HKEYS', P .. 'rate')) do
-      if tonumber(k) < b - 12 then redis.call('HDEL', P .. 'rate', k) end
+      if (tonumber(k) or 0) < b - 12 then redis.call('HDEL', P .. 'rate', k) end
     end
   end
 end
 """
+)
 
 # ARGV: version, fingerprint key, per_host, delay, budget, bucket bits, server-time flag
 # -> {version found, fingerprint key, bucket bits}
@@ -269,7 +280,8 @@ if recovered > 0 then redis.call('HINCRBY', C, 'recovered', recovered) end
 -- retried requests whose not_before has come
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', P .. 'held', '-inf', now, 'LIMIT', 0, 256)) do
   redis.call('ZREM', P .. 'held', m)
-  local _, _, o, d, item = string.find(m, '^[^\t]*\t([^\t]*)\t([^\t]*)\t(.*)$')
+  local _, _, o, d, item = string.find(m, '^[^\t]*\t([^\t]*)\t(%d+)\t(.*)$')
+  if not o then bad(P .. 'held', ' holds a retry that is not "id, origin, depth, request"') end
   redis.call('HINCRBY', C, 'queued', -1)
   push(o, d, item)
 end
@@ -291,6 +303,7 @@ local got = 0
 while got < n do
   local o = redis.call('LPOP', P .. 'ready')
   if not o then break end
+  if #o > MAX_ITEM then bad(P .. 'ready', ' holds an origin of ' .. #o .. ' bytes') end
   local ok = okey(o)
   local st = redis.call('HMGET', ok, 'b', 'l', 'd')
   local busy = tonumber(st[1]) or 0
@@ -308,6 +321,9 @@ while got < n do
       local q = P .. 'q:' .. o .. '\t' .. depth
       item = redis.call('LPOP', q)
       if redis.call('EXISTS', q) == 0 then redis.call('ZREM', qd, depth) end
+      if item and (#item > MAX_ITEM or not string.match(item, '^%d+\t')) then
+        bad(q, ' holds a request not "attempts, request" of at most ' .. MAX_ITEM .. ' bytes')
+      end
     end
     if not item then
       redis.call('HSET', ok, 's', '0')
@@ -451,4 +467,6 @@ SCRIPTS: dict[str, str] = {
     "set_delay": _SET_DELAY,
     "heartbeat": _HEARTBEAT,
     "leave": _LEAVE,
+    "check": CHECK,
+    "read": READ,
 }

@@ -2,15 +2,28 @@
 
 For ``crawler status --state redis://...`` and for the CLI's check of the stored settings
 before a worker opens the state: a synchronous client, no lease taken, nothing written,
-while workers run or not.
+while workers run or not. Everything is read through the ``read`` script (types and sizes
+checked inside Redis, ``crawler.state._redis_check``) and checked again here: a damaged
+crawl is a StateError naming the key.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawler.state._redis_check import (
+    MAX_FIELDS,
+    MAX_SETTINGS,
+    READ,
+    as_float,
+    as_int,
+    bad_state,
+    damaged,
+    int_hash,
+    json_object,
+    read_args,
+)
 from crawler.state._redis_link import reason, redacted
 from crawler.state._redis_scripts import DEFAULT_NAME, VERSION, prefix_of
 from crawler.state.base import Counts, StateError
@@ -64,22 +77,29 @@ def _sync_client(url: str) -> Any:
         raise StateError(f"{redacted(url)}: not a usable Redis URL: {e}") from e
 
 
-def _check_version(client: Any, url: str, name: str, *, missing_ok: bool) -> bool:
+def _read(client: Any, where: str, name: str, *items: tuple[str, str, int]) -> list[Any]:
+    """The ``read`` script's values of crawl ``name``'s version key and ``items``."""
     import redis.exceptions as rexc  # noqa: PLC0415
 
-    where = f"{redacted(url)} name={name}"
     try:
-        found = client.get(prefix_of(name) + "v")
+        values: list[Any] = client.eval(
+            READ, 1, prefix_of(name), *read_args(("v", "s", 64), *items)
+        )
     except (rexc.RedisError, OSError) as e:
-        raise StateError(f"{where}: cannot use Redis: {reason(e)}") from e
+        found = bad_state(where, str(e)) if isinstance(e, rexc.ResponseError) else None
+        raise found or StateError(f"{where}: cannot use Redis: {reason(e)}") from None
+    return values
+
+
+def _check_version(where: str, name: str, found: Any, *, missing_ok: bool) -> bool:
     if found is None:
         if missing_ok:
             return False
         raise StateError(f"{where}: no crawl named {name!r} in this database")
-    if found.decode() != VERSION:
+    if found != VERSION.encode():
         raise StateError(
-            f"{where}: key layout version {found.decode()!r}, this crawler reads"
-            f" version {VERSION!r}"
+            f"{where}: key layout version {found.decode('utf-8', 'replace')!r}, this crawler"
+            f" reads version {VERSION!r}"
         )
     return True
 
@@ -87,14 +107,15 @@ def _check_version(client: Any, url: str, name: str, *, missing_ok: bool) -> boo
 def read_settings(url: str, name: str | None = None) -> dict[str, Any] | None:
     """``RedisState.read_settings``: the stored settings of crawl ``name`` (None: none yet)."""
     name = name or DEFAULT_NAME
+    where = f"{redacted(url)} name={name}"
     client = _sync_client(url)
     try:
-        if not _check_version(client, url, name, missing_ok=True):
-            return None
-        raw = client.get(prefix_of(name) + "settings")
+        found, raw = _read(client, where, name, ("settings", "s", MAX_SETTINGS))
     finally:
         client.close()
-    return None if raw is None else dict(json.loads(raw))
+    if not _check_version(where, name, found, missing_ok=True) or raw is None:
+        return None
+    return json_object(where, prefix_of(name) + "settings", raw)
 
 
 def read_status(url: str, name: str | None = None) -> RedisStatus:
@@ -103,70 +124,71 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
 
     name = name or DEFAULT_NAME
     p = prefix_of(name)
+    where = f"{redacted(url)} name={name}"
     client = _sync_client(url)
     try:
-        _check_version(client, url, name, missing_ok=False)
+        found, c, f, n, hosts, k, settings, created, rate, now, workers = _read(
+            client, where, name,
+            ("c", "h", MAX_FIELDS), ("f", "h", MAX_FIELDS), ("n", "s", 64), ("h", "l", 0),
+            ("k", "h", MAX_FIELDS), ("settings", "s", MAX_SETTINGS), ("created", "s", 64),
+            ("rate", "h", MAX_FIELDS), ("", "t", 0), ("workers", "w", 0),
+        )  # fmt: skip
+        _check_version(where, name, found, missing_ok=False)
         try:
-            pipe = client.pipeline(transaction=True)
-            pipe.hgetall(p + "c")
-            pipe.hgetall(p + "f")
-            pipe.get(p + "n")
-            pipe.hlen(p + "h")
-            pipe.hgetall(p + "k")
-            pipe.get(p + "settings")
-            pipe.get(p + "created")
-            pipe.hgetall(p + "rate")
-            pipe.time()
-            c, f, n, hosts, k, settings, created, rate, now = pipe.execute()
-            server_now = now[0] + now[1] / 1e6
-            workers = client.zcount(p + "workers", server_now, "+inf")
             memory = int(client.info("memory").get("used_memory", 0))
         except (rexc.RedisError, OSError) as e:
-            raise StateError(f"{redacted(url)} name={name}: cannot read: {reason(e)}") from e
+            raise StateError(f"{where}: cannot read: {reason(e)}") from e
     finally:
         client.close()
-    stored = None if settings is None else dict(json.loads(settings))
-    seeds = list(stored.get("seeds", [])) if stored else []
+    stored = None if settings is None else json_object(where, p + "settings", settings)
+    seeds = stored.get("seeds", []) if stored else []
+    if not isinstance(seeds, list) or not all(isinstance(s, str) for s in seeds):
+        raise damaged(where, p + "settings", "holds seeds that are not a list of URLs")
+    server_now = float(now)
+    born = as_float(where, p + "created", created)
     return RedisStatus(
-        location=f"{redacted(url)} name={name}",
+        location=where,
         name=name,
         version=int(VERSION),
-        counts=counts_of(c, f, n),
+        counts=counts_of(where, p, c, f, n),
         hosts=int(hosts),
-        counters={kk.decode(): int(v) for kk, v in k.items()},
+        counters=int_hash(where, p + "k", k),
         settings=stored,
-        seeds=seeds,
-        created=float(created or 0.0),
+        seeds=list(seeds),
+        created=born,
         workers=int(workers),
-        pages_per_second=_rate(rate, server_now, float(created or 0.0)),
+        pages_per_second=_rate(int_hash(where, p + "rate", rate), server_now, born),
         redis_memory=memory,
     )
 
 
-def counts_of(c: dict[bytes, bytes], f: dict[bytes, bytes], n: Any) -> Counts:
-    """The Counts in the crawl's ``P c`` and ``P f`` hashes and ``P n`` (``RedisState.counts``)."""
+def counts_of(where: str, prefix: str, c: Any, f: Any, n: Any) -> Counts:
+    """The Counts in the crawl's ``P c`` and ``P f`` hashes and ``P n`` (``RedisState.counts``;
+    the hashes as the ``read`` script returns them: flat lists)."""
+    counts = int_hash(where, prefix + "c", c)
+    failed = int_hash(where, prefix + "f", f)
 
-    def get(key: bytes) -> int:
-        return max(0, int(c.get(key, 0)))
+    def get(key: str) -> int:
+        return max(0, counts.get(key, 0))
 
     return Counts(
-        queued=get(b"queued"),
-        leased=get(b"leased"),
-        done=get(b"done"),
-        failed={k.decode(): int(v) for k, v in f.items() if int(v)},
-        seen=int(n or 0),
-        origins=get(b"origins"),
-        recovered=get(b"recovered"),
+        queued=get("queued"),
+        leased=get("leased"),
+        done=get("done"),
+        failed={k: v for k, v in failed.items() if v},
+        seen=as_int(where, prefix + "n", n),
+        origins=get("origins"),
+        recovered=get("recovered"),
     )
 
 
-def _rate(buckets: dict[bytes, bytes], now: float, created: float, window: int = 60) -> float:
+def _rate(buckets: dict[str, int], now: float, created: float, window: int = 60) -> float:
     """Completions a second over the last ``window`` seconds (10-second buckets; the
     bucket in progress counts for the part of it that has passed), or over the crawl's
     age when it is younger (at least a second)."""
     current = int(now // 10)
     first = current - window // 10
-    total = sum(int(v) for k, v in buckets.items() if first < int(k) <= current)
+    total = sum(v for k, v in buckets.items() if k.isdigit() and first < int(k) <= current)
     span = window - 10 + (now - current * 10)
     if created > 0:
         span = min(span, max(1.0, now - created))

@@ -77,6 +77,17 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from crawler.state._redis_check import (
+    MAX_FIELDS,
+    MAX_ROBOTS_VALUE,
+    MAX_SETTINGS,
+    as_int,
+    bad_state,
+    damaged,
+    int_hash,
+    json_object,
+    read_args,
+)
 from crawler.state._redis_link import (
     HEARTBEAT_MAX,
     RedisLink,
@@ -95,7 +106,7 @@ from crawler.state.base import (
     StoredRobots,
     wait_event,
 )
-from crawler.urls.fingerprint import Fingerprinter, new_key
+from crawler.urls.fingerprint import KEY_BYTES, Fingerprinter, new_key
 from crawler.urls.seen import MemorySeenSet
 
 __all__ = [
@@ -237,10 +248,12 @@ class RedisState(RedisLink):
             )
         except ValueError as e:
             raise StateError(f"{self.location}: not a usable Redis URL: {e}") from e
+        self._r = client
         try:
             await client.ping()
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
+            await self.check_keys()
             found, key, bits = await client.evalsha(
                 self._sha["init"],
                 1,
@@ -252,19 +265,35 @@ class RedisState(RedisLink):
                 max(0, max_pages_per_host),
                 self._seen_bits_wanted,
             )
-        except (rexc.RedisError, OSError) as e:
+        except (rexc.RedisError, OSError, StateError) as e:
+            self._r = None
             await client.aclose()
-            raise StateError(f"{self.location}: cannot use Redis: {reason(e)}") from e
-        if found.decode() != VERSION:
+            if isinstance(e, StateError):
+                raise
+            raise bad_state(self.location, str(e)) or StateError(
+                f"{self.location}: cannot use Redis: {reason(e)}"
+            ) from e
+        if found != VERSION.encode():
+            self._r = None
             await client.aclose()
             raise StateError(
                 f"{self.location}: the crawl {self.name!r} has key layout version"
-                f" {found.decode()!r}, this crawler reads version {VERSION!r}: use another"
-                " --name or another database"
+                f" {found.decode('utf-8', 'replace')!r}, this crawler reads version"
+                f" {VERSION!r}: use another --name or another database"
             )
-        self._r = client
+        p = self.prefix
+        bits = as_int(self.location, p + "cfg", bits)
+        if len(key) != KEY_BYTES or not 1 <= bits <= 32:
+            self._r = None
+            await client.aclose()
+            what = f"holds {len(key)} bytes, not {KEY_BYTES}" if len(key) != KEY_BYTES else ""
+            raise damaged(
+                self.location,
+                p + ("fpkey" if what else "cfg"),
+                what or f"holds bits = {bits}, not 1 to 32",
+            )
         self._fp = Fingerprinter(key)
-        self._bits = int(bits)
+        self._bits = bits
         self._event = asyncio.Event()
         self._closed = False
         self._outage = False
@@ -376,13 +405,24 @@ class RedisState(RedisLink):
         self._set_due(raw[0])
         out: list[Lease] = []
         for i in range(2, len(raw), 4):
-            lease_id = int(raw[i])
-            origin = raw[i + 1].decode("utf-8", "surrogatepass")
-            depth = int(raw[i + 2])
-            attempts, payload = raw[i + 3].decode("utf-8", "surrogatepass").split("\t", 1)
-            kind, referrer, url = _decode(payload)
+            try:
+                lease_id = int(raw[i])
+                origin = raw[i + 1].decode("utf-8", "surrogatepass")
+                depth = int(raw[i + 2])
+                attempts, payload = raw[i + 3].decode("utf-8", "surrogatepass").split("\t", 1)
+                kind, referrer, url = _decode(payload)
+                tries = int(attempts)
+            except (ValueError, IndexError, TypeError, AttributeError, UnicodeDecodeError):
+                o, d = (
+                    x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+                    for x in raw[i + 1 : i + 3]
+                )
+                queue = f"{self.prefix}q:{o}\t{d}"
+                raise damaged(
+                    self.location, ascii(queue)[1:-1], "holds a request this crawler cannot read"
+                ) from None
             local_id = (self.epoch << _EPOCH_SHIFT) | lease_id
-            out.append(Lease(local_id, url, depth, referrer, origin, kind, int(attempts), expires))
+            out.append(Lease(local_id, url, depth, referrer, origin, kind, tries, expires))
             self._mine[local_id] = (lease_id, url.encode("utf-8", "surrogatepass"))
         return out
 
@@ -443,15 +483,10 @@ class RedisState(RedisLink):
         await wait_event(self._event, timeout)
 
     async def counts(self) -> Counts:
-        p = self.prefix
-
-        def build(pipe: Any) -> None:
-            pipe.hgetall(p + "c")
-            pipe.hgetall(p + "f")
-            pipe.get(p + "n")
-
-        c, f, n = await self._cmd(build)
-        return counts_of(c, f, n)
+        c, f, n = await self._script(
+            "read", *read_args(("c", "h", MAX_FIELDS), ("f", "h", MAX_FIELDS), ("n", "s", 64))
+        )
+        return counts_of(self.location, self.prefix, c, f, n)
 
     # -- the crawl's counters, robots rules and settings --
 
@@ -467,16 +502,26 @@ class RedisState(RedisLink):
         await self._cmd(build)
 
     async def counters(self) -> dict[str, int]:
-        (raw,) = await self._cmd(lambda pipe: pipe.hgetall(self.prefix + "k"))
-        return {k.decode(): int(v) for k, v in raw.items()}
+        (raw,) = await self._script("read", "k", "h", MAX_FIELDS)
+        return int_hash(self.location, self.prefix + "k", raw)
 
     async def get_robots(self, origin: str) -> StoredRobots | None:
-        (raw,) = await self._cmd(lambda pipe: pipe.get(self.prefix + "r:" + origin))
+        key = "r:" + origin
+        (raw,) = await self._script("read", key, "s", MAX_ROBOTS_VALUE)
         if raw is None:
             return None
         head, _, body = raw.partition(b"\n")
-        meta = json.loads(head)
-        return StoredRobots(origin, meta["t"], meta["s"], body, meta["e"])
+        meta = json_object(self.location, self.prefix + key, head)
+        t, s, e = meta.get("t"), meta.get("s"), meta.get("e")
+        if (
+            not isinstance(t, (int, float))
+            or not (s is None or type(s) is int)
+            or not (e is None or isinstance(e, str))
+        ):
+            raise damaged(
+                self.location, ascii(self.prefix + key)[1:-1], "is not a robots.txt record"
+            )
+        return StoredRobots(origin, float(t), s, body, e)
 
     async def put_robots(self, robots: StoredRobots) -> None:
         head = json.dumps({"t": robots.fetched_at, "s": robots.status, "e": robots.error})
@@ -485,8 +530,8 @@ class RedisState(RedisLink):
         await self._cmd(lambda pipe: pipe.set(key, value, ex=ROBOTS_TTL))
 
     async def load_settings(self) -> dict[str, Any] | None:
-        (raw,) = await self._cmd(lambda pipe: pipe.get(self.prefix + "settings"))
-        return None if raw is None else dict(json.loads(raw))
+        (raw,) = await self._script("read", "settings", "s", MAX_SETTINGS)
+        return None if raw is None else json_object(self.location, self.prefix + "settings", raw)
 
     async def save_settings(self, settings: Mapping[str, Any]) -> None:
         text = json.dumps(dict(settings))

@@ -1,0 +1,240 @@
+"""What a worker reads from Redis is not trusted (issue 27, item 3).
+
+Anyone who can write to Redis can write under a crawl's keys. Against a real redis-server
+(tests/redisserver.py) and real sites on loopback addresses (127.0.0.2 stands for another host):
+
+* a URL pushed into a queue is checked again before it is fetched: out of the crawl's scope
+  (another host, or a URL spelled so that the host another parser reads is another) it is
+  finished as ``out_of_scope`` and the other host sees no request; a URL robots.txt disallows,
+  pushed into the queue of an origin whose robots.txt allows everything, is judged by its own
+  origin's robots.txt and not fetched;
+* a key of the wrong type, settings that are not JSON, a counter that is not a number, a value
+  of tens of megabytes, a queued request that cannot be read: ``crawler crawl`` and ``crawler
+  status`` exit 2 naming the key, without a traceback (and the huge value is refused inside
+  Redis, never sent whole);
+* ``crawler status`` shows control characters read from Redis or from a state directory
+  escaped (ESC, BEL, U+009B), never raw.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tests.conftest import ServeApp
+from tests.redisserver import RedisServer, redis_server
+from tests.test_cli import no_traceback, run
+
+__all__ = ["redis_server"]  # the fixture, imported for pytest
+
+NAME = "trust"
+P = f"crawler:{{{NAME}}}:"
+
+
+def _site(hits: list[str], robots: str = "") -> web.Application:
+    async def handle(request: web.Request) -> web.Response:
+        hits.append(request.path_qs)
+        if request.path == "/robots.txt":
+            return web.Response(text=robots)
+        return web.Response(text="<p>a page</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    return app
+
+
+@pytest.fixture
+async def other_host() -> AsyncIterator[tuple[str, list[str]]]:
+    """A site on 127.0.0.2, out of every crawl's scope here: it logs what it is asked."""
+    hits: list[str] = []
+    server = TestServer(_site(hits), host="127.0.0.2", port=0)
+    await server.start_server()
+    try:
+        yield f"http://127.0.0.2:{server.port}", hits
+    finally:
+        await server.close()
+
+
+def _client(server: RedisServer) -> redis.Redis:
+    return redis.Redis.from_url(server.url)
+
+
+def _push(r: redis.Redis, origin: str, url: str, depth: int = 1) -> None:
+    """Queue ``url`` under ``origin`` as the offer script would (crawler/state/_redis_scripts.py:
+    the item ``attempts \\t kind \\t len(referrer) \\t referrer + url``), as anyone who can
+    write to Redis can."""
+    pipe = r.pipeline(transaction=True)
+    pipe.rpush(f"{P}q:{origin}\t{depth}", f"0\t0\t\t{url}".encode())
+    pipe.zadd(f"{P}qd:{origin}", {str(depth): depth})
+    pipe.hincrby(f"{P}c", "queued", 1)
+    pipe.hincrby(f"{P}o:{origin}", "w", 1)
+    pipe.hset(f"{P}o:{origin}", "s", "1")
+    pipe.rpush(f"{P}ready", origin)
+    pipe.execute()
+
+
+async def _crawled(site: str, server: RedisServer, *more: str) -> None:
+    """A real crawl of ``site`` (and ``more`` seeds) kept in Redis, run to its end."""
+    done = await run("crawl", site + "/", *more, "--state", server.url, "--name", NAME, "-q")
+    no_traceback(done)
+    assert done.rc == 0, done.err
+
+
+async def test_a_url_pushed_into_a_queue_is_checked_again_before_it_is_fetched(
+    serve: ServeApp, redis_server: RedisServer, other_host: tuple[str, list[str]]
+) -> None:
+    hits: list[str] = []
+    robots = "User-agent: *\nDisallow: /private"
+    a = f"http://127.0.0.1:{(await serve(_site(hits, robots))).port}"
+    b_hits: list[str] = []
+    b = f"http://127.0.0.1:{(await serve(_site(b_hits))).port}"  # robots.txt allows all
+    await _crawled(a, redis_server, b + "/")
+    assert sorted(hits) == ["/", "/robots.txt"] and sorted(b_hits) == ["/", "/robots.txt"]
+    outside, outside_hits = other_host
+    r = _client(redis_server)
+    pushed = [
+        (a, outside + "/secret"),  # another host, in an origin of the crawl's queue
+        (a, f"{outside}?@{a[7:]}/x"),  # its origin text reads as A's, its host is 127.0.0.2
+        (a, f"http://u:p@{outside[7:]}/userinfo"),
+        (b, a + "/private/x"),  # A's disallowed URL in B's queue: B's robots.txt allows all
+    ]
+    for origin, url in pushed:
+        _push(r, origin, url)
+    done = await run("crawl", "--state", redis_server.url, "--name", NAME, "-f", "jsonl")
+    no_traceback(done)
+    assert done.rc == 0, done.err
+    assert outside_hits == []  # the other host was never asked anything
+    assert "/private/x" not in hits and "/private/x" not in b_hits
+    records = {x["url"]: x for x in map(json.loads, done.out.splitlines())}
+    for _, url in pushed[:3]:
+        assert records[url]["error"] == "out_of_scope", records
+        assert records[url]["status"] is None
+    assert (a + "/private/x") not in records  # a robots.txt skip, not a page
+    assert "refused a leased URL outside the crawl's scope" in done.err
+    failed = r.hgetall(f"{P}f")
+    assert failed == {b"out_of_scope": b"3", b"robots_disallowed": b"1"}, failed
+    assert r.hget(f"{P}c", "queued") == b"0" and r.hget(f"{P}c", "leased") == b"0"
+
+
+async def _expect_damaged(server: RedisServer, key: str, what: str) -> None:
+    """``crawl`` (joining the stored crawl) and ``status`` exit 2 naming ``key``."""
+    for args in (("crawl", "-q"), ("status",)):
+        done = await run(*args, "--state", server.url, "--name", NAME, timeout=60)
+        no_traceback(done)
+        assert done.rc == 2, (args, done.rc, done.err)
+        assert f"the crawl state in Redis is damaged: key {key} {what}" in done.err, done.err
+        assert done.out == ""
+
+
+@pytest.fixture
+async def stored(serve: ServeApp, redis_server: RedisServer) -> redis.Redis:
+    hits: list[str] = []
+    site = f"http://127.0.0.1:{(await serve(_site(hits))).port}"
+    await _crawled(site, redis_server)
+    return _client(redis_server)
+
+
+async def test_a_list_where_a_hash_is_kept_is_exit_2_naming_the_key(
+    stored: redis.Redis, redis_server: RedisServer
+) -> None:
+    stored.delete(f"{P}c")
+    stored.rpush(f"{P}c", "x")
+    await _expect_damaged(redis_server, f"{P}c", "is a list, where the crawl keeps a hash")
+
+
+async def test_settings_that_are_not_json_are_exit_2_naming_the_key(
+    stored: redis.Redis, redis_server: RedisServer
+) -> None:
+    stored.set(f"{P}settings", b"{not json")
+    await _expect_damaged(redis_server, f"{P}settings", "is not JSON")
+    stored.set(f"{P}settings", b"[1, 2]")
+    await _expect_damaged(redis_server, f"{P}settings", "holds a JSON list, not an object")
+
+
+async def test_a_counter_that_is_not_a_number_is_exit_2_naming_the_key(
+    stored: redis.Redis, redis_server: RedisServer
+) -> None:
+    stored.set(f"{P}n", b"many")
+    await _expect_damaged(redis_server, f"{P}n", "")
+    stored.set(f"{P}n", b"3")
+    stored.hset(f"{P}k", "pages", "lots")
+    await _expect_damaged(redis_server, f"{P}k", "")
+
+
+async def test_a_huge_value_is_refused_inside_redis_naming_the_key(
+    stored: redis.Redis, redis_server: RedisServer
+) -> None:
+    size = 65 << 20  # over MAX_SETTINGS (64 MiB)
+    stored.setrange(f"{P}settings", size - 1, b"}")
+    await _expect_damaged(
+        redis_server, f"{P}settings", f"holds {size} bytes, more than the {64 << 20} allowed"
+    )
+
+
+async def test_a_queued_request_that_cannot_be_read_is_exit_2_naming_its_queue(
+    serve: ServeApp, redis_server: RedisServer
+) -> None:
+    hits: list[str] = []
+    site = f"http://127.0.0.1:{(await serve(_site(hits))).port}"
+    await _crawled(site, redis_server)
+    r = _client(redis_server)
+    queue = f"{P}q:{site}\\t1"  # (the key's tab, as the message shows it)
+    for item in (b"garbage", b"0\tnot a request", b"0\t" + b"x" * (5 << 20)):
+        r.delete(f"{P}q:{site}\t1")
+        _push(r, site, site + "/fine")
+        r.lset(f"{P}q:{site}\t1", 0, item)
+        done = await run("crawl", "--state", redis_server.url, "--name", NAME, "-q")
+        no_traceback(done)
+        assert done.rc == 2, done.err
+        assert f"the crawl state in Redis is damaged: key {queue} holds a request" in done.err
+    assert "/fine" not in hits
+
+
+CONTROLS = "\x1b[2J\x07\x9b31m"  # ESC, BEL, U+009B (CSI on many terminals)
+SHOWN = "\\x1b[2J\\x07\\x9b31m"
+
+
+async def test_status_shows_control_characters_from_redis_escaped(
+    stored: redis.Redis, redis_server: RedisServer
+) -> None:
+    stored.hset(f"{P}f", f"kind{CONTROLS}", 1)
+    settings = json.loads(stored.get(f"{P}settings") or b"")
+    settings["seeds"].append(f"http://127.0.0.1:9/{CONTROLS}")
+    stored.set(f"{P}settings", json.dumps(settings))
+    done = await run("status", "--state", redis_server.url, "--name", NAME)
+    assert done.rc == 0, done.err
+    for c in "\x1b\x07\x9b":
+        assert c not in done.out
+    assert f"kind{SHOWN} 1" in done.out and f"http://127.0.0.1:9/{SHOWN}" in done.out, done.out
+    data = json.loads((await run("status", "--state", redis_server.url, "--name", NAME,
+                                 "-f", "json")).out)  # fmt: skip
+    assert data["failed"][f"kind{CONTROLS}"] == 1  # JSON escapes by itself: the value as is
+
+
+async def test_status_shows_control_characters_from_a_state_directory_escaped(
+    serve: ServeApp, tmp_path: Path
+) -> None:
+    hits: list[str] = []
+    site = f"http://127.0.0.1:{(await serve(_site(hits))).port}"
+    state = tmp_path / "state"
+    done = await run("crawl", site + "/", "--state", str(state), "-q")
+    assert done.rc == 0, done.err
+    (db,) = [p for p in state.iterdir() if p.read_bytes()[:16] == b"SQLite format 3\0"]
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE requests SET url = url || ? WHERE id IN (SELECT id FROM seeds)", (CONTROLS,)
+        )
+        conn.execute("INSERT INTO failures(kind, n) VALUES (?, 1)", (f"kind{CONTROLS}",))
+    conn.close()
+    done = await run("status", "--state", str(state))
+    assert done.rc == 0, done.err
+    for c in "\x1b\x07\x9b":
+        assert c not in done.out
+    assert f"kind{SHOWN} 1" in done.out and f"{site}/{SHOWN}" in done.out, done.out
