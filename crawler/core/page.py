@@ -175,11 +175,21 @@ class PageJob:
         depth = lease.depth
         page = PageResult(url, depth, lease.referrer)
         current = url
-        found = lease_origin(policy, url)
-        if found is None:
-            log.warning("refused a leased URL outside the crawl's scope: %r", url[:500])
-            return _fail(page, OUT_OF_SCOPE, "leased URL outside the crawl's scope: not fetched")
-        origin = found  # robots.txt and politeness of the URL's own origin
+        if self.state.shared:
+            # A shared state's queues are a network service's: whoever can write to it could
+            # put any URL there. Admission's rule again (5 us a lease); robots.txt and
+            # politeness of the URL's own origin, not of the queue it came from. A process's
+            # own state (memory; SQLite in a directory only this user may write) holds only
+            # what admission queued.
+            found = lease_origin(policy, url)
+            if found is None:
+                log.warning("refused a leased URL outside the crawl's scope: %r", url[:500])
+                return _fail(
+                    page, OUT_OF_SCOPE, "leased URL outside the crawl's scope: not fetched"
+                )
+            origin = found
+        else:
+            origin = lease.origin or origin_of(url)
         chain = {url}
         hops = 0
         sitemap = lease.kind == KIND_SITEMAP
