@@ -11,6 +11,7 @@ import json
 from typing import TextIO
 
 from crawler.check.model import CheckReport, Problem
+from crawler.output.controls import escape_controls
 
 __all__ = ["MAX_WARNING_REFERRERS", "write_json", "write_text"]
 
@@ -24,11 +25,7 @@ def _plural(n: int, word: str) -> str:
 
 # C0 controls, DEL and the C1 controls, shown escaped: a hostile page's raw value must not
 # move the cursor or recolour the terminal (ESC sequences) of whoever reads the report.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def _clean(text: str) -> str:
-    return text.translate(_CONTROLS)
+_clean = escape_controls
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, cast
 
 from crawler.extract import LinkRecord
+from crawler.output.controls import escape_controls
 
 if TYPE_CHECKING:
     from crawler.core.results import PageResult
@@ -182,21 +183,21 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-8", "replace")
 
 
-# C0 controls and DEL, as \xNN: a raw value (an invalid link) may hold tabs and newlines.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
 
 
 class UrlSink(OutputSink):
     """Each discovered URL once, a line. In-scope URLs bare; with ``all_links`` the others
     (``kind`` "external", "other" or "invalid") follow a tab and their kind. An invalid link
-    (a value that does not resolve) is listed by its raw value, control characters written
-    as ``\\xNN`` so that it stays on one line."""
+    (a value that does not resolve) is listed by its raw value, C0/C1 control characters and
+    DEL written as ``\\xNN`` (``crawler.output.controls``), always, so that it stays on one
+    line and cannot drive the terminal it is printed on. The other values are serialised URLs
+    (controls percent-encoded): written as they are."""
 
     def link(self, url: str, referrer: str, kind: str) -> None:
         if kind == "internal":
             self._write(_utf8(url) + b"\n")
         else:
-            text = url.translate(_CONTROLS) if kind == "invalid" else url
+            text = escape_controls(url) if kind == "invalid" else url
             self._write(_utf8(f"{text}\t{kind}\n"))
 
 
