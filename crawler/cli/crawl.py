@@ -382,9 +382,13 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if problem:
         err(problem)
         return EXIT_USAGE
+    from crawler.config.credentials import sends_credentials  # noqa: PLC0415
+
     try:
         resume = None if not config.state else stored is not None
-        sink = open_sink(config.format, config.output, resume=resume)
+        # 0600 when the crawl sends credentials: it lists what only a logged-in user finds
+        private = sends_credentials(config)
+        sink = open_sink(config.format, config.output, resume=resume, private=private)
     except OSError as exc:
         err(f"cannot open output file {config.output!r}: {exc.strerror or exc}")
         return EXIT_USAGE
