@@ -24,7 +24,10 @@ HOSTILE = (
 
 def test_escape_controls_is_c0_c1_and_del_only() -> None:
     assert escape_controls("a\x1b[1m\x07\x7f\u009b\u0085z") == "a\\x1b[1m\\x07\\x7f\\x9b\\x85z"
-    assert escape_controls("caf\u00e9 \u00a0 \u2028 \U0001f600") == "caf\u00e9 \u00a0 \u2028 \U0001f600"
+    assert (
+        escape_controls("caf\u00e9 \u00a0 \u2028 \U0001f600")
+        == "caf\u00e9 \u00a0 \u2028 \U0001f600"
+    )
 
 
 async def test_all_links_urls_output_escapes_c0_and_c1_controls(

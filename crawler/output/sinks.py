@@ -184,8 +184,6 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-8", "replace")
 
 
-
-
 class UrlSink(OutputSink):
     """Each discovered URL once, a line. In-scope URLs bare; with ``all_links`` the others
     (``kind`` "external", "other" or "invalid") follow a tab and their kind. An invalid link
