@@ -328,6 +328,8 @@ def _exit_code(
         return EXIT_OK  # the reader took what it wanted (`| head`): quiet, like `rg | head`
     if stats is not None:
         why = state.signal.name if state.signal else ("output error" if sink.error else None)
+        if why is None and stats.time_limit:
+            why = "time limit"  # --max-time: a limit like --max-pages, exit code as finished
         progress.summary(
             stats,
             stopped_by=why,
