@@ -19,6 +19,14 @@ Theory of operation
 3. **Second look.** A URL that failed in a way that may pass (timeout, 403, 429, 5xx) is
    probed once more at the end with one GET, at least ``recheck_delay`` seconds after its
    failure; only a second failure is reported.
+
+``max_time`` bounds the whole run (steps 1-3): when it passes, the crawl stops as on Ctrl-C,
+the probes in flight are cancelled, and every linked URL without a verdict is reported as
+``not_checked`` (a warning, never broken); a failure whose second look did not come keeps its
+first verdict, its detail saying so. The prober's breaker (``host_timeouts``) stops sending
+to an origin where that many URLs timed out in a row: its other URLs are
+``host_unresponsive`` (a warning).
+
 4. **Report.** Broken URLs (model.BROKEN_KINDS) and warnings, each with every occurrence.
    A redirect that ends broken is reported under the URL as linked, with its chain; a
    missing fragment under ``url#fragment``; a broken page's fragment links under the page.
@@ -30,6 +38,7 @@ and the report of step 4 are kept and built there; this module runs the crawl an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import re
@@ -42,7 +51,7 @@ from crawler.check.cache import ResultCache
 from crawler.check.findings import Findings, id_hashes, recheckable
 from crawler.check.journal import PageJournal
 from crawler.check.model import CheckReport
-from crawler.check.probe import Prober, Verdict, error_kind
+from crawler.check.probe import HOST_TIMEOUTS, UNRESPONSIVE, Prober, Verdict, error_kind
 from crawler.config import CrawlConfig
 from crawler.core.engine import Crawler
 from crawler.core.robots import RobotsCache
@@ -70,6 +79,8 @@ class CheckOptions:
         cache: a JSON file of external results kept between runs (None: no cache).
         cache_max_age: seconds a cached result is used.
         recheck_delay: least seconds between a failure worth a second look and that look.
+        host_timeouts: URLs of one origin timing out in a row after which its remaining
+            probes are not sent (``host_unresponsive``); 0 = always send.
     """
 
     external: bool = True
@@ -78,6 +89,7 @@ class CheckOptions:
     cache: str | None = None
     cache_max_age: float = 86400.0
     recheck_delay: float = 1.0
+    host_timeouts: int = HOST_TIMEOUTS
 
 
 def _describe(verdict: Verdict, cfg: CrawlConfig) -> str:
@@ -129,6 +141,7 @@ class Checker(Findings):
         self._sem: asyncio.Semaphore | None = None
         self._early: set[asyncio.Task[None]] = set()
         self._crawl: Crawler | None = None
+        self._looked_again: set[str] = set()  # failures that had their second look
 
     def snapshot(self) -> Snapshot:
         """Where the run stands, for the command line's live line: pages crawled, requests
@@ -284,6 +297,10 @@ class Checker(Findings):
                     once=True,
                     excluded=self._hop_excluded,
                 )
+            self._looked_again.add(url)
+            if verdict.error == UNRESPONSIVE:  # not looked at again: the first failure stands
+                self._first_stands(url, old, verdict.detail)
+                return
             self.stats.rechecked += 1
             verdict.external = self.hosts.scope_origin(url) is None
             if verdict.ids is not None and verdict.final_url:
@@ -301,10 +318,57 @@ class Checker(Findings):
 
         await asyncio.gather(*(again(u, v) for u, v in todo))
 
+    def _first_stands(self, url: str, old: Verdict, why: str) -> None:
+        """A failure that got no second look keeps its first verdict, saying why."""
+        detail = f"{_describe(old, self.config)} (checked once; {why})"
+        self.verdicts[url] = dataclasses.replace(old, detail=detail)
+        self._derived.discard(url)
+
+    def _time_up(self) -> None:
+        """``max_time`` passed: every linked URL without a verdict is ``not_checked`` (the
+        rules' own warnings first), a failure without its second look keeps its first."""
+        self.stats.time_limit = True
+        why = f"--max-time {self.config.max_time:g} s passed before it was checked"
+        for url in self._bases:
+            old = self._resolve(url)
+            if old is not None:
+                if recheckable(old.error) and url not in self._looked_again:
+                    self._first_stands(url, old, "--max-time passed before the second look")
+                continue
+            warning, external = self._scope_verdict(url)
+            if warning is None and external and not self.options.external:
+                continue  # --no-external: not checked by choice, not by time
+            verdict = warning or Verdict(url, error="not_checked", detail=f"not checked: {why}")
+            verdict.external = external
+            self.verdicts[url] = verdict
+
+    async def _phases(
+        self, journal: PageJournal | None, prober: Prober, cache: ResultCache | None
+    ) -> None:
+        """Steps 1-3: the crawl (with early probes of external URLs), the probes of what is
+        left, the second looks."""
+        self._add_seeds()
+        if journal is not None:
+            self._replay(journal)
+        crawler = self._crawl = self._crawler(journal)
+        async with crawler:
+            await crawler.run()
+        self.crawl_stats = crawler.stats
+        while self._early:
+            await asyncio.gather(*list(self._early))
+        robots = (
+            None
+            if self.config.ignore_robots
+            else RobotsCache(prober.fetcher, self.config.user_agent, self.policy.in_scope)
+        )
+        pending = [u for u in self._bases if self._needs_probe(u)]
+        await self._probe_all(pending, robots)
+        await self._recheck(prober, cache)
+
     # -- the run --
 
     async def run(self) -> CheckReport:
-        """Crawl, probe, look again, and build the report."""
+        """Crawl, probe, look again, and build the report (by ``max_time`` when it is set)."""
         t0 = time.monotonic()
         state_dir = self.config.state
         journal = PageJournal(state_dir) if state_dir else None
@@ -314,29 +378,25 @@ class Checker(Findings):
             else None
         )
         self._cache = cache
-        prober = self._prober = Prober(self.config, self.policy)
+        prober = self._prober = Prober(
+            self.config, self.policy, host_timeouts=self.options.host_timeouts
+        )
         self._sem = asyncio.Semaphore(max(1, self.config.concurrency))
+        deadline = asyncio.timeout(self.config.max_time or None)
         try:
-            self._add_seeds()
-            if journal is not None:
-                self._replay(journal)
-            crawler = self._crawl = self._crawler(journal)
-            async with crawler:
-                await crawler.run()
-            self.crawl_stats = crawler.stats
-            while self._early:
-                await asyncio.gather(*list(self._early))
-            robots = (
-                None
-                if self.config.ignore_robots
-                else RobotsCache(prober.fetcher, self.config.user_agent, self.policy.in_scope)
-            )
-            pending = [u for u in self._bases if self._needs_probe(u)]
-            await self._probe_all(pending, robots)
-            await self._recheck(prober, cache)
+            async with deadline:
+                await self._phases(journal, prober, cache)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # not ours
+            if self._crawl is not None and self.crawl_stats is None:
+                self.crawl_stats = self._crawl.stats
+            self._time_up()
         finally:
-            for task in list(self._early):
+            early = list(self._early)
+            for task in early:
                 task.cancel()
+            await asyncio.gather(*early, return_exceptions=True)
             await prober.close()
         self.requests = dict(prober.requests)
         if cache is not None:

@@ -31,9 +31,17 @@ __all__ = ["RECHECK_KINDS", "Findings", "id_hashes", "recheckable"]
 
 #: Failures that may pass a second time (bot blocking, rate limits, a busy server).
 RECHECK_KINDS = frozenset({"timeout", "http_403", "http_429"})
-_WARNING_VERDICTS = frozenset({"robots_disallowed", "excluded", "blocked_address"})
+_UNCHECKED = frozenset({"not_checked", "host_unresponsive"})
+_WARNING_VERDICTS = frozenset({"robots_disallowed", "excluded", "blocked_address", *_UNCHECKED})
 _WARNING_KINDS = frozenset(
-    {"redirect_permanent", "robots_disallowed", "excluded", "blocked_address", "scheme_unchecked"}
+    {
+        "redirect_permanent",
+        "robots_disallowed",
+        "excluded",
+        "blocked_address",
+        "scheme_unchecked",
+        *_UNCHECKED,
+    }
 )
 # Target kinds
 _HTTP, _INVALID, _SCHEME = 0, 1, 2
@@ -352,6 +360,7 @@ class Findings:
                 stats.broken_occurrences += len(prob.referrers)
             else:
                 report.warnings.append(prob)
+                stats.unchecked += prob.error in _UNCHECKED
         stats.broken = len(report.broken)
         stats.warnings = len(report.warnings)
         return report

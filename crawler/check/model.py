@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["BROKEN_KINDS", "WARNING_KINDS", "CheckReport", "CheckStats", "Occurrence", "Problem"]
+__all__ = [
+    "BROKEN_KINDS",
+    "HOST_TIMEOUTS",
+    "WARNING_KINDS",
+    "CheckReport",
+    "CheckStats",
+    "Occurrence",
+    "Problem",
+]
 
 #: ``Problem.error`` of a broken link (``http_NNN`` for any 4xx/5xx status).
 BROKEN_KINDS = (
@@ -25,6 +33,10 @@ BROKEN_KINDS = (
     "invalid_url",
     "fragment_missing",
 )
+#: ``--host-timeouts``' default: URLs of one origin timing out in a row after which the prober
+#: sends nothing more there (its other URLs are ``host_unresponsive``); 0 = never.
+HOST_TIMEOUTS = 3
+
 #: ``Problem.error`` of a warning: not broken, worth a look.
 WARNING_KINDS = (
     "redirect_permanent",  # 301/308: link ``final_url`` instead
@@ -32,6 +44,8 @@ WARNING_KINDS = (
     "excluded",  # not checked: scope or --include/--exclude rules
     "blocked_address",  # not checked: the address is excluded (--exclude-private ...)
     "scheme_unchecked",  # mailto:, tel:, ftp: ... not checked
+    "not_checked",  # not checked: --max-time passed first
+    "host_unresponsive",  # not checked: --host-timeouts URLs of its host timed out in a row
 )
 
 
@@ -87,6 +101,8 @@ class CheckStats:
     broken_occurrences: int = 0
     warnings: int = 0
     rechecked: int = 0  # failed once (timeout, 403, 429, 5xx) and checked again
+    unchecked: int = 0  # distinct URLs not checked: not_checked + host_unresponsive warnings
+    time_limit: bool = False  # the run stopped at --max-time (``not_checked``: what was left)
     duration: float = 0.0
     status: dict[int, int] = field(default_factory=dict)  # final HTTP status -> URLs
 

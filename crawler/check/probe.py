@@ -7,10 +7,18 @@ reads the body only when a fragment must be looked up, and then only for its ids
 
 Politeness is the crawl's: one aiohttp session made by ``crawler.http.session.make_session`` (the
 same per-host connection limit, timeouts, User-Agent, headers), the crawl's credentials for the
-origins they are for (decided per hop: ``Fetcher.credentials_for``), at most ``per_host``
-requests at once per origin and ``delay`` seconds between two of them (the robots.txt
-Crawl-delay too, when the caller passes it), retries with the Fetcher's backoff for connection
-errors, timeouts, 429 and 5xx, honouring ``Retry-After`` up to ``max_retry_after``.
+origins they are for and its proxy (decided per hop: ``Fetcher.session_request``), at most
+``per_host`` requests at once per origin and ``delay`` seconds between two of them (the
+robots.txt Crawl-delay too, when the caller passes it), retries with the Fetcher's backoff for
+connection errors, timeouts, 429 and 5xx, honouring ``Retry-After`` up to ``max_retry_after``.
+
+A circuit breaker per origin: after timeouts of ``host_timeouts`` different URLs in a row on
+one origin (a tarpit that accepts and never answers, a host that drops packets), the probes
+of that origin still to come are not sent (one URL that hangs, retried and looked at again,
+counts once: it never shuts its host out alone); their verdict is ``host_unresponsive`` (not
+checked, a warning, never broken). So a page of 1,000 links to a tarpit costs a few
+timeouts, not 1,000 times (retries included) ``--timeout``. A probe whose own request timed
+out keeps its ``timeout``.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from crawler.check.model import HOST_TIMEOUTS
 from crawler.config import CrawlConfig
 from crawler.extract import LinkExtractor
 from crawler.http.client import Fetcher
@@ -29,10 +38,20 @@ from crawler.http.errors import RETRY_KINDS, classify_error
 from crawler.http.response import HTML_TYPES, location_header, parse_retry_after
 from crawler.urls.policy import UrlPolicy, join, origin_of
 
-__all__ = ["PERMANENT", "REDIRECTS", "Prober", "Verdict", "error_kind"]
+__all__ = [
+    "HOST_TIMEOUTS",
+    "PERMANENT",
+    "REDIRECTS",
+    "UNRESPONSIVE",
+    "Prober",
+    "Verdict",
+    "error_kind",
+]
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 PERMANENT = frozenset({301, 308})
+#: The verdict's kind of a probe not sent because its origin stopped answering.
+UNRESPONSIVE = "host_unresponsive"
 
 
 @dataclass(slots=True)
@@ -92,11 +111,19 @@ class Prober:
     Args:
         config: the crawl's config (limits, timeouts, retries, delay, link set).
         policy: the crawl's UrlPolicy: canonicalises each redirect target.
+        host_timeouts: timeouts in a row to one origin after which its remaining probes
+            are not sent (``host_unresponsive``); 0 = always send.
     """
 
-    def __init__(self, config: CrawlConfig, policy: UrlPolicy) -> None:
+    def __init__(
+        self, config: CrawlConfig, policy: UrlPolicy, *, host_timeouts: int = HOST_TIMEOUTS
+    ) -> None:
         self.config = config
         self.policy = policy
+        self.host_timeouts = host_timeouts
+        self._timeouts: dict[str, set[str]] = {}  # origin -> its URLs that timed out in a row
+        #: origins whose probes are no longer sent (the breaker tripped), for the report
+        self.unresponsive: set[str] = set()
         self.fetcher = Fetcher(config)  # its session, backoff and (for robots) fetch
         self._sem: dict[str, asyncio.Semaphore] = {}
         self._next: dict[str, float] = {}
@@ -105,6 +132,22 @@ class Prober:
 
     async def close(self) -> None:
         await self.fetcher.close()
+
+    def _note(self, origin: str, url: str, timed_out: bool) -> None:
+        """A timeout of ``url`` on ``origin`` in a row (any other outcome there resets it)."""
+        if not timed_out:
+            self._timeouts.pop(origin, None)
+            return
+        urls = self._timeouts.setdefault(origin, set())
+        urls.add(url)
+        if self.host_timeouts and len(urls) >= self.host_timeouts:
+            self.unresponsive.add(origin)
+
+    def _skipped(self, origin: str) -> str:
+        return (
+            f"not checked: {self.host_timeouts} URLs of {origin} timed out in a row"
+            " (--host-timeouts); its other links were not requested"
+        )
 
     def set_delay(self, origin: str, delay: float) -> None:
         """A longer delay for one origin (robots.txt Crawl-delay)."""
@@ -204,11 +247,14 @@ class Prober:
             head_failed = kind is not None or (status is not None and status >= 400)
             if not head_failed:
                 return status, location, None, "", None
-            if kind == "blocked_address":  # no connection was opened; a GET would not be
+            if kind in ("blocked_address", UNRESPONSIVE):  # nothing sent: a GET would not be
                 return status, location, kind, detail, None
             # 405/501 (no HEAD here) or any other failure: GET decides; after a timeout
-            # (retried already) once, so that a URL that hangs does not cost twice the waits.
+            # (retried already) once, so that a URL that hangs does not cost twice the waits;
+            # not at all when its host has stopped answering (the HEAD's timeout stands).
             if kind == "timeout":
+                if origin_of(url) in self.unresponsive:
+                    return status, location, kind, detail, None
                 retries = 0
         return await self._retrying(url, "GET", need_ids, retries)
 
@@ -220,19 +266,35 @@ class Prober:
         cfg = self.config
         origin = origin_of(url)
         attempt = 0
+        failed: tuple[str | None, str] | None = None  # the last attempt's error (kind, detail)
         while True:
             wait: float | None = None
             try:
+                if origin in self.unresponsive:  # the breaker: send nothing more there
+                    raise _Unresponsive
                 async with self._slot(origin):
-                    status, location, retry_after, read = await self._exchange(
-                        url, method, need_ids
-                    )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                kind, detail = _classify(exc)
+                    if origin in self.unresponsive:  # tripped while this one waited
+                        raise _Unresponsive
+                    try:
+                        status, location, retry_after, read = await self._exchange(
+                            url, method, need_ids
+                        )
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        kind, detail = _classify(exc)
+                        self._note(origin, url, kind == "timeout")
+                        raise _Failed(kind, detail) from None
+                    self._note(origin, url, False)
+            except _Unresponsive:
+                if failed is not None:  # this URL's own attempt timed out: that is its verdict
+                    return None, None, failed[0], failed[1], None
+                return None, None, UNRESPONSIVE, self._skipped(origin), None
+            except _Failed as exc:
+                kind, detail = exc.kind, exc.detail
+                failed = (error_kind(kind, detail), detail)
                 if kind not in RETRY_KINDS or attempt >= retries:
-                    return None, None, error_kind(kind, detail), detail, None
+                    return None, None, failed[0], failed[1], None
             else:
                 told = parse_retry_after(retry_after) if status in (429, 503) else None
                 if (status == 429 or status >= 500) and (
@@ -289,6 +351,19 @@ class Prober:
                 break
         ex.close()
         return True, frozenset(ex.ids), complete and ex.ids_complete
+
+
+class _Unresponsive(Exception):
+    """The origin's breaker has tripped: the request is not sent."""
+
+
+class _Failed(Exception):
+    """One attempt failed on the wire (its kind and detail, as ``classify_error`` says)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.detail = detail
 
 
 def _classify(exc: BaseException) -> tuple[str, str]:

@@ -27,7 +27,16 @@ __all__ = [
 ]
 
 #: Warnings about links that were not checked at all (the others were checked and passed).
-NOT_CHECKED = frozenset({"robots_disallowed", "excluded", "blocked_address", "scheme_unchecked"})
+NOT_CHECKED = frozenset(
+    {
+        "robots_disallowed",
+        "excluded",
+        "blocked_address",
+        "scheme_unchecked",
+        "not_checked",
+        "host_unresponsive",
+    }
+)
 
 _KIND_TITLES = {
     "timeout": "Timeout",
@@ -44,6 +53,8 @@ _KIND_TITLES = {
     "excluded": "Not checked: excluded by scope or --include/--exclude",
     "blocked_address": "Not checked: address excluded",
     "scheme_unchecked": "Not checked: scheme",
+    "not_checked": "Not checked: time limit",
+    "host_unresponsive": "Not checked: host unresponsive",
 }
 _KIND_SENTENCES = {
     "timeout": "The server did not answer in time, also when checked again near the end.",
@@ -61,6 +72,9 @@ _KIND_SENTENCES = {
     "blocked_address": "The host's address is of a class the run excludes (private, link-local"
     " or loopback), so no connection was opened.",
     "scheme_unchecked": "Links of this scheme (mailto:, tel:, ...) are not checked.",
+    "not_checked": "The run stopped at --max-time before the URL was checked.",
+    "host_unresponsive": "Several URLs of its host timed out in a row, so the URL was not"
+    " requested.",
 }
 # Kinds whose title says everything the checker's detail would.
 _SAYS_IT_ALL = frozenset({"robots_disallowed", "scheme_unchecked"})

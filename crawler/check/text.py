@@ -64,6 +64,9 @@ def write_text(report: CheckReport, out: TextIO) -> None:
     occ = f" ({_plural(s.broken_occurrences, 'occurrence')})" if report.broken else ""
     again = f"; {s.rechecked:,} checked twice" if s.rechecked else ""
     out.write(f"{verdict}{occ}, {_plural(s.warnings, 'warning')}{again}\n")
+    if s.time_limit or s.unchecked:
+        why = "stopped at --max-time: " if s.time_limit else ""
+        out.write(f"{why}{_plural(s.unchecked, 'URL')} not checked (listed under WARNINGS)\n")
     if report.broken:
         out.write("\nBROKEN\n")
         for p in report.broken:

@@ -19,6 +19,7 @@ import sys
 import tomllib
 from typing import Any, TextIO
 
+from crawler.check.model import HOST_TIMEOUTS
 from crawler.cli import options
 from crawler.config import ConfigError, CrawlConfig
 
@@ -93,6 +94,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=1.0,
         help="least seconds before a link that failed with a timeout, 403, 429 or 5xx is "
         "checked once more (default: 1)",
+    )
+    group.add_argument(
+        "--host-timeouts",
+        metavar="N",
+        type=int,
+        default=HOST_TIMEOUTS,
+        help="after N URLs of one host (and port) timed out in a row, its other links are not"
+        " requested and are reported as not checked (host_unresponsive); 0 = never"
+        f" (default: {HOST_TIMEOUTS})",
     )
     group.add_argument(
         "--format",
@@ -200,6 +210,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if args.cache_max_age < 0 or args.recheck_delay < 0:
             raise ConfigError("must be >= 0", key="--cache-max-age/--recheck-delay")
+        if args.host_timeouts < 0:
+            raise ConfigError(f"must be >= 0; got {args.host_timeouts}", key="--host-timeouts")
         if args.cache is not None and not os.path.isdir(os.path.dirname(args.cache) or "."):
             raise ConfigError("its directory does not exist", key=f"--cache {args.cache}")
         config, check_options = split_options(
@@ -212,6 +224,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "cache": args.cache,
                 "cache_max_age": args.cache_max_age,
                 "recheck_delay": args.recheck_delay,
+                "host_timeouts": args.host_timeouts,
             },
         )
     except ConfigError as exc:
@@ -252,9 +265,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             out.close()
     if not config.quiet:
         s = report.stats
+        stopped = " (stopped at --max-time)" if s.time_limit else ""
+        unchecked = f", {s.unchecked:,} not checked" if s.unchecked else ""
         sys.stderr.write(
             f"crawler check: {s.broken:,} broken, {s.warnings:,} warnings, "
-            f"{s.urls:,} URLs checked in {s.duration:.1f} s\n"
+            f"{s.urls:,} URLs checked{unchecked} in {s.duration:.1f} s{stopped}\n"
         )
     if checker.cache_error is not None:
         _err(checker.cache_error)

@@ -328,6 +328,8 @@ def _exit_code(
         return EXIT_OK  # the reader took what it wanted (`| head`): quiet, like `rg | head`
     if stats is not None:
         why = state.signal.name if state.signal else ("output error" if sink.error else None)
+        if why is None and stats.time_limit:
+            why = "time limit"  # --max-time: a limit like --max-pages, exit code as finished
         progress.summary(
             stats,
             stopped_by=why,
@@ -382,9 +384,13 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if problem:
         err(problem)
         return EXIT_USAGE
+    from crawler.config.credentials import sends_credentials  # noqa: PLC0415
+
     try:
         resume = None if not config.state else stored is not None
-        sink = open_sink(config.format, config.output, resume=resume)
+        # 0600 when the crawl sends credentials: it lists what only a logged-in user finds
+        private = sends_credentials(config)
+        sink = open_sink(config.format, config.output, resume=resume, private=private)
     except OSError as exc:
         err(f"cannot open output file {config.output!r}: {exc.strerror or exc}")
         return EXIT_USAGE

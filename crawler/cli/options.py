@@ -85,6 +85,12 @@ def _options() -> dict[str, _Option]:
             {"type": int, "metavar": "N"},
             "redirect hops a URL; 0 = do not follow redirects",
         ),
+        "max_time": (
+            ("--max-time",),
+            {"type": float, "metavar": "S"},
+            "stop the run after S seconds, cleanly (outputs complete; check: the URLs not"
+            " checked by then are reported so); 0 = no limit",
+        ),
         "concurrency": (
             ("--concurrency", "-c"),
             {"type": int, "metavar": "N"},

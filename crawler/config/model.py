@@ -40,6 +40,8 @@ class CrawlConfig:
     max_url_length: int = 2048
     max_body_bytes: int = 10 * 1024 * 1024
     max_redirects: int = 10
+    #: Seconds the whole run may take (crawl and check); then it stops as on Ctrl-C, cleanly.
+    max_time: float = 0.0
 
     # -- concurrency and politeness --
     concurrency: int = 32
@@ -171,6 +173,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "max_url_length",
         "max_body_bytes",
         "max_redirects",
+        "max_time",
     ),
     "concurrency": ("concurrency", "per_host", "delay"),
     "scope": ("scope", "include", "exclude", "sort_query", "drop_params"),

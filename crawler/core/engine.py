@@ -33,7 +33,8 @@ Rules the engine keeps:
   exception is logged, counted (``sink_errors``) and marks the page ``sink``.
 
 The crawl ends when the state has nothing queued or leased (or the page budget is spent) and
-no page task is left. Leaving the ``async with`` block, leaving an ``async for`` over the
+no page task is left; ``max_time`` seconds after it opened it is stopped as by ``stop()``
+(``stats.time_limit`` says so). Leaving the ``async with`` block, leaving an ``async for`` over the
 crawler early (break, an exception, ``aclose()``), cancelling the task that runs ``run()``,
 or ``stop()`` cancels the dispatcher and page tasks; the pages finished by then are
 committed, the state and the session are closed and the stats completed when the crawler is
@@ -193,6 +194,7 @@ class Crawler:
         self._archive: Any = None  # crawler.output.warc's writer, with config.warc
         self._io_closed = False
         self._dispatch_task: asyncio.Task[None] | None = None
+        self._deadline: asyncio.TimerHandle | None = None  # max_time's timer
         self._resumed = False
         self._recovered = 0
         self._opened = False
@@ -242,6 +244,13 @@ class Crawler:
         if self._dispatch_task is not None:
             self._dispatch_task.cancel()
 
+    def _time_up(self) -> None:
+        """``max_time`` passed: stop as ``stop()`` does, the stats saying why."""
+        if self._closed or self._dispatcher.stopped:
+            return
+        self.stats.time_limit = True
+        self.stop()
+
     async def __aenter__(self) -> Crawler:
         await self._open()
         return self
@@ -269,6 +278,8 @@ class Crawler:
         if self._closed:
             return
         self._closed = True
+        if self._deadline is not None:
+            self._deadline.cancel()
         try:
             dispatcher = self._dispatch_task
             if dispatcher is not None and not dispatcher.done():
@@ -327,6 +338,8 @@ class Crawler:
         self._opened = True
         state = self._state
         cfg = self.config
+        if cfg.max_time:  # the run's clock starts as it opens (a state that waits counts)
+            self._deadline = asyncio.get_running_loop().call_later(cfg.max_time, self._time_up)
         await state.open(
             per_host=cfg.per_host, delay=cfg.delay, max_pages_per_host=cfg.max_pages_per_host
         )

@@ -114,6 +114,8 @@ class CrawlStats:
     started: float = 0.0
     duration: float = 0.0
     cancelled: bool = False
+    #: the run stopped because ``max_time`` passed (``cancelled`` is set too)
+    time_limit: bool = False
     #: pages done by earlier runs of a resumed crawl (``pages`` counts the whole crawl)
     resumed_pages: int = 0
     #: requests that were in flight when the last run stopped (fetched again in this one)
@@ -147,6 +149,7 @@ class CrawlStats:
             "duration": round(self.duration, 3),
             "pages_per_second": round(self.pages_per_second, 2),
             "cancelled": self.cancelled,
+            "time_limit": self.time_limit,
             "resumed_pages": self.resumed_pages,
             "recovered": self.recovered,
         }

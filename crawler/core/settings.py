@@ -99,6 +99,7 @@ PER_RUN: dict[str, str] = {
     "max_pages": "the budget of the whole crawl, counted across runs: raise it to go on",
     "max_body_bytes": "a limit of one fetch (pages fetched already are not fetched again)",
     "max_redirects": "a limit of one fetch",
+    "max_time": "the time limit of one run (each run's clock starts at zero)",
     "concurrency": "speed and politeness of this run",
     "per_host": "speed and politeness of this run",
     "delay": "speed and politeness of this run",

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, cast
 
 from crawler.extract import LinkRecord
+from crawler.output.controls import escape_controls
+from crawler.output.files import open_output
 
 if TYPE_CHECKING:
     from crawler.core.results import PageResult
@@ -182,21 +184,19 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-8", "replace")
 
 
-# C0 controls and DEL, as \xNN: a raw value (an invalid link) may hold tabs and newlines.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(32), 127)}
-
-
 class UrlSink(OutputSink):
     """Each discovered URL once, a line. In-scope URLs bare; with ``all_links`` the others
     (``kind`` "external", "other" or "invalid") follow a tab and their kind. An invalid link
-    (a value that does not resolve) is listed by its raw value, control characters written
-    as ``\\xNN`` so that it stays on one line."""
+    (a value that does not resolve) is listed by its raw value, C0/C1 control characters and
+    DEL written as ``\\xNN`` (``crawler.output.controls``), always, so that it stays on one
+    line and cannot drive the terminal it is printed on. The other values are serialised URLs
+    (controls percent-encoded): written as they are."""
 
     def link(self, url: str, referrer: str, kind: str) -> None:
         if kind == "internal":
             self._write(_utf8(url) + b"\n")
         else:
-            text = url.translate(_CONTROLS) if kind == "invalid" else url
+            text = escape_controls(url) if kind == "invalid" else url
             self._write(_utf8(f"{text}\t{kind}\n"))
 
 
@@ -337,6 +337,7 @@ class SitemapSink(OutputSink):
         spool_path: str | None = None,
         keep_spool: bool = False,
         base: str | None = None,
+        private: bool = False,
     ) -> None:
         super().__init__(stream, close_stream=close_stream, on_failure=on_failure)
         from crawler.http.response import HTML_TYPES  # noqa: PLC0415  (aiohttp: a crawl has it loaded)
@@ -348,6 +349,7 @@ class SitemapSink(OutputSink):
         self.spool_path = spool_path
         self._keep_spool = keep_spool
         self.base = base
+        self._private = private
         #: what the last build wrote (crawler.output.sitemap.SitemapResult), None before close
         self.result: object | None = None
 
@@ -393,6 +395,7 @@ class SitemapSink(OutputSink):
                     self.target,
                     stream=self._out,
                     base=self.base,
+                    private=self._private,
                 )
         except sitemap.SitemapError as exc:
             self.error = OSError(errno.EFBIG, str(exc))
@@ -410,6 +413,7 @@ def _open_sitemap(
     on_failure: Callable[[], object] | None,
     resume: bool | None,
     base: str | None,
+    private: bool = False,
 ) -> SitemapSink:
     """The sitemap sink: its side file and where the sitemap goes (see SitemapSink)."""
     target: str | None = None
@@ -420,7 +424,8 @@ def _open_sitemap(
             out = open(path, "ab")  # /dev/null, a FIFO: one sitemap written to it
             close_out = True
         else:
-            open(path, "ab").close()  # an unwritable path fails now, not at the end
+            # an unwritable path fails now, not at the end
+            open_output(path, append=True, private=private).close()
             target = path
     else:
         out = stream or sys.stdout.buffer
@@ -428,7 +433,7 @@ def _open_sitemap(
     if keep:
         assert target is not None
         spool_path = target + ".urls"
-        fh: IO[bytes] = open(spool_path, "ab")
+        fh: IO[bytes] = open_output(spool_path, append=True, private=private)
     else:
         directory = (os.path.dirname(target) or ".") if target is not None else None
         fd, spool_path = tempfile.mkstemp(prefix=".sitemap-", suffix=".urls", dir=directory)
@@ -443,6 +448,7 @@ def _open_sitemap(
         spool_path=spool_path,
         keep_spool=keep,
         base=base,
+        private=private,
     )
     if keep:
         sink._path = spool_path
@@ -467,6 +473,7 @@ def open_sink(
     on_failure: Callable[[], object] | None = None,
     resume: bool | None = None,
     sitemap_base: str | None = None,
+    private: bool = False,
 ) -> OutputSink:
     """The sink for ``fmt`` writing to ``path``, ``stream``, or stdout.
 
@@ -481,6 +488,8 @@ def open_sink(
             appended to; the sitemap is written whole at close).
         sitemap_base: ``sitemap`` only: the origin of a sitemap index's <loc>s (default:
             the origin of the first URL listed).
+        private: the crawl sends credentials: the file (and a sitemap's parts and side
+            file) created mode 0600, an existing one made 0600 (``crawler.output.files``).
 
     Raises:
         ValueError: unknown format.
@@ -490,9 +499,10 @@ def open_sink(
     if cls is None:
         raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if cls is SitemapSink:
-        return _open_sitemap(path, stream, on_failure, resume, sitemap_base)
+        return _open_sitemap(path, stream, on_failure, resume, sitemap_base, private)
     if path is not None and path != "-":
-        fh = open(path, "wb" if resume is None else "ab")  # closed by the sink's close()
+        # closed by the sink's close()
+        fh = open_output(path, append=resume is not None, private=private)
         sink = cls(fh, close_stream=True, on_failure=on_failure)
         # A device or a pipe (/dev/null, a FIFO) has no end to truncate or repair.
         if resume is not None and stat.S_ISREG(os.fstat(fh.fileno()).st_mode):

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import IO
 from urllib.parse import quote, urlsplit
 
+from crawler.output.files import temp_mode
+
 __all__ = [
     "MAX_BYTES",
     "MAX_URLS",
@@ -118,21 +120,19 @@ def unique(lines: Iterable[str]) -> Iterator[str]:
         db.close()
 
 
-def _mkstemp(directory: str | None) -> tuple[int, str]:
+def _mkstemp(directory: str | None, private: bool = False) -> tuple[int, str]:
     """A temporary file beside the output, with the mode a new file would get (mkstemp's is
-    0600, and the file is renamed into place)."""
+    0600, and the file is renamed into place); 0600 for a crawl that sends credentials."""
     fd, tmp = tempfile.mkstemp(prefix=".sitemap-", suffix=".tmp", dir=directory)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)
+    os.fchmod(fd, temp_mode(private))
     return fd, tmp
 
 
 class _Part:
     """A sitemap being written to a temporary file."""
 
-    def __init__(self, directory: str | None) -> None:
-        fd, self.tmp = _mkstemp(directory)
+    def __init__(self, directory: str | None, private: bool = False) -> None:
+        fd, self.tmp = _mkstemp(directory, private)
         self.fh: IO[bytes] = os.fdopen(fd, "wb")
         self.fh.write(_URLSET[0])
         self.size = len(_URLSET[0]) + len(_URLSET[1])
@@ -159,6 +159,7 @@ def write_sitemaps(
     base: str | None = None,
     max_urls: int | None = None,
     max_bytes: int | None = None,
+    private: bool = False,
 ) -> SitemapResult:
     """Write ``urls`` (distinct, in order) as a sitemap at ``path``, or a sitemap index at
     ``path`` and its numbered sitemaps beside it when they do not fit in one file.
@@ -167,6 +168,7 @@ def write_sitemaps(
         path: the output file; None: ``stream`` (one sitemap only).
         base: the origin the index's <loc>s start with (default: the first URL's origin).
         max_urls, max_bytes: per file (default: :data:`MAX_URLS`, :data:`MAX_BYTES`).
+        private: the files are created 0600 (a crawl that sends credentials), not by umask.
 
     Raises:
         SitemapError: the URLs need more than one file and there is no ``path``.
@@ -180,7 +182,7 @@ def write_sitemaps(
     parts: list[_Part] = []
     first: str | None = None
     try:
-        part = _Part(directory)
+        part = _Part(directory, private)
         parts.append(part)
         for url in urls:
             text = loc(url)
@@ -196,7 +198,7 @@ def write_sitemaps(
                         " and its sitemaps need an output file (--output FILE), not a stream"
                     )
                 part.finish()
-                part = _Part(directory)
+                part = _Part(directory, private)
                 parts.append(part)
             part.add(entry)
             result.urls += 1
@@ -214,7 +216,7 @@ def write_sitemaps(
                 name = part_path(path, number)
                 os.replace(part.tmp, name)
                 names.append(name)
-            _write_index(path, names, base or _origin(first or ""), directory)
+            _write_index(path, names, base or _origin(first or ""), directory, private)
             result.index = True
             result.files = [path, *names]
         _remove_stale(path, len(parts) if result.index else 0, listed)
@@ -232,10 +234,12 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/"
 
 
-def _write_index(path: str, names: list[str], base: str, directory: str | None) -> None:
+def _write_index(
+    path: str, names: list[str], base: str, directory: str | None, private: bool = False
+) -> None:
     if not base.endswith("/"):
         base += "/"
-    fd, tmp = _mkstemp(directory)
+    fd, tmp = _mkstemp(directory, private)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(_INDEX[0])

@@ -41,7 +41,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
+from crawler.config.credentials import sends_credentials
 from crawler.http.response import WarcArchive, WarcRecord
+from crawler.output.files import open_output
 from crawler.output.warc_gzip import TAG_LEN, GzipMembers, WarcError, file_tag, repair_tail
 from crawler.output.warc_records import (
     INFO_KEYS,
@@ -235,7 +237,9 @@ def open_archive(
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
         fh = open(path, "ab")  # /dev/null, a FIFO: written as it is
     else:
-        fh = open(path, "ab")  # created if missing; nothing cut before the lock is ours
+        # created if missing (0600 when the crawl sends credentials: the archive holds what
+        # they open and the site's Set-Cookie values); nothing cut before the lock is ours
+        fh = open_output(path, append=True, private=sends_credentials(config))
         try:
             _lock(fh, path)
             if resumed:
