@@ -85,6 +85,11 @@ def _options() -> dict[str, _Option]:
             {"type": int, "metavar": "N"},
             "redirect hops a URL; 0 = do not follow redirects",
         ),
+        "max_links_per_page": (
+            ("--max-links-per-page",),
+            {"type": int, "metavar": "N"},
+            "handle the first N links of a page, count the rest (links_capped); 0 = no limit",
+        ),
         "concurrency": (
             ("--concurrency", "-c"),
             {"type": int, "metavar": "N"},

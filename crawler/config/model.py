@@ -40,6 +40,10 @@ class CrawlConfig:
     max_url_length: int = 2048
     max_body_bytes: int = 10 * 1024 * 1024
     max_redirects: int = 10
+    #: Links of one page that are handled (offered, listed, kept in ``PageResult.links``); the
+    #: rest are only counted (``links_capped``). Real pages stay far below it (the largest HTML
+    #: index pages have tens of thousands); a hostile 10 MiB page can hold ~500,000.
+    max_links_per_page: int = 100_000
 
     # -- concurrency and politeness --
     concurrency: int = 32
@@ -155,6 +159,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "max_url_length",
         "max_body_bytes",
         "max_redirects",
+        "max_links_per_page",
     ),
     "concurrency": ("concurrency", "per_host", "delay"),
     "scope": ("scope", "include", "exclude", "sort_query", "drop_params"),

@@ -97,6 +97,8 @@ PER_RUN: dict[str, str] = {
     "max_pages": "the budget of the whole crawl, counted across runs: raise it to go on",
     "max_body_bytes": "a limit of one fetch (pages fetched already are not fetched again)",
     "max_redirects": "a limit of one fetch",
+    "max_links_per_page": "a limit of one page's links (pages fetched already are not fetched"
+    " again)",
     "concurrency": "speed and politeness of this run",
     "per_host": "speed and politeness of this run",
     "delay": "speed and politeness of this run",

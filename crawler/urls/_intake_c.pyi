@@ -9,6 +9,7 @@ class Intake:
     respect_nofollow: bool
     all_links: bool
     found: int
+    limit: int
     repeated: int
     known: int
     def __init__(
