@@ -20,7 +20,7 @@ Each case runs ``python -m crawler crawl`` of that site in a subprocess with the
 
 A tree without ``--max-links-per-page`` (before it existed) runs ``memory`` and ``state``
 without the flag. Prints one line a case: peak RSS, wall time, URLs listed, and a digest of
-the sorted URL list (the same digest on two trees: the same URLs listed). Results and the
+the sorted list of the URLs' paths (the same digest on two trees: the same URLs listed). Results and the
 command are in benchmarks/MEMORY.md.
 """
 
@@ -100,7 +100,8 @@ def run(tree: Path, seed: str, args: list[str], tmp: Path) -> tuple[int, float, 
     # Counted and digested by sort and sha256sum: the list read here would grow this process,
     # and the next child's ru_maxrss starts from it (see the module docstring).
     sort = subprocess.run(
-        f"LC_ALL=C sort {out} | tee >(wc -l >{tmp}/n) | sha256sum", shell=True,
+        f"sed 's|^http://127.0.0.1:[0-9]*||' {out} | LC_ALL=C sort | tee >(wc -l >{tmp}/n)"
+        " | sha256sum", shell=True,
         executable="/bin/bash", capture_output=True, text=True, check=True,
     )  # fmt: skip
     time.sleep(0.1)  # (the process substitution's wc)
