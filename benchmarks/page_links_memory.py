@@ -20,8 +20,8 @@ Each case runs ``python -m crawler crawl`` of that site in a subprocess with the
 
 A tree without ``--max-links-per-page`` (before it existed) runs ``memory`` and ``state``
 without the flag. Prints one line a case: peak RSS, wall time, URLs listed, and a digest of
-the sorted list of the URLs' paths (the same digest on two trees: the same URLs listed). Results and the
-command are in benchmarks/MEMORY.md.
+the sorted list of the URLs' paths (the same digest on two trees: the same URLs listed).
+Results and the command are in benchmarks/MEMORY.md.
 """
 
 from __future__ import annotations
