@@ -91,6 +91,11 @@ def _options() -> dict[str, _Option]:
             "stop the run after S seconds, cleanly (outputs complete; check: the URLs not"
             " checked by then are reported so); 0 = no limit",
         ),
+        "max_links_per_page": (
+            ("--max-links-per-page",),
+            {"type": int, "metavar": "N"},
+            "handle the first N links of a page, count the rest (links_capped); 0 = no limit",
+        ),
         "concurrency": (
             ("--concurrency", "-c"),
             {"type": int, "metavar": "N"},

@@ -42,6 +42,10 @@ class CrawlConfig:
     max_redirects: int = 10
     #: Seconds the whole run may take (crawl and check); then it stops as on Ctrl-C, cleanly.
     max_time: float = 0.0
+    #: Links of one page that are handled (offered, listed, kept in ``PageResult.links``); the
+    #: rest are only counted (``links_capped``). Real pages stay far below it (the largest HTML
+    #: index pages have tens of thousands); a hostile 10 MiB page can hold ~500,000.
+    max_links_per_page: int = 100_000
 
     # -- concurrency and politeness --
     concurrency: int = 32
@@ -174,6 +178,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "max_body_bytes",
         "max_redirects",
         "max_time",
+        "max_links_per_page",
     ),
     "concurrency": ("concurrency", "per_host", "delay"),
     "scope": ("scope", "include", "exclude", "sort_query", "drop_params"),

@@ -467,10 +467,11 @@ class Tally:
     see ``Admission.relist``), and the counters of the whole crawl stay exact across kills.
     """
 
-    __slots__ = ("links_found", "links_invalid", "links_new", "out_of_scope", "redirects",
-                 "robots_disallowed")  # fmt: skip
+    __slots__ = ("links_capped", "links_found", "links_invalid", "links_new", "out_of_scope",
+                 "redirects", "robots_disallowed")  # fmt: skip
 
     def __init__(self) -> None:
+        self.links_capped = 0
         self.links_found = 0
         self.links_new = 0
         self.links_invalid = 0

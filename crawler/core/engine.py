@@ -174,6 +174,9 @@ class Crawler:
             )
         )
         self._state_open = False
+        # An in-memory state made here dies with this crawler: nobody resumes it, so what its
+        # page budget cannot reach need not be queued (`_bound_queues`).
+        self._own_memory = state is None and not cfg.state
         self._policy = UrlPolicy.from_config(cfg)
         # The books (stats, pages kept, commits) and the leases' dispatcher: made now, so
         # that stats, queued and in_flight read true before the crawl opens.
@@ -422,6 +425,7 @@ class Crawler:
             collect_ids=self._collect_ids,
             report_skipped=self._report_skipped,
         )
+        self._bound_queues(state)
         ledger.start_clock()
         start = getattr(self._sink, "start", None)
         if start is not None:
@@ -434,6 +438,26 @@ class Crawler:
         await self._admission.seeds(cfg.seeds, tally)  # a sink error here is logged, counted
         ledger.add_tally(tally)
         await ledger.commit()  # the seeds' lines out and their counts in, before any page
+
+    def _bound_queues(self, state: CrawlState) -> None:
+        """With ``max_pages``, this crawler's own memory state queues only what the budget can
+        still reach (``MemoryState.bound_queues``): an origin whose every lease is sure to be
+        a page (robots.txt allows all, or is ignored) gets at most as many requests queued
+        ahead of a new URL as pages are left; the rest are listed, not kept."""
+        bound = getattr(state, "bound_queues", None)
+        cfg = self.config
+        if not (cfg.max_pages and self._own_memory and callable(bound)):
+            return
+        budget = cfg.max_pages - self._dispatcher.admitted
+        job, robots, ignore = self._job, self._robots, cfg.ignore_robots
+        assert job is not None and robots is not None
+
+        def room(origin: str) -> int | None:
+            if not ignore and not robots.allows_all(origin):
+                return None  # a lease may be disallowed, and give its budget back
+            return budget - job.fetched
+
+        bound(room)
 
     async def _open_io(self, cfg: CrawlConfig) -> Fetcher:
         """The fetcher, with the metrics server and the WARC writer when they are asked for

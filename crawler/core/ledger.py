@@ -40,6 +40,7 @@ _COUNTED = (
     "links_found",
     "links_new",
     "links_invalid",
+    "links_capped",
     "retries",
     "redirects",
     "robots_disallowed",
@@ -156,6 +157,10 @@ class Ledger:
         if n:
             stats.links_invalid += n
             pending["links_invalid"] += n
+        n = tally.links_capped
+        if n:
+            stats.links_capped += n
+            pending["links_capped"] += n
         n = tally.redirects
         if n:
             stats.redirects += n

@@ -18,6 +18,11 @@ own link handling ends that body's read with kind ``extract``/``internal`` (neve
 error, never retried); the links offered before it stay offered. A retried attempt (the
 fetcher's retries) starts the body over: its links are offered again (the state drops the
 repeats) and the page's link count and ``links`` start from zero again.
+
+A page's links past ``max_links_per_page`` are counted (``links_found`` and ``links_capped``)
+and nothing else: not offered, not listed, not in ``PageResult.links``. The cap is the
+intake's ``limit``, set before each extractor step of a page and lifted after it (the intake
+is shared by the pages in flight; a step is synchronous), so that it costs nothing a link.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from crawler.extract import Link, LinkExtractor, LinkExtractorC
 from crawler.http.client import Fetcher
 from crawler.http.response import Consumer, Response
 from crawler.state import KIND_SITEMAP, Lease
-from crawler.urls.intake import IntakeC
+from crawler.urls.intake import NO_LIMIT, IntakeC
 from crawler.urls.policy import join, origin_of
 
 if TYPE_CHECKING:
@@ -126,6 +131,9 @@ class PageJob:
             and type(admission.intake) is IntakeC
         )
         self.record = self.direct and page_links
+        #: Leases of this run that passed robots.txt (the first hop's check): pages of the
+        #: ``max_pages`` budget for sure (a lease robots.txt disallows gives its budget back).
+        self.fetched = 0
         found = getattr(state, "discovered_by", None)
         self._discovered_by: Callable[[str], Awaitable[list[str]]] | None = (
             found if callable(found) else None
@@ -214,6 +222,8 @@ class PageJob:
                     if self.report_skipped:
                         page.error = ROBOTS_DISALLOWED
                     return page
+            if hops == 0:
+                self.fetched += 1
             body = _Body(self, page, current, depth, sitemap, tally)
             res = await self.fetcher.fetch(current, body.on_headers)
             await body.close()
@@ -301,6 +311,7 @@ class _Body:
         "direct",
         "extractor",
         "failure",
+        "capped",
         "found",
         "ids",
         "job",
@@ -324,6 +335,7 @@ class _Body:
         self.sitemap: SitemapParser | None = None
         self.failure: tuple[str, str] | None = None
         self.found = 0  # links of this attempt, counted in tally.links_found
+        self.capped = 0  # of them past max_links_per_page, counted in tally.links_capped
         self.direct = False  # the extractor returns the intake's items (no Links)
         self.ids: tuple[set[str], bool] | None = None
 
@@ -349,7 +361,9 @@ class _Body:
             return None
         if self.found:  # a retried attempt starts the page over: uncount the last one
             self.tally.links_found -= self.found
-            self.found = 0
+            self.tally.links_capped -= self.capped
+            self.page.links_capped -= self.capped
+            self.found = self.capped = 0
         if job.page_links:
             self.page.links = []
         link_set = job.config.link_set
@@ -393,13 +407,18 @@ class _Body:
         a failed step must leave none for another page to count."""
         intake = self._intake()
         before = intake.found
+        cap = self.job.config.max_links_per_page
+        if cap:
+            intake.limit = before + max(0, cap - self.found)
         try:
             try:
                 out = step()
             except Exception as exc:
                 raise self._fail("extract", "the extractor", exc) from exc
-            items = self._items(out, intake, before)
+            items = self._items(out, intake, before, cap)
         finally:
+            if cap:
+                intake.limit = NO_LIMIT
             ext = intake.take_external() if intake.external_pending else None
         return items, ext
 
@@ -408,15 +427,18 @@ class _Body:
         admission.check_epoch()  # before the intake's table decides anything
         return admission.intake
 
-    def _items(self, out: list[Any], intake: Any, before: int) -> list[str | Link]:
+    def _items(self, out: list[Any], intake: Any, before: int, cap: int) -> list[str | Link]:
         """The intake's items of what the extractor returned, its links counted.
 
         Direct, ``out`` are the items already; else they are Links (pure-Python extractor,
-        or the page's Links wanted): kept for the page's record, then through the intake.
+        or the page's Links wanted): kept for the page's record (up to the page's cap), then
+        through the intake (which applies the cap: its ``limit``).
         """
         if not self.direct and out:
             if self.job.page_links:
-                self.page.links.extend(out)  # type: ignore[attr-defined]  # (a list here)
+                room = cap - self.found
+                keep = out if not cap or len(out) <= room else out[: max(0, room)]
+                self.page.links.extend(keep)  # type: ignore[attr-defined]  # (a list here)
             try:
                 out = intake.take(out)
             except Exception as exc:
@@ -425,6 +447,11 @@ class _Body:
         if found:
             self.found += found
             self.tally.links_found += found
+            if cap and self.found > cap:
+                capped = self.found - max(cap, self.found - found)
+                self.capped += capped
+                self.tally.links_capped += capped
+                self.page.links_capped += capped
         return out
 
     async def _take(self, items: list[str | Link], ext: Sequence[int] | None, ex: Any) -> None:

@@ -51,6 +51,8 @@ class PageResult:
     ids_complete: bool = True
     #: the status of each redirect hop followed, in order (``redirects`` are their targets)
     redirect_statuses: list[int] = field(default_factory=list)
+    #: links of the page past ``max_links_per_page``: counted, not followed, not in ``links``
+    links_capped: int = 0
 
     @property
     def ok(self) -> bool:
@@ -75,6 +77,8 @@ class PageResult:
             "error_detail": self.error_detail,
             "retries": self.retries,
         }
+        if self.links_capped:  # (only then: the line of every other page is as it was)
+            d["links_capped"] = self.links_capped
         if not links:
             del d["links"], d["invalid_links"]
         return d
@@ -103,6 +107,8 @@ class CrawlStats:
     links_new: int = 0
     #: link occurrences whose value does not resolve to a URL (``Link.url`` None): not crawled
     links_invalid: int = 0
+    #: links past ``max_links_per_page`` on their page: counted in ``links_found``, not followed
+    links_capped: int = 0
     retries: int = 0
     redirects: int = 0
     robots_disallowed: int = 0
@@ -139,6 +145,7 @@ class CrawlStats:
             "links_found": self.links_found,
             "links_new": self.links_new,
             "links_invalid": self.links_invalid,
+            "links_capped": self.links_capped,
             "retries": self.retries,
             "redirects": self.redirects,
             "robots_disallowed": self.robots_disallowed,

@@ -276,6 +276,12 @@ class RobotsCache:
         self._rules.move_to_end(origin)
         return rules
 
+    def allows_all(self, origin: str) -> bool:
+        """Whether the origin's kept, fresh verdict allows every URL (no robots.txt, or one
+        that could not be parsed). A look only: the LRU order is left as it is."""
+        entry = self._rules.get(origin)
+        return entry is not None and entry[1].allow_all and self._clock() < entry[0]
+
     def _drop(self, origin: str) -> None:
         _, rules = self._rules.pop(origin)
         self._weight -= rules.weight

@@ -100,6 +100,8 @@ PER_RUN: dict[str, str] = {
     "max_body_bytes": "a limit of one fetch (pages fetched already are not fetched again)",
     "max_redirects": "a limit of one fetch",
     "max_time": "the time limit of one run (each run's clock starts at zero)",
+    "max_links_per_page": "a limit of one page's links (pages fetched already are not fetched"
+    " again)",
     "concurrency": "speed and politeness of this run",
     "per_host": "speed and politeness of this run",
     "delay": "speed and politeness of this run",

@@ -2291,7 +2291,7 @@ cdef class LinkExtractor:
             elif x is None:
                 rec.commit()
             else:
-                if rec is not None:
+                if rec is not None and it.found < it.limit:  # (take_link counts it)
                     rec.add_obj(x)
                 it.take_link(x, items)
         return items
@@ -2965,7 +2965,9 @@ cdef class LinkExtractor:
                 if it is not None:
                     if r >= 0:
                         if it.resolved(fr.res, r, nofollow, out) == 0:
-                            if rec is not None:  # kept compact, and its place marked
+                            # kept compact, and its place marked (not past the intake's
+                            # limit: the page's cap holds for its record too)
+                            if rec is not None and it.found <= it.limit:
                                 if not located:
                                     self._locate()
                                     located = True

@@ -6,6 +6,8 @@
 cdef class IntakeBase:
     cdef readonly bint all_links
     cdef public Py_ssize_t found
+    # links past it (``found`` > ``limit``) are counted and not taken (a page's cap)
+    cdef public Py_ssize_t limit
 
     cdef int resolved(self, const unsigned char* url, Py_ssize_t n, bint nofollow, list out) except -1
     cdef int take_link(self, object link, list out) except -1

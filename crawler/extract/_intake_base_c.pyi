@@ -3,3 +3,4 @@
 class IntakeBase:
     all_links: bool
     found: int
+    limit: int

@@ -171,6 +171,8 @@ def format_summary(
     extra = f"crawler: links: {stats.links_found} found, {stats.links_new} new"
     if stats.links_invalid:
         extra += f"; {stats.links_invalid} invalid"
+    if stats.links_capped:
+        extra += f"; {stats.links_capped} past --max-links-per-page (not followed)"
     if stats.robots_disallowed:
         extra += f"; {stats.robots_disallowed} disallowed by robots.txt"
     if stats.out_of_scope:

@@ -254,6 +254,14 @@ class OriginQueues(Generic[T]):
     def knows(self, origin: str) -> bool:
         return origin in self._hosts
 
+    def ahead(self, origin: str, depth: int) -> int:
+        """Items of ``origin`` an item queued now at ``depth`` would wait behind: those at its
+        depth or less (lower depths first, FIFO inside one)."""
+        host = self._hosts.get(origin)
+        if host is None:
+            return 0
+        return sum(len(level) for d, level in host.levels.items() if d <= depth)
+
     @property
     def origins(self) -> int:
         """Origins held (with work, in flight, or within their delay): bounded on wide crawls."""

@@ -23,6 +23,12 @@ robots.txt bodies and the origins' own delays (robots Crawl-delay, re-applied wh
 forgotten origin comes back) are LRU tables of at most ``MAX_ROBOTS_ORIGINS`` entries (and
 ``MAX_ROBOTS_CACHE_BYTES`` of bodies); the per-host page counts exist only with a
 ``max_pages_per_host`` budget (one int per host: the budget must remember every host).
+
+What the crawl's limits make useless is not kept (``bound_queues``, set by the engine on the
+state it made itself for a ``max_pages`` crawl): a new URL that the page budget can no longer
+reach (its origin already has as many requests queued ahead of it as pages are left) is
+marked seen and listed as ever, but not queued (``trimmed`` counts them). Without it, 10
+pages of 500,000 links with ``--max-pages 10`` queued 5,000,000 URLs (~1 GB) to fetch none.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import heapq
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from crawler.state.base import (
@@ -96,6 +102,9 @@ class MemoryState:
         self._delays: OrderedDict[str, float] = OrderedDict()
         self._settings: str | None = None
         self._event = asyncio.Event()
+        self._room: Callable[[str], int | None] | None = None
+        #: new URLs not queued because the page budget could not reach them (``bound_queues``)
+        self.trimmed = 0
 
     def __repr__(self) -> str:
         return f"<MemoryState queued={len(self._queues) + len(self._held)} seen={len(self._seen)}>"
@@ -157,6 +166,15 @@ class MemoryState:
         crawl's memory per origin follows; idle origins are forgotten."""
         return self._queues.origins
 
+    def bound_queues(self, room: Callable[[str], int | None] | None) -> None:
+        """Queue a new URL only if it can still be leased: ``room(origin)`` is how many more
+        of the origin's requests can be leased at most (the pages left in the budget, when
+        each of its leases is sure to count as a page), None when that is not known (no
+        bound). A URL with at least that many requests of its origin ahead of it (`ahead`)
+        is marked seen, not queued. Only for a state nobody resumes (a URL not queued is
+        never queued later, whatever a later run's budget); None: every URL is queued."""
+        self._room = room
+
     # -- the frontier --
 
     def _queue(self, item: _Item) -> None:
@@ -176,6 +194,9 @@ class MemoryState:
         host_count = self._host_count
         accepted: list[Candidate] = []
         queued = False
+        room = self._room
+        at: tuple[str, int] | None = None  # (origin, depth) that `left` is of
+        left: int | None = None
         for c in candidates:
             if not add(c.fp):
                 continue
@@ -186,8 +207,18 @@ class MemoryState:
                 n = host_count.get(c.host, 0)
                 if n >= budget:
                     continue
-                host_count[c.host] = n + 1
+                host_count[c.host] = n + 1  # (counted even when trimmed: as if queued)
             origin = c.origin
+            if room is not None:  # (once per origin and depth of a chunk, not once a URL)
+                if at is None or at[0] != origin or at[1] != c.depth:
+                    at = (origin, c.depth)
+                    r = room(origin)
+                    left = None if r is None else r - queues.ahead(origin, c.depth)
+                if left is not None:
+                    if left <= 0:
+                        self.trimmed += 1
+                        continue
+                    left -= 1
             if delays and origin in delays and not knows(origin):
                 queues.set_delay(origin, delays[origin])
             push(origin, c.depth, (c.url, c.depth, c.referrer, origin, c.kind, 0))

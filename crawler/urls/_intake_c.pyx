@@ -34,6 +34,7 @@ cdef extern from "Python.h":
     void* PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
+    const Py_ssize_t PY_SSIZE_T_MAX
 
 cdef extern from *:
     """
@@ -149,6 +150,7 @@ cdef class Intake:
     """
 
     def __cinit__(self):
+        self.limit = PY_SSIZE_T_MAX
         self._table = NULL
         self._buf = NULL
         self._params = NULL
@@ -359,6 +361,8 @@ cdef class Intake:
         taken (the caller makes a ``Link`` of it for `take_link`)."""
         cdef Py_ssize_t m
         self.found += 1
+        if self.found > self.limit:  # past the page's cap: counted only
+            return 0
         if nofollow and self.respect_nofollow:
             return 0
         m = self._canon(url, n)
@@ -451,6 +455,8 @@ cdef class Intake:
         cdef tuple t = <tuple>link
         cdef Py_ssize_t m
         self.found += 1
+        if self.found > self.limit:  # past the page's cap: counted only
+            return 0
         if self.respect_nofollow and t[4]:
             return 0
         url = t[0]

@@ -24,6 +24,14 @@ counted out of scope once, as admission's ``queue=False`` offer would: most new 
 link-dense page go to other hosts, and this keeps them from costing a ``str``'s way through
 admission each).
 
+``limit`` caps a page's links (``max_links_per_page``): a link seen when ``found`` has reached
+it is counted in ``found`` and nothing else is done with it (the page job sets it before each
+chunk of a page and lifts it after: ``NO_LIMIT``). Here the Links past it are cut off in one
+slice a call; the compiled twin tests one integer a link, in C. Fed from the compiled
+extractor, the links its fast path resolves are counted as they are read and the Links its
+slow paths make after the chunk, so in the one chunk that crosses the limit those Links may
+be the ones left out (the count is exact either way).
+
 ``found`` counts every link seen (the page's ``links_found``), ``repeated`` those the table
 dropped, ``known`` those the bound state knew, ``external`` the fingerprints kept for
 ``take_external``. The table is exact up to a 64-bit hash
@@ -44,6 +52,7 @@ ImportError instead of a fallback); ``IMPLEMENTATION`` says which.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -57,11 +66,21 @@ if TYPE_CHECKING:
     from crawler.config import CrawlConfig
     from crawler.urls.policy import UrlPolicy
 
-__all__ = ["IMPLEMENTATION", "Intake", "IntakeC", "IntakePy", "RECENT_SLOTS", "intake_for"]
+__all__ = [
+    "IMPLEMENTATION",
+    "NO_LIMIT",
+    "Intake",
+    "IntakeC",
+    "IntakePy",
+    "RECENT_SLOTS",
+    "intake_for",
+]
 
 #: Entries of the recent table (2 MiB): enough for the hot links of any site.
 RECENT_SLOTS = 1 << 18
 _MASK64 = (1 << 64) - 1
+#: ``limit`` when no cap applies (the largest Py_ssize_t, what the compiled twin holds).
+NO_LIMIT = sys.maxsize
 
 
 class IntakePy:
@@ -79,7 +98,7 @@ class IntakePy:
     """
 
     __slots__ = ("_bits", "_canonical", "_contains", "_ext", "_fper", "_host_scope", "_table",
-                 "all_links", "external", "found", "known", "repeated",
+                 "all_links", "external", "found", "known", "limit", "repeated",
                  "respect_nofollow")  # fmt: skip
 
     def __init__(
@@ -101,6 +120,7 @@ class IntakePy:
         self._bits = slots.bit_length() - 1
         self._table = array("Q", bytes(8 * slots))
         self.found = 0
+        self.limit = NO_LIMIT
         self.repeated = 0
         self.known = 0
         self.external = 0
@@ -146,7 +166,10 @@ class IntakePy:
 
     def take(self, links: Sequence[Link]) -> list[str | Link]:
         """The items of ``links`` (see the module docstring), in order."""
-        self.found += len(links)
+        n = len(links)
+        self.found += n
+        if self.found > self.limit:  # past the page's cap: one slice, not a test a link
+            links = links[: max(0, self.limit - (self.found - n))]
         canonical = self._canonical
         table = self._table
         shift = 64 - self._bits
