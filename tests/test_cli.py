@@ -636,8 +636,9 @@ def setup_commands() -> list[str]:
 
 def test_readme_set_up_is_two_commands_and_ci_runs_the_second() -> None:
     install, test = setup_commands()
-    assert install.startswith("pip install . && crawler crawl https://")
-    assert test == "pip install -e '.[test]' && pytest"
+    venv = "python3 -m venv .venv && . .venv/bin/activate && "  # PEP 668: works on Debian too
+    assert install.startswith(venv + "pip install . && crawler crawl https://")
+    assert test == venv + "pip install -e '.[test]' && pytest"
     ci = (ROOT / ".ci" / "run").read_text()
     assert f"\n{test} || status=$?\n" in ci, ".ci/run must run the README's test command verbatim"
 
