@@ -41,6 +41,7 @@ def other_value(key: str) -> Any:
         "format": "jsonl",
         "output": "out.txt",
         "user_agent": "other/1.0",
+        "robots_agent": "OtherBot",
         "state_sync": "full",
         "cookies": "cookies.txt",
         "save_cookies": "saved.txt",

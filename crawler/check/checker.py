@@ -54,7 +54,7 @@ from crawler.check.model import CheckReport
 from crawler.check.probe import HOST_TIMEOUTS, UNRESPONSIVE, Prober, Verdict, error_kind
 from crawler.config import CrawlConfig
 from crawler.core.engine import Crawler
-from crawler.core.robots import RobotsCache
+from crawler.core.robots import RobotsCache, robots_agent
 from crawler.output.progress import Snapshot
 from crawler.urls.policy import UrlPolicy, origin_of
 
@@ -359,7 +359,7 @@ class Checker(Findings):
         robots = (
             None
             if self.config.ignore_robots
-            else RobotsCache(prober.fetcher, self.config.user_agent, self.policy.in_scope)
+            else RobotsCache(prober.fetcher, robots_agent(self.config), self.policy.in_scope)
         )
         pending = [u for u in self._bases if self._needs_probe(u)]
         await self._probe_all(pending, robots)

@@ -147,6 +147,11 @@ def _options() -> dict[str, _Option]:
             {"action": _BOOL},
             'do not follow rel="nofollow" links and pages with meta robots nofollow',
         ),
+        "robots_agent": (
+            ("--robots-agent",),
+            {"metavar": "TOKEN"},
+            "product token robots.txt groups are matched by, case-insensitively (RFC 9309)",
+        ),
         "user_agent": (("--user-agent",), {"metavar": "UA"}, "User-Agent header"),
         "timeout": (
             ("--timeout",),
@@ -328,7 +333,11 @@ def flag_of(key: str) -> str:
 
 def _show_default(key: str, value: object) -> str:
     if value is None:
-        text = {"output": "stdout", "state": "in memory"}.get(key, "none")
+        text = {
+            "output": "stdout",
+            "state": "in memory",
+            "robots_agent": "the User-Agent's first token, up to '/'",
+        }.get(key, "none")
     elif isinstance(value, bool):
         text = "on" if value else "off"
     elif isinstance(value, tuple):

@@ -55,9 +55,11 @@ _WHAT = {
     "bearer_env": "an environment variable name",
     "proxy": "a proxy URL",
     "name": "a crawl name",
+    "robots_agent": "a product token",
 }
 _NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PRODUCT_RE = re.compile(r"[A-Za-z_-]+")  # RFC 9309 section 2.2.1: a product token
 
 
 def _origin_problem(origin: str) -> str | None:
@@ -244,6 +246,8 @@ def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
             )
         if name == "auth" and ":" not in value:
             raise fail("must be 'user:password' (no colon found)")
+        if name == "robots_agent" and not _PRODUCT_RE.fullmatch(value):
+            raise fail(f"must be a product token: letters, '_' and '-' (RFC 9309); got {value!r}")
         if name in ("auth_env", "bearer_env") and not _ENV_RE.fullmatch(value):
             raise fail(f"must be an environment variable name; got {value!r}")
         if name == "proxy":

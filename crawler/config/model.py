@@ -23,7 +23,7 @@ OutputFormat = Literal["urls", "jsonl", "csv", "sitemap"]
 LinkSet = Literal["links", "resources"]
 StateSync = Literal["normal", "full"]
 
-DEFAULT_USER_AGENT = f"crawler/{__version__} (link discovery bot; python-aiohttp)"
+DEFAULT_USER_AGENT = f"crawler/{__version__} (link crawler; obeys robots.txt)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,8 @@ class CrawlConfig:
     ignore_robots: bool = False
     sitemaps: bool = False
     respect_nofollow: bool = False
+    #: Product token robots.txt groups are matched by; None: the User-Agent's first token.
+    robots_agent: str | None = None
 
     # -- HTTP --
     user_agent: str = DEFAULT_USER_AGENT
@@ -182,7 +184,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "concurrency": ("concurrency", "per_host", "delay"),
     "scope": ("scope", "include", "exclude", "sort_query", "drop_params"),
-    "robots": ("ignore_robots", "sitemaps", "respect_nofollow"),
+    "robots": ("ignore_robots", "sitemaps", "respect_nofollow", "robots_agent"),
     "http": (
         "user_agent",
         "timeout",

@@ -85,7 +85,7 @@ from crawler.core.dispatch import Dispatcher
 from crawler.core.ledger import Ledger
 from crawler.core.page import MAX_CRAWL_DELAY, REDIRECT_STATUSES, PageJob
 from crawler.core.results import CrawlResult, CrawlStats, PageResult, Sink
-from crawler.core.robots import RobotsCache
+from crawler.core.robots import RobotsCache, robots_agent
 from crawler.http.client import Fetcher
 from crawler.state import CrawlState, open_state
 from crawler.urls.policy import UrlPolicy
@@ -406,7 +406,7 @@ class Crawler:
         self._dispatcher.open(counts, skipped)
         self._fetcher = await self._open_io(cfg)
         self._robots = RobotsCache(
-            self._fetcher, cfg.user_agent, self._policy.in_scope, store=state
+            self._fetcher, robots_agent(cfg), self._policy.in_scope, store=state
         )
         self._admission = Admission(
             cfg, self._policy, state, self.stats, self._sink, keep=ledger.keep,

@@ -1,7 +1,8 @@
 """robots.txt per origin (RFC 9309), fetched once and shared, and sitemap <loc> extraction.
 
-The rules come from Protego (longest match, ``*`` and ``$``, user-agent groups). What the RFC
-says about fetching, and what this module does:
+The groups that apply are chosen by the crawler's product token (``robots_groups``: RFC 9309
+section 2.2.1, as Google's parser reads it); their rules are matched by Protego (longest match,
+``*`` and ``$``). What the RFC says about fetching, and what this module does:
 
 * 2xx: parse the first 500 KiB (the RFC's minimum; the rest is ignored), a long file in a
   worker thread: parsing 500 KiB of rules takes seconds, which must not stall the event loop;
@@ -45,6 +46,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from crawler.core.robots_groups import product_token, select
 from crawler.http.client import Fetcher
 from crawler.http.response import Consumer, Response
 from crawler.state.base import MAX_ROBOTS_CACHE_BYTES, MAX_ROBOTS_ORIGINS, StoredRobots
@@ -52,6 +54,8 @@ from crawler.urls.policy import join
 
 if TYPE_CHECKING:
     from protego import Protego
+
+    from crawler.config import CrawlConfig
 
 __all__ = [
     "MAX_ROBOTS_BYTES",
@@ -61,6 +65,8 @@ __all__ = [
     "RobotsStore",
     "SitemapParser",
     "decode_robots",
+    "product_token",
+    "robots_agent",
 ]
 
 MAX_ROBOTS_BYTES = 500 * 1024
@@ -84,6 +90,12 @@ _DIRECTIVE = re.compile(r"^[^#:\r\n]*:", re.MULTILINE)  # a ":" before any "#"
 _BOM = b"\xef\xbb\xbf"
 # A robots.txt this long (characters) is parsed in a worker thread, not on the event loop.
 _PARSE_IN_THREAD = 16 * 1024
+
+
+def robots_agent(config: CrawlConfig) -> str:
+    """What robots.txt groups are matched by: ``--robots-agent``, else the User-Agent (whose
+    product token `select` takes: ``crawler/0.1.0 (+url)`` -> ``crawler``)."""
+    return config.robots_agent or config.user_agent
 
 
 def decode_robots(body: bytes) -> str:
@@ -136,17 +148,19 @@ class RobotsRules:
 
     @classmethod
     def parse(cls, text: str, user_agent: str) -> RobotsRules:
-        """The rules of a robots.txt file already decoded (see `decode_robots`)."""
+        """The rules of a robots.txt file already decoded (see `decode_robots`) for the
+        product token of ``user_agent`` (Protego parses only the groups that apply)."""
         from protego import Protego  # noqa: PLC0415  (start-up time: not for --ignore-robots)
 
         text = text.removeprefix("\ufeff")
         try:
-            parser = Protego.parse(text)
+            applying = select(text, user_agent)
+            parser = Protego.parse(applying)
         except Exception:
             return cls(allow_all=True, why="unparseable robots.txt")
-        rules = cls(parser=parser, user_agent=user_agent, why="robots.txt")
+        rules = cls(parser=parser, user_agent="*", why="robots.txt")
         rules.weight = _estimate_weight(text)
-        rules.slow = len(text) >= _PARSE_IN_THREAD
+        rules.slow = len(applying) >= _PARSE_IN_THREAD
         return rules
 
     def allowed(self, url: str) -> bool:
@@ -213,7 +227,8 @@ class RobotsCache:
 
     Args:
         fetcher: the crawl's Fetcher (same session, timeouts and retries as pages).
-        user_agent: matched against the file's User-agent groups.
+        user_agent: what the file's User-agent groups are matched by: its product token
+            (`robots_agent`: ``--robots-agent``, else the User-Agent header).
         in_scope: the crawl's scope test; a redirect out of it is followed only to another
             host's ``/robots.txt``. None: every http(s) redirect is followed.
         ttl: seconds a verdict is used before the file is fetched again.

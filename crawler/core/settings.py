@@ -91,6 +91,7 @@ CRAWL_DEFINING: dict[str, str] = {
     "respect_nofollow": "which links are followed",
     "user_agent": "robots.txt rules are chosen by the User-Agent: it decides which URLs are"
     " allowed",
+    "robots_agent": "robots.txt rules are chosen by this token: it decides which URLs are allowed",
     "link_set": "which links of a page are followed",
 }
 
