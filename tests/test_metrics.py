@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,7 @@ from crawler.output.metrics import (
     MetricsError,
     error_label,
 )
+from crawler.output.sinks import UrlSink
 from tests.redisserver import RedisServer, redis_server  # noqa: F401  (the fixture)
 from tests.sitegen import ROBOTS, Site
 
@@ -158,15 +162,15 @@ def test_duration_histogram_observes_in_seconds() -> None:
     buckets = {
         float(dict(k[1])["le"]): v
         for k, v in s.items()
-        if k[0] == "crawler_request_duration_seconds_bucket"
+        if k[0] == "crawler_fetch_duration_seconds_bucket"
     }
     assert sorted(buckets) == [*DURATION_BUCKETS, float("inf")]
     assert DURATION_BUCKETS[0] == 0.001 and DURATION_BUCKETS[-1] == 60.0
     expect = {b: (b >= 0.001) + (b >= 0.005) + (b >= 0.3) for b in DURATION_BUCKETS}
     expect[float("inf")] = 4
     assert buckets == expect
-    assert one(s, "crawler_request_duration_seconds_count") == 4
-    assert one(s, "crawler_request_duration_seconds_sum") == pytest.approx(90.3055)
+    assert one(s, "crawler_fetch_duration_seconds_count") == 4
+    assert one(s, "crawler_fetch_duration_seconds_sum") == pytest.approx(90.3055)
 
 
 def test_tally_counts_links_discovered_and_skipped() -> None:
@@ -217,15 +221,15 @@ async def test_server_serves_the_registry_and_reads_gauges_at_scrape_time() -> N
         assert m.url == f"http://127.0.0.1:{port}/metrics"
         m.on_response(Response("http://h/", status=200, bytes=9))
         s = await scrape(m.url)
-        assert one(s, "crawler_frontier_queued") == 7
-        assert one(s, "crawler_in_flight") == 3
+        assert one(s, "crawler_queued_urls") == 7
+        assert one(s, "crawler_requests_in_flight") == 3
         assert one(s, "crawler_pages_total") == 10
         assert one(s, "crawler_response_bytes_total") == 9
         assert one(s, "crawler_info", version=__import__("crawler").__version__) == 1
         assert one(s, "process_cpu_seconds_total") > 0
         view.queued, view.in_flight, view.stats.pages = 0, 0, 15
         s = await scrape(m.url)
-        assert (one(s, "crawler_frontier_queued"), one(s, "crawler_in_flight")) == (0, 0)
+        assert (one(s, "crawler_queued_urls"), one(s, "crawler_requests_in_flight")) == (0, 0)
         assert one(s, "crawler_pages_total") == 13
         async with aiohttp.ClientSession() as session, session.get(m.url[:-8] + "/x") as r:
             assert r.status == 404  # only /metrics
@@ -255,8 +259,8 @@ async def test_openmetrics_is_served_to_a_prometheus_that_asks_for_it() -> None:
     types = {f.name: f.type for f in parse_openmetrics(text)}
     assert types["crawler"] == "info"
     assert types["crawler_requests"] == types["crawler_pages"] == "counter"
-    assert types["crawler_request_duration_seconds"] == "histogram"
-    assert types["crawler_frontier_queued"] == types["crawler_in_flight"] == "gauge"
+    assert types["crawler_fetch_duration_seconds"] == "histogram"
+    assert types["crawler_queued_urls"] == types["crawler_requests_in_flight"] == "gauge"
 
 
 async def test_port_in_use_is_a_clear_error_naming_host_and_port() -> None:
@@ -287,7 +291,7 @@ async def test_metrics_host_is_honoured() -> None:
         assert m.url == f"http://127.0.0.2:{port}/metrics"
         assert await refused(port)  # not on 127.0.0.1
         s = await scrape(m.url)
-        assert one(s, "crawler_in_flight") == 0
+        assert one(s, "crawler_requests_in_flight") == 0
     finally:
         await m.stop()
 
@@ -351,8 +355,8 @@ async def test_a_crawl_scraped_during_and_after_matches_its_stats(serve) -> None
     assert len(during) == 2
     for pages_then, s in during:
         assert pages_then <= one(s, "crawler_pages_total") <= stats.pages
-        assert 0 <= one(s, "crawler_in_flight") <= cfg.concurrency
-        assert one(s, "crawler_frontier_queued") >= 0
+        assert 0 <= one(s, "crawler_requests_in_flight") <= cfg.concurrency
+        assert one(s, "crawler_queued_urls") >= 0
         assert sum(by_label(s, "crawler_requests_total", "status_class").values()) <= sum(
             by_label(after, "crawler_requests_total", "status_class").values()
         )
@@ -380,12 +384,12 @@ async def test_a_crawl_scraped_during_and_after_matches_its_stats(serve) -> None
     }
     assert skipped["out_of_scope"] > 0 and skipped["robots_disallowed"] > 0
     assert one(after, "crawler_redirects_total") == stats.redirects > 0
-    n = one(after, "crawler_request_duration_seconds_count")
+    n = one(after, "crawler_fetch_duration_seconds_count")
     assert n == sum(requests.values()) == len(log.statuses)
     # /slow.html took 0.3 s: one observation above the 0.25 s bound, the sum at least that
-    assert one(after, "crawler_request_duration_seconds_bucket", le="0.25") <= n - 1
-    assert one(after, "crawler_request_duration_seconds_sum") >= 0.3
-    assert (one(after, "crawler_in_flight"), one(after, "crawler_frontier_queued")) == (0, 0)
+    assert one(after, "crawler_fetch_duration_seconds_bucket", le="0.25") <= n - 1
+    assert one(after, "crawler_fetch_duration_seconds_sum") >= 0.3
+    assert (one(after, "crawler_requests_in_flight"), one(after, "crawler_queued_urls")) == (0, 0)
 
 
 async def test_two_crawls_in_one_process_keep_their_own_metrics(serve) -> None:  # type: ignore[no-untyped-def]
@@ -543,3 +547,104 @@ def test_version_does_not_import_prometheus_client() -> None:
     assert not {
         m for m in imported if m.startswith(("prometheus_client", "crawler.output.metrics"))
     }
+
+
+# -- --metrics-linger --
+
+
+class ClosedSink(UrlSink):
+    """A sink that tells when the crawler closed it: the crawl is over, its state closed."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO())
+        self.closed_at: float | None = None
+
+    def close(self) -> None:
+        super().close()
+        self.closed_at = self.closed_at or time.monotonic()
+
+
+async def crawl_in_background(site: Site, **options: object) -> tuple[Crawler, ClosedSink, int]:
+    port = free_port()
+    cfg = CrawlConfig(seeds=(site.url("/p/0.html"),), metrics_port=port, **options)  # type: ignore[arg-type]
+    sink = ClosedSink()
+    crawler = Crawler(cfg, sink=sink)
+
+    async def go() -> None:
+        async with crawler:
+            await crawler.run()
+
+    crawler.task = asyncio.ensure_future(go())  # type: ignore[attr-defined]
+    for _ in range(600):
+        if sink.closed_at is not None or crawler.task.done():  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.05)
+    assert sink.closed_at is not None, "the crawl did not end"
+    return crawler, sink, port
+
+
+async def test_metrics_linger_serves_the_final_values_after_the_crawl(serve) -> None:  # type: ignore[no-untyped-def]
+    site, _ = await start_logged_site(serve, n=30)
+    # Lingering: the crawl is over (its sink closed), the task is not, a scrape sees the end.
+    crawler, sink, port = await crawl_in_background(site, metrics_linger=1.5)
+    task = crawler.task  # type: ignore[attr-defined]
+    s = await scrape(f"http://127.0.0.1:{port}/metrics")
+    assert not task.done()
+    assert one(s, "crawler_pages_total") == crawler.stats.pages > 20
+    assert (one(s, "crawler_requests_in_flight"), one(s, "crawler_queued_urls")) == (0, 0)
+    assert one(s, "crawler_fetch_duration_seconds_count") == sum(
+        by_label(s, "crawler_requests_total", "status_class").values()
+    )
+    await asyncio.wait_for(task, 10)
+    assert sink.closed_at is not None and time.monotonic() - sink.closed_at >= 1.4
+    assert await refused(port)  # and then it stops by itself
+
+    # stop() (what Ctrl-C calls) cuts a long linger short.
+    crawler, sink, port = await crawl_in_background(site, metrics_linger=60)
+    assert not await refused(port)
+    crawler.stop()
+    await asyncio.wait_for(crawler.task, 5)  # type: ignore[attr-defined]
+    assert await refused(port)
+
+    # Without it the server stops with the crawl: nothing to scrape once it has ended.
+    crawler, sink, port = await crawl_in_background(site)
+    await asyncio.wait_for(crawler.task, 5)  # type: ignore[attr-defined]
+    assert sink.closed_at is not None and time.monotonic() - sink.closed_at < 1.0
+    assert await refused(port)
+
+
+async def test_cli_metrics_linger_keeps_the_exit_code_when_ctrl_c_ends_it(  # type: ignore[no-untyped-def]
+    serve, tmp_path: Path
+) -> None:
+    site, _ = await start_logged_site(serve, n=20)
+    port = free_port()
+    out = tmp_path / "pages.jsonl"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "crawler", "crawl", site.url("/p/0.html"), "-o", str(out),
+        "-f", "jsonl",
+        "--metrics-port", str(port), "--metrics-linger", "60",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        for _ in range(300):  # until the crawl looks done: nothing queued, nothing in flight
+            await asyncio.sleep(0.1)
+            if await refused(port):
+                continue
+            s = await scrape(f"http://127.0.0.1:{port}/metrics")
+            busy = one(s, "crawler_requests_in_flight") + one(s, "crawler_queued_urls")
+            if one(s, "crawler_pages_total") > 0 and not busy:
+                break
+        await asyncio.sleep(1.5)  # well past the end: still served, with the final count
+        s = await scrape(f"http://127.0.0.1:{port}/metrics")
+        assert proc.returncode is None
+        lines = out.read_text().splitlines()  # the sink is closed before the linger: whole
+        assert one(s, "crawler_pages_total") == len(lines) > 10
+        assert one(s, "crawler_requests_in_flight") == one(s, "crawler_queued_urls") == 0
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 10)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, err.decode()  # a finished crawl, not "stopped by SIGINT"
+    assert await refused(port)

@@ -12,6 +12,12 @@ One test suite for the run. Its test cases:
   ``system-out`` for a permanent redirect, which was checked and works.
 
 The name is the URL, stable from run to run, so a CI's test history follows each link.
+
+Valid against the Jenkins xunit plugin's ``junit-10.xsd`` (tested), which has no ``file`` or
+``line`` on ``<testcase>`` and no ``skipped`` on ``<testsuites>``. Those attributes were of
+no use to the readers anyway (a page's URL is no file of the repository that GitLab or a
+GitHub action could link to): the location is in the text they do show, the failure's
+``message`` (``linked from PAGE:LINE:COLUMN``) and its body (every occurrence).
 """
 
 from __future__ import annotations
@@ -46,11 +52,18 @@ def _text(problem: Problem) -> str:
 
 def _case(parent: ET.Element, kind: str, problem: Problem, prefix: str) -> ET.Element:
     attrs = {"classname": f"{prefix}.{kind}", "name": clean(problem.url), "time": "0"}
-    if problem.referrers:
-        first = problem.referrers[0]
-        attrs["file"] = clean(first.page)
-        attrs["line"] = str(first.line)
     return ET.SubElement(parent, "testcase", attrs)
+
+
+def _message(problem: Problem) -> str:
+    """The failure's one line: what, which URL, and where it is first linked."""
+    text = f"{describe(problem)}: {clean(problem.url)}"
+    refs = problem.referrers
+    if refs:
+        first = refs[0]
+        text += f" (linked from {clean(first.page)}:{first.line}:{first.column}"
+        text += f" and {len(refs) - 1} more place(s))" if len(refs) > 1 else ")"
+    return text
 
 
 def write(report: CheckReport, out: TextIO) -> None:
@@ -65,7 +78,9 @@ def write(report: CheckReport, out: TextIO) -> None:
         "skipped": str(skipped),
         "time": f"{s.duration:.3f}",
     }
+    # junit-10.xsd allows ``skipped`` on <testsuite> only
     root = ET.Element("testsuites", {"name": "crawler check", **counts})
+    del root.attrib["skipped"]
     suite = ET.SubElement(
         root, "testsuite", {"name": "crawler check " + " ".join(clean(u) for u in report.seeds)}
     )
@@ -89,9 +104,7 @@ def write(report: CheckReport, out: TextIO) -> None:
 
     for p in report.broken:
         case = _case(suite, p.error, p, "broken")
-        failure = ET.SubElement(
-            case, "failure", {"type": p.error, "message": f"{describe(p)}: {clean(p.url)}"}
-        )
+        failure = ET.SubElement(case, "failure", {"type": p.error, "message": _message(p)})
         failure.text = _text(p)
     for p in report.warnings:
         case = _case(suite, p.error, p, "warning")

@@ -7,14 +7,19 @@ and column (``region``; the run's ``columnKind`` is ``unicodeCodePoints``, as th
 counts). A problem that no page links (a broken seed) is one result located at the URL itself.
 Each result's ``properties`` hold the URL as linked, the tag, attribute and raw value, the
 status, redirects and final URL; ``partialFingerprints`` keep a result's identity from run to
-run. Validated in tests against the OASIS 2.1.0 schema.
+run, one per occurrence (the same link twice on a page: two). Each rule has a PascalCase
+``name`` for people (``BrokenLinkHttp404NotFound``) apart from its opaque ``id``; the driver's
+``informationUri`` is the project's URL when its metadata declares one. Validated in tests
+against the OASIS 2.1.0 schema, and with SARIF Multitool where it is installed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, metadata
 from typing import Any, TextIO
 from urllib.parse import quote
 
@@ -27,9 +32,10 @@ from crawler.check.report_common import (
     kind_sentence,
     kind_title,
     occurrences,
+    status_phrase,
 )
 
-__all__ = ["INDENT_MAX", "SCHEMA_URI", "to_sarif", "write"]
+__all__ = ["INDENT_MAX", "SCHEMA_URI", "information_uri", "to_sarif", "write"]
 
 INDENT_MAX = 5_000
 
@@ -38,6 +44,7 @@ SCHEMA_URI = (
 )
 # Everything RFC 3986 allows in a URI stays; the rest (non-ASCII, spaces) is percent-encoded.
 _URI_SAFE = "!#$%&'()*+,-./:;=?@[]_~"
+_HTTP_KIND = re.compile(r"http_(\d{3})\Z")
 
 
 @lru_cache(maxsize=65_536)
@@ -45,8 +52,37 @@ def _uri(url: str) -> str:
     return quote(clean(url), safe=_URI_SAFE)
 
 
-def _rule_name(kind: str) -> str:
-    return "".join(part.capitalize() for part in kind.split("_"))
+@lru_cache(maxsize=1)
+def information_uri() -> str | None:
+    """The project's home page, from the installed package's metadata (``[project.urls]`` in
+    pyproject.toml: Homepage, else Documentation, else Source); None when it declares none.
+
+    Never made up: the name ``crawler`` on PyPI is another project's, so its PyPI page would
+    send a reader of the log to the wrong tool. With no URL the key is left out (SARIF has no
+    null for it)."""
+    try:
+        meta = metadata("crawler")
+    except PackageNotFoundError:
+        return None
+    urls: dict[str, str] = {}
+    for entry in meta.get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        url = url.strip()
+        if url.startswith(("https://", "http://")):
+            urls.setdefault(label.strip().lower(), url)
+    return next((urls[k] for k in ("homepage", "documentation", "source") if k in urls), None)
+
+
+def _rule_name(kind: str, level: str) -> str:
+    """A PascalCase name for people, never the id but for case (SARIF Multitool's SARIF1001):
+    ``http_404`` -> ``BrokenLinkHttp404NotFound``, ``robots_disallowed`` ->
+    ``LinkRobotsDisallowed``."""
+    words = kind.split("_")
+    m = _HTTP_KIND.match(kind)
+    if m:  # the status's phrase, when Python knows one
+        words = ["http", *re.findall(r"[A-Za-z0-9]+", status_phrase(int(m.group(1))))]
+    prefix = "BrokenLink" if level == "error" else "Link"
+    return prefix + "".join(w[:1].upper() + w[1:].lower() for w in words if w)
 
 
 def _rule(kind: str, level: str) -> dict[str, Any]:
@@ -54,7 +90,7 @@ def _rule(kind: str, level: str) -> dict[str, Any]:
     short = f"Broken link: {title}" if level == "error" else title
     return {
         "id": kind,
-        "name": _rule_name(kind),
+        "name": _rule_name(kind, level),
         "shortDescription": {"text": short},
         "fullDescription": {"text": kind_sentence(kind)},
         "defaultConfiguration": {"level": level},
@@ -84,6 +120,7 @@ def _result(
     rule_index: int,
     level: str,
     shared: tuple[str, dict[str, Any]],
+    seen: dict[str, int],
 ) -> dict[str, Any]:
     text, props = shared[0], dict(shared[1])
     location: dict[str, Any]
@@ -101,7 +138,15 @@ def _result(
                 region["startColumn"] = occ.column
             location["region"] = region
         key = [problem.error, problem.url, occ.page, occ.tag, occ.attr, occ.raw]
-    digest = hashlib.sha256("\0".join(key).encode("utf-8", "surrogatepass")).hexdigest()
+    # The same link (kind, URL, page, tag, attribute, raw value) may stand several times on
+    # one page: the 2nd, 3rd ... occurrence adds its ordinal, so that each has a fingerprint
+    # of its own. Not its line: an edit above it would move it, and a code-scanning tool
+    # would close the alert and open a new one. The first keeps the fingerprint it had.
+    joined = "\0".join(key)
+    n = seen[joined] = seen.get(joined, 0) + 1
+    if n > 1:
+        joined += f"\0#{n}"
+    digest = hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()
     return {
         "ruleId": problem.error,
         "ruleIndex": rule_index,
@@ -120,14 +165,16 @@ def to_sarif(report: CheckReport) -> dict[str, Any]:
     results = []
     shared: tuple[str, dict[str, Any]] = ("", {})
     last: Problem | None = None
+    seen: dict[str, int] = {}
     for problem, occ in occurrences(report):
         level = "error" if is_broken(problem) else "warning"
         if problem.error not in index:
             index[problem.error] = len(rules)
             rules.append(_rule(problem.error, level))
-        if problem is not last:
+        if problem is not last:  # a key names its problem: only its occurrences can repeat it
             shared, last = _problem_part(problem, level), problem
-        results.append(_result(problem, occ, index[problem.error], level, shared))
+            seen.clear()
+        results.append(_result(problem, occ, index[problem.error], level, shared, seen))
     s = report.stats
     return {
         "$schema": SCHEMA_URI,
@@ -139,6 +186,7 @@ def to_sarif(report: CheckReport) -> dict[str, Any]:
                         "name": "crawler check",
                         "version": __version__,
                         "semanticVersion": __version__,
+                        **({"informationUri": home} if (home := information_uri()) else {}),
                         "rules": rules,
                     }
                 },

@@ -189,11 +189,12 @@ def _run(coro: Coroutine[Any, Any, _T]) -> _T:
 
 
 class _RunState:
-    __slots__ = ("crawler", "signal")
+    __slots__ = ("crawler", "ran", "signal")
 
     def __init__(self) -> None:
         self.signal: signal.Signals | None = None
         self.crawler: Crawler | None = None
+        self.ran = False  # crawler.run() returned: what is left is closing (and a linger)
 
 
 def _tune_gc() -> None:
@@ -236,6 +237,10 @@ async def _crawl(
     main_task = asyncio.current_task()
 
     def on_signal(sig: signal.Signals) -> None:
+        if state.ran and state.signal is None and state.crawler is not None:
+            state.ran = False  # once: another signal is a signal as before
+            state.crawler.stop()  # the crawl is over: cut the metrics' linger, keep the exit code
+            return
         if state.signal is None:
             state.signal = sig
             if state.crawler is not None:
@@ -276,6 +281,7 @@ async def _crawl(
             try:
                 if not sink.failed and state.signal is None:
                     await crawler.run()
+                    state.ran = True
             finally:
                 ticker.cancel()
                 await asyncio.gather(ticker, return_exceptions=True)

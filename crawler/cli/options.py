@@ -302,6 +302,12 @@ def _options() -> dict[str, _Option]:
             {"metavar": "HOST"},
             "the address --metrics-port binds",
         ),
+        "metrics_linger": (
+            ("--metrics-linger",),
+            {"type": float, "metavar": "S"},
+            "keep serving /metrics S seconds after the crawl ends, for a last scrape of the final"
+            " values (Ctrl-C cuts it short)",
+        ),
     }
 
 

@@ -136,6 +136,9 @@ class CrawlConfig:
     #: Serve Prometheus metrics on http://metrics_host:metrics_port/metrics (0 = off).
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
+    #: Seconds to keep serving /metrics after the crawl ends, so that a last scrape sees the
+    #: final values (0 = stop with the crawl; a stop by signal cuts it short).
+    metrics_linger: float = 0.0
 
     extra: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
@@ -207,7 +210,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "extraction": ("link_set",),
     "output": ("format", "output", "all_links", "quiet", "warc"),
     "backend": ("state", "state_sync", "name", "lease_timeout"),
-    "metrics": ("metrics_port", "metrics_host"),
+    "metrics": ("metrics_port", "metrics_host", "metrics_linger"),
 }
 
 # Keys that existed once: a file that still has one gets this message, not "unknown key".

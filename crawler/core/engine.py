@@ -239,7 +239,12 @@ class Crawler:
         return error if isinstance(error, ValueError) else None
 
     def stop(self) -> None:
-        """Ask for a prompt, clean stop (safe from a signal handler callback in the loop)."""
+        """Ask for a prompt, clean stop (safe from a signal handler); ends a metrics linger too."""
+        if self._metrics is not None:
+            self._metrics.interrupt()
+        self._halt()
+
+    def _halt(self) -> None:
         if self._closed or self._dispatcher.stopped:
             return
         self._dispatcher.stopped = True
@@ -252,7 +257,7 @@ class Crawler:
         if self._closed or self._dispatcher.stopped:
             return
         self.stats.time_limit = True
-        self.stop()
+        self._halt()  # not stop(): a crawl that ran its time still lingers
 
     async def __aenter__(self) -> Crawler:
         await self._open()
@@ -299,22 +304,25 @@ class Crawler:
                     self._state_open = False
                     await self._state.close()
         finally:
-            await self._close_io()
+            await self._close_io(keep_metrics=True)
             self._ledger.update_duration()
             if self._sink is not None:
                 try:
                     self._sink.close()
                 except Exception:
                     log.exception("sink.close() failed")
+            if self._metrics is not None:  # last: a linger's scrape sees the final values
+                await self._metrics.stop(self.config.metrics_linger)
 
-    async def _close_io(self) -> None:
+    async def _close_io(self, *, keep_metrics: bool = False) -> None:
         """Close what the open step made besides the state, each on its own (one failing
         must not keep the others open): the fetcher (it saves the cookie jar), the WARC
-        writer (after the fetcher: no record can start after it), the metrics server."""
+        writer (after the fetcher: no record can start after it), the metrics server
+        (unless ``keep_metrics``: aclose stops it last, after its linger)."""
         if self._io_closed:
             return
         self._io_closed = True
-        fetcher, archive, metrics = self._fetcher, self._archive, self._metrics
+        fetcher, archive = self._fetcher, self._archive
         if fetcher is not None:
             try:
                 await fetcher.close()
@@ -327,11 +335,8 @@ class Crawler:
                     await result
             except Exception:
                 log.exception("closing the WARC file failed")
-        if metrics is not None:
-            try:
-                await metrics.stop()
-            except Exception:
-                log.exception("stopping the metrics server failed")
+        if self._metrics is not None and not keep_metrics:
+            await self._metrics.stop()  # logs its own failure: it must not fail the close
 
     # -- lifecycle --
 

@@ -136,6 +136,7 @@ PER_RUN: dict[str, str] = {
     "lease_timeout": "how long this worker's leases last",
     "metrics_port": "what this run serves",
     "metrics_host": "what this run serves",
+    "metrics_linger": "how long this run serves its metrics after it ends",
 }
 
 #: key -> why it is never stored with the crawl.

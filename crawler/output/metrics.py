@@ -20,7 +20,10 @@ expects; the crawl's whole-crawl totals are in ``crawler status``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
+import logging
 from bisect import bisect_left
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
     from crawler.core.results import CrawlStats
     from crawler.http.response import Response
 
+log = logging.getLogger("crawler")
+
 __all__ = [
     "DURATION_BUCKETS",
     "ERROR_KINDS",
@@ -57,7 +62,7 @@ __all__ = [
     "error_label",
 ]
 
-#: Upper bounds (seconds) of crawler_request_duration_seconds: 1 ms to 60 s, about 2.5x apart
+#: Upper bounds (seconds) of crawler_fetch_duration_seconds: 1 ms to 60 s, about 2.5x apart
 #: (a local server answers in a millisecond; a fetch with retries and backoff takes tens of s).
 DURATION_BUCKETS: tuple[float, ...] = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -141,6 +146,7 @@ class Metrics:
         self.registry.register(_Collector(self))
         ProcessCollector(registry=self.registry)
         self._runner: web.AppRunner | None = None
+        self._interrupted = asyncio.Event()
         self.url: str | None = None  # http://host:port/metrics once started
 
     # -- the hot path --
@@ -198,11 +204,25 @@ class Metrics:
         self._runner = runner
         self.url = f"http://{where}/metrics"
 
-    async def stop(self) -> None:
-        """Close the server (a no-op when not started or already stopped)."""
+    def interrupt(self) -> None:
+        """End a linger now or skip the next one (a stop asked for: Ctrl-C, SIGTERM)."""
+        self._interrupted.set()
+
+    async def stop(self, linger: float = 0.0) -> None:
+        """Close the server, after serving ``linger`` more seconds (unless interrupted), so
+        that a last scrape sees the final values (a no-op when not started or stopped)."""
         runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        if runner is None:
+            return
+        try:
+            if linger > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._interrupted.wait(), linger)
+        finally:
+            try:
+                await runner.cleanup()
+            except Exception:  # never fail the crawl's close for it
+                log.exception("stopping the metrics server failed")
 
 
 class _Collector(Collector):
@@ -245,9 +265,12 @@ class _Collector(Collector):
             cumulative.append((_le(bound), total))
         total += m.duration_buckets[-1]
         cumulative.append(("+Inf", total))
+        # A fetch, not a request: its retries and their backoff are in it (named so rather
+        # than timing each attempt, which would need a hook inside the fetcher's retry loop).
         yield HistogramMetricFamily(
-            "crawler_request_duration_seconds",
-            "Time of one fetch, retries and their backoff included.",
+            "crawler_fetch_duration_seconds",
+            "Time of one fetch, from its first request to its final response: retries and "
+            "their backoff included.",
             buckets=cumulative,
             sum_value=m.duration_sum,
         )
@@ -280,10 +303,11 @@ class _Collector(Collector):
                 value=max(0, stats.pages - stats.resumed_pages),
             )
             yield GaugeMetricFamily(
-                "crawler_frontier_queued", "URLs waiting in the frontier.", value=crawler.queued
-            )
+                "crawler_queued_urls", "URLs queued in the crawl state, waiting to be fetched.",
+                value=crawler.queued,
+            )  # fmt: skip
             yield GaugeMetricFamily(
-                "crawler_in_flight", "Pages being fetched by this process.",
+                "crawler_requests_in_flight", "Pages being fetched by this process now.",
                 value=crawler.in_flight,
             )  # fmt: skip
 
