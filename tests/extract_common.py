@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
 
 BASE = "https://example.org/dir/page.html"
@@ -28,6 +30,16 @@ CORPUS = SHARED / "corpus" / "pages"
 PAGES = sorted(CORPUS.glob("*.html")) if CORPUS.is_dir() else []
 # Outside CI a checkout without ../shared skips the corpus tests; in CI a missing corpus fails.
 SKIP_WITHOUT_CORPUS = not PAGES and not os.environ.get("CI")
+#: Why a corpus test is skipped: a fresh clone has no ../shared (the team's corpus).
+NO_CORPUS = f"../shared/corpus/pages not found beside the project (looked in {CORPUS})"
+
+
+def corpus_params(pages: list[Path]) -> list[Any]:
+    """``pages`` to parametrize a test with, or one skipped case saying why there are none
+    (an empty list would be skipped by pytest as "got empty parameter set", naming nothing)."""
+    if pages:
+        return list(pages)
+    return [pytest.param(None, id="no-corpus", marks=pytest.mark.skip(reason=NO_CORPUS))]
 
 
 def run_strict(

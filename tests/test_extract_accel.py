@@ -27,7 +27,7 @@ import crawler.extract as extract
 from crawler.extract import LinkExtractorC, LinkExtractorPy
 from crawler.extract._entities import NAMED, unescape_attr
 from crawler.extract._resolve import Resolver
-from tests.extract_common import CORPUS
+from tests.extract_common import CORPUS, NO_CORPUS
 
 BASE = "https://example.org/dir/page.html"
 HERE = Path(extract.__file__).resolve().parent
@@ -291,7 +291,7 @@ def _chunks(rnd: random.Random, n: int, small: bool) -> list[int]:
 
 
 @needs_c
-@pytest.mark.skipif(not _corpus(), reason="corpus not found beside the project")
+@pytest.mark.skipif(not _corpus(), reason=NO_CORPUS)
 def test_corpus_pages_same_as_python_with_random_chunkings() -> None:
     for i, page in enumerate(_corpus()):
         data = page.read_bytes()
@@ -310,7 +310,7 @@ _PAGES = _corpus()
 
 
 @needs_c
-@pytest.mark.skipif(not _PAGES, reason="corpus not found beside the project")
+@pytest.mark.skipif(not _PAGES, reason=NO_CORPUS)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     page=st.sampled_from(_PAGES or [Path("none")]),

@@ -19,10 +19,10 @@ import pytest
 
 from crawler.extract import Link
 from crawler.extract._html import LINK_SETS, parse_srcset
-from tests.extract_common import BASE, CORPUS, HTML_NS, IMPLS, PAGES, SKIP_WITHOUT_CORPUS
+from tests.extract_common import BASE, HTML_NS, IMPLS, NO_CORPUS, PAGES, SKIP_WITHOUT_CORPUS
 from tests.extract_common import LINK_ELEMENTS as _LINK_ELEMENTS
 
-pytestmark = pytest.mark.skipif(SKIP_WITHOUT_CORPUS, reason=f"corpus not found at {CORPUS}")
+pytestmark = pytest.mark.skipif(SKIP_WITHOUT_CORPUS, reason=NO_CORPUS)
 
 
 @pytest.fixture(params=[name for name, cls in IMPLS.items() if cls is not None])

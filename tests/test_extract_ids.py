@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from crawler.extract import MAX_ID_CHARS, MAX_IDS, LinkExtractor
 from tests.extract_common import (
     BASE,
-    CORPUS,
     IMPL_NAMES,
     IMPLS,
+    NO_CORPUS,
     PAGES,
     SKIP_WITHOUT_CORPUS,
     run_strict,
@@ -118,7 +118,7 @@ def test_ids_of_tags_not_in_the_link_set_in_every_document_mode(impl: Any) -> No
     assert ids_every_split(impl, doc) == {"l", "st", "held", "p", "b"}
 
 
-@pytest.mark.skipif(SKIP_WITHOUT_CORPUS, reason=f"corpus not found at {CORPUS}")
+@pytest.mark.skipif(SKIP_WITHOUT_CORPUS, reason=NO_CORPUS)
 def test_same_ids_as_html5lib_dom_on_corpus_pages(impl: Any) -> None:
     """Every id and ``<a name>`` of html5lib's DOM (outside templates) is in ``ids``, and
     ``ids`` has nothing html5lib's DOM lacks, on pages without templates or noscript."""
@@ -141,7 +141,7 @@ def test_same_ids_as_html5lib_dom_on_corpus_pages(impl: Any) -> None:
     assert done == 8
 
 
-@pytest.mark.skipif(SKIP_WITHOUT_CORPUS, reason=f"corpus not found at {CORPUS}")
+@pytest.mark.skipif(SKIP_WITHOUT_CORPUS, reason=NO_CORPUS)
 def test_links_do_not_depend_on_collect_ids(impl: Any) -> None:
     for page in PAGES[:: max(1, len(PAGES) // 15)]:
         data = page.read_bytes()

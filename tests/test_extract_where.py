@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawler.extract import Link
-from tests.extract_common import IMPL_NAMES, IMPLS, PAGES, run_strict
+from tests.extract_common import IMPL_NAMES, IMPLS, PAGES, corpus_params, run_strict
 
 
 @pytest.fixture(params=IMPL_NAMES)
@@ -229,7 +229,7 @@ def _sample_pages() -> list[Any]:
     return sorted(pages, key=lambda p: p.stat().st_size)[:: max(1, len(pages) // 12)][:12]
 
 
-@pytest.mark.parametrize("page", _sample_pages(), ids=lambda p: p.stem[:40])
+@pytest.mark.parametrize("page", corpus_params(_sample_pages()), ids=lambda p: p.stem[:40])
 def test_corpus_positions_match_html5lib(
     impl: Any, page: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -244,7 +244,7 @@ def test_corpus_positions_match_html5lib(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem[:40])
+@pytest.mark.parametrize("page", corpus_params(PAGES), ids=lambda p: p.stem[:40])
 def test_every_corpus_page_positions_match_html5lib(
     impl: Any, page: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,7 +6,8 @@ the checker's: ``--format text|json|junit|sarif|markdown|html`` and ``--output F
 
 Exit codes: 0 no broken link (and, with ``--fail-on warnings``, no warning), 1 broken links
 found (or warnings with ``--fail-on warnings``), 2 usage or config error (a bad flag or
-config key, no URL, an output file that cannot be written).
+config key, no URL, an output file that cannot be written), 130 SIGINT, 143 SIGTERM (both:
+the check stopped, no report).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import importlib
 import os
+import signal
 import sys
 import tomllib
 from typing import Any, TextIO
@@ -43,10 +45,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "line and column that links them.",
         formatter_class=options.Formatter,
         epilog="exit codes: 0 no broken link, 1 broken links found (--fail-on warnings: or "
-        "warnings), 2 usage or config error",
+        "warnings), 2 usage or config error, 130 SIGINT, 143 SIGTERM",
     )
     p.add_argument("seeds", nargs="*", metavar="URL", help="where to start (http or https)")
-    p.add_argument("--config", metavar="FILE", help="TOML config file (the crawl's keys)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (the crawl's keys; `crawler config` prints an example)",
+    )
+    p.add_argument(
+        "--version", action="store_true", default=argparse.SUPPRESS, help="print the version"
+    )
     group = p.add_argument_group("check")
     group.add_argument(
         "--links-only",
@@ -58,11 +67,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "stylesheets (default: every resource)",
     )
     group.add_argument(
+        "--external",
+        dest="check_external",
+        action="store_true",
+        default=True,
+        help="check out-of-scope links, HEAD/GET each once, never crawled (default: on)",
+    )
+    group.add_argument(
         "--no-external",
         dest="check_external",
         action="store_false",
-        default=True,
-        help="do not check out-of-scope links (default: HEAD/GET each once)",
+        help="do not check out-of-scope links",
     )
     group.add_argument(
         "--allow-link-local",
@@ -126,9 +141,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="exit 1 on broken links, or on warnings too (default: broken)",
     )
     options.add_crawl_options(p, exclude=_NOT_FOR_CHECK)
-    for action in p._actions:  # the check's own default for the link set
+    for action in p._actions:  # where the check's meaning differs from the crawl's
         if "--link-set" in action.option_strings:
             action.help = "which tags and attributes count as links (default here: resources)"
+        elif "--resources" in action.option_strings:
+            # kept (a crawl's command line works here too, and it overrides a --config file's
+            # link_set = "links"), but said to be the default rather than looking like news
+            action.help = "same as --link-set resources, the default here (over a --config"
+            action.help += " file's link_set)"
+        elif "--state" in action.option_strings:  # no redis:// state for the checker
+            action.metavar = "DIR"
+            action.help = (
+                "keep the check's state in DIR (SQLite): the same command again continues the"
+                " check where it stopped, even after kill -9; a redis:// state is for crawler"
+                " crawl only (default: in memory)"
+            )
     return p
 
 
@@ -174,15 +201,43 @@ def write(report: Any, fmt: str, out: TextIO) -> None:
     module.write(report, out)
 
 
+class _Terminated(Exception):
+    """SIGTERM stopped the check (exit 143)."""
+
+
 async def _run(checker: Any, quiet: bool) -> Any:
-    """The check, with the crawl's live line on stderr when it is a terminal."""
+    """The check, with the crawl's live line on stderr when it is a terminal.
+
+    SIGTERM stops it as Ctrl-C does (asyncio.run cancels the check on SIGINT), then raises
+    ``_Terminated``, so that exit 143 says which signal it was.
+    """
     from crawler.output.progress import Progress  # noqa: PLC0415
 
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    terminated: list[bool] = []
+
+    def on_sigterm() -> None:
+        terminated.append(True)
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        handled = True
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+        handled = False
     progress = Progress(sys.stderr, quiet=quiet)
     ticker = asyncio.ensure_future(progress.run(checker.snapshot))
     try:
         return await checker.run()
+    except asyncio.CancelledError:
+        if terminated:
+            raise _Terminated from None
+        raise
     finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGTERM)
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)
 
@@ -244,13 +299,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         except OSError as exc:
             _err(f"cannot open output file {args.check_output!r}: {exc.strerror or exc}")
             return EXIT_USAGE
+    options.extractor_hint(config.quiet)
     checker = Checker(config, check_options, given=options.given_keys(args))
     try:
         try:
             report = asyncio.run(_run(checker, config.quiet))
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _Terminated) as exc:
             _err("interrupted")
-            return 130
+            return options.EXIT_SIGTERM if isinstance(exc, _Terminated) else options.EXIT_SIGINT
         except (ConfigError, StateError) as exc:  # a stored crawl that disagrees, a bad DIR
             _err(str(exc))
             return EXIT_USAGE

@@ -41,6 +41,7 @@ from crawler.cli.options import (
     config_from_args,
     err,
     explain,
+    extractor_hint,
     given_keys,
 )
 
@@ -74,7 +75,9 @@ def add_parser(sub: Any) -> None:
         "seeds", nargs="*", metavar="URL", help="seed URLs (http or https); or `seeds` in --config"
     )
     crawl.add_argument(
-        "--config", metavar="FILE", help="TOML config file (see config.example.toml)"
+        "--config",
+        metavar="FILE",
+        help="TOML config file (`crawler config` prints an example: config.example.toml)",
     )
     # `docker run IMAGE --version` reaches here through the `crawler crawl` entry point
     crawl.add_argument(
@@ -400,6 +403,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     except OSError as exc:
         err(f"cannot open output file {config.output!r}: {exc.strerror or exc}")
         return EXIT_USAGE
+    extractor_hint(config.quiet)
     progress = Progress(sys.stderr, quiet=config.quiet)
     if progress.live and config.output in (None, "-") and _isatty(sys.stdout):
         sink.before_write = progress.clear

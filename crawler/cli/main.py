@@ -1,6 +1,7 @@
 """Command line: ``crawler crawl URL ...`` (crawler/cli/crawl.py), ``crawler status --state
-DIR`` (status.py), ``crawler check URL ...`` (check.py) and ``crawler extract FILE --base URL``
-(extract.py); the crawl's options, shared by crawl and check, are in options.py.
+DIR`` (status.py), ``crawler check URL ...`` (check.py), ``crawler extract FILE --base URL``
+(extract.py) and ``crawler config`` (example.py); the crawl's options, shared by crawl and
+check, are in options.py.
 
 Here: ``main``, the entry point, which assembles the ``crawler`` parser and hands the parsed
 arguments to the command, and ``--version``. Thin by design: argparse -> CrawlConfig (file,
@@ -42,12 +43,13 @@ def build_parser(
     """The ``crawler`` parser. ``check``: with the real ``check`` command (its module is
     imported only then; otherwise a stub lists it in ``crawler --help``).
 
-    ``commands``: the commands (``crawl``, ``extract``, ``status``) that get their options; the
-    others are stubs that only list them in ``crawler --help`` (default: all). ``main`` builds
-    only the command its arguments name, so that ``--version``, ``--help`` and a usage error
-    import neither crawler.config nor crawler.output.sinks.
+    ``commands``: the commands (``crawl``, ``extract``, ``status``, ``config``) that get their
+    options; the others are stubs that only list them in ``crawler --help`` (default: all).
+    ``main`` builds only the command its arguments name, so that ``--version``, ``--help`` and
+    a usage error import neither crawler.config nor crawler.output.sinks.
     """
-    full = {"crawl", "extract", "status"} if commands is None else set(commands) - {"check"}
+    every = {"crawl", "extract", "status", "config"}
+    full = every if commands is None else set(commands) - {"check"}
     if check:
         full.add("check")
     parser = argparse.ArgumentParser(
@@ -78,6 +80,10 @@ def build_parser(
             from crawler.cli import check as check_cli  # noqa: PLC0415
 
             check_cli.add_parser(sub)
+        elif name == "config":
+            from crawler.cli import example  # noqa: PLC0415
+
+            example.add_parser(sub)
     return parser
 
 
@@ -134,8 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from crawler.cli.extract import cmd_extract  # noqa: PLC0415
 
             return cmd_extract(args)
+        if args.command == "config":
+            from crawler.cli.example import cmd_config  # noqa: PLC0415
+
+            return cmd_config(args)
         parser.print_usage(sys.stderr)
-        err("a command is required: crawl, check, status or extract (see --help)")
+        err("a command is required: crawl, check, status, extract or config (see --help)")
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C before the event loop's handler was installed
         return EXIT_SIGINT

@@ -38,6 +38,7 @@ COMMAND_HELP = {
     "extract": "print the links of one HTML document",
     "status": "where a crawl kept with --state stands, without running it",
     "check": "check every link of a site: broken links, where they are",
+    "config": "print a commented example config file (TOML) to stdout",
 }
 
 _BOOL = argparse.BooleanOptionalAction
@@ -339,9 +340,11 @@ def flag_of(key: str) -> str:
 
 def _show_default(key: str, value: object) -> str:
     if value is None:
+        # None that stands for a value: the crawl without --name is the crawl named "default"
         text = {
             "output": "stdout",
             "state": "in memory",
+            "name": "default",
             "robots_agent": "the User-Agent's first token, up to '/'",
         }.get(key, "none")
     elif isinstance(value, bool):
@@ -424,6 +427,29 @@ def err(message: str) -> None:
     try:
         sys.stderr.write(f"{PROG}: error: {message}\n")
         sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+#: The line ``extractor_hint`` prints: pip hides setup.py's warning, so a user who lost the
+#: compiled extractor (no compiler) would never know the crawl runs on the slower twin.
+EXTRACTOR_HINT = (
+    f'{PROG}: the compiled extractor is not installed (pure Python, slower): see README "Set-up"'
+)
+
+
+def extractor_hint(quiet: bool) -> None:
+    """Say once on stderr, at a crawl's (or check's) start, that the compiled extractor is
+    missing; not with ``quiet``, nor when the pure-Python twin was asked for
+    (``CRAWLER_NO_EXTENSIONS``) or is the only one (not CPython)."""
+    if quiet:
+        return
+    twins = importlib.import_module("crawler._twins")
+    extract = importlib.import_module("crawler.extract")
+    if twins.NO_EXTENSIONS or extract.IMPLEMENTATION != "py":
+        return
+    try:
+        sys.stderr.write(EXTRACTOR_HINT + "\n")
     except (OSError, ValueError):
         pass
 
