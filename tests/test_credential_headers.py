@@ -585,13 +585,14 @@ def test_resume_needs_header_for_and_bearer_env_again() -> None:
 
 
 async def test_a_fetcher_without_credentials_adds_nothing(start: Start) -> None:
-    """The common crawl: no credentials, the shared head only (and credentials_for is None)."""
+    """The common crawl: no credentials, the shared head only (and a direct session request,
+    the checker's, gets no headers of its own)."""
     log: list[Seen] = []
     a = await start(_app("A", log, {}), "127.0.0.1")
     fetcher = Fetcher(CrawlConfig(seeds=(a + "/",), headers=(PLAIN,), retries=0))
     try:
         res = await fetcher.fetch(a + "/")
-        assert fetcher.credentials_for(a + "/") is None
+        assert "headers" not in fetcher.session_request(a + "/")[1]
     finally:
         await fetcher.close()
     assert res.status == 200 and log[0].creds == NONE and log[0].trace == "tr4ce"

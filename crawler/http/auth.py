@@ -112,7 +112,7 @@ class AuthMap:
                     self._by_origin[key] = header
         for origin, cred in (origin_auth or {}).items():
             key = origin_key(origin)
-            if key is None or _has_path(origin):
+            if key is None or has_path(origin):
                 raise OptionError(
                     "origin_auth", f"{origin!r} is not an origin (scheme://host[:port])"
                 )
@@ -156,6 +156,7 @@ class AuthMap:
         return text
 
 
-def _has_path(origin: str) -> bool:
+def has_path(origin: str) -> bool:
+    """Whether an ``origin_auth``/``origin_headers`` key says more than scheme://host[:port]."""
     rest = origin.split("://", 1)[-1]
     return any(c in rest.rstrip("/") for c in "/?#")

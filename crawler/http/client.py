@@ -110,11 +110,6 @@ class Fetcher:
         checker's probes), per hop: credentials for its origin only, and the crawl's proxy."""
         return self._prep.session_request(url)
 
-    def credentials_for(self, url: str) -> list[tuple[str, str]] | None:
-        """The headers only the origin of ``url`` gets (credential headers, Basic auth), or
-        None: for a request sent on :attr:`session` directly (the checker's probes), per hop."""
-        return self._prep.credentials_for(url)
-
     def redact(self, text: str) -> str:
         """``text`` without the crawl's credentials."""
         return self._prep.creds.redact(text)

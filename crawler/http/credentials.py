@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from crawler.config import CrawlConfig, header_problem, secret_header
-from crawler.http.auth import REDACTED, AuthMap, Origin, origin_key
+from crawler.http.auth import REDACTED, AuthMap, Origin, has_path, origin_key
 from crawler.http.errors import OptionError
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class OriginHeaders:
                     by[key] = seeds
         for origin, headers in config.origin_headers.items():
             key = origin_key(origin)
-            if key is None or _has_path(origin):
+            if key is None or has_path(origin):
                 raise OptionError(
                     "--header-for", f"{origin!r} is not an origin (scheme://host[:port])"
                 )
@@ -147,8 +147,3 @@ class OriginHeaders:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text
-
-
-def _has_path(origin: str) -> bool:
-    rest = origin.split("://", 1)[-1]
-    return any(c in rest.rstrip("/") for c in "/?#")

@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import CrawlConfig, secret_header
-from crawler.http.credentials import Header, OriginHeaders, parse_headers
+from crawler.http.credentials import Header, OriginHeaders, merge_headers, parse_headers
 from crawler.http.decode import accept_encoding
 from crawler.http.proxy import ProxyChooser
 
@@ -60,17 +60,8 @@ def header_list(config: CrawlConfig) -> list[Header]:
 
     Not the credential headers (``secret_header``): those go to the seeds' origins only,
     added per request (:mod:`crawler.http.credentials`)."""
-    headers = [("User-Agent", config.user_agent), ("Accept", ACCEPT)]
-    replaced: set[str] = set()
-    for name, value in parse_headers(config.headers):
-        if secret_header(name):
-            continue
-        key = name.lower()
-        if key not in replaced:
-            headers = [(n, v) for n, v in headers if n.lower() != key]
-            replaced.add(key)
-        headers.append((name, value))
-    return headers
+    users = [(n, v) for n, v in parse_headers(config.headers) if not secret_header(n)]
+    return merge_headers([("User-Agent", config.user_agent), ("Accept", ACCEPT)], users)
 
 
 def session_headers(config: CrawlConfig) -> CIMultiDict[str]:

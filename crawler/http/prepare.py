@@ -175,14 +175,6 @@ class Preparer:
         request = self._aio_request(url)  # (a URL yarl cannot take: aiohttp not imported)
         return self.aio, request
 
-    def credentials_for(self, url: str) -> list[Header] | None:
-        """The headers only the origin of ``url`` gets (credentials), for a request made
-        outside :meth:`prepare` on aiohttp's session (the checker's HEAD probes)."""
-        if not self._auth_on:
-            return None
-        pairs = self.creds.for_url(_yarl_url(url))
-        return None if pairs is None else list(pairs)
-
     def session_request(self, url: str) -> tuple[URL, dict[str, Any]]:
         """The URL and the keyword arguments of a request sent on aiohttp's session outside
         :meth:`prepare` (the checker's probes): the same credentials for its origin only,
