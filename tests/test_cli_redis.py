@@ -10,6 +10,7 @@ import json
 import socket
 
 import pytest
+from aiohttp import web
 
 from tests.conftest import ServeApp
 from tests.redisserver import RedisServer, redis_server
@@ -117,3 +118,49 @@ async def test_a_worker_with_no_url_waits_for_the_crawl_then_joins(
 async def test_no_url_and_no_crawl_in_a_directory_is_still_an_error(tmp_path: object) -> None:
     done = await run("crawl", "--state", str(tmp_path) + "/none")
     assert done.rc == 2 and "holds no crawl yet" in done.err
+
+
+def slow_page_app(status: int, delay: float) -> web.Application:
+    """One page, no links, answered with ``status`` after ``delay`` seconds."""
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            raise web.HTTPNotFound()
+        await asyncio.sleep(delay)
+        return web.Response(status=status, text="<p>the only page</p>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    return app
+
+
+@pytest.mark.parametrize(("status", "rc"), [(200, 0), (404, 1)])
+async def test_a_worker_that_fetched_nothing_exits_as_the_crawl_went(
+    serve: ServeApp, redis_server: RedisServer, status: int, rc: int
+) -> None:
+    """A worker that joins while another holds the crawl's only page fetches nothing itself:
+    it exits 0 if the crawl has a page done without error, 1 if its pages all failed (the
+    seeder's code), not 1 for having had nothing to do."""
+    server = await serve(slow_page_app(status, delay=2.0))
+    state = ("--state", redis_server.url, "--name", f"idle-{status}")
+    worker = await asyncio.create_subprocess_exec(
+        *CRAWLER, "crawl", *state, "-f", "jsonl",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert worker.stderr is not None
+        await asyncio.wait_for(worker.stderr.readline(), 30)  # "waiting for one to start"
+        seeder = await run(
+            "crawl", f"http://127.0.0.1:{server.port}/", *state, "-f", "jsonl", "-q",
+            "--per-host", "1", "--retries", "0",
+        )  # fmt: skip
+        no_traceback(seeder)
+        assert seeder.rc == rc, seeder.err
+        out, err = await asyncio.wait_for(worker.communicate(), 60)
+        assert out == b"", "the joiner fetched the page: the test did not make it idle"
+        assert "it fetched 0" in err.decode(), err.decode()
+        assert worker.returncode == rc, err.decode()
+    finally:
+        if worker.returncode is None:
+            worker.kill()
+            await worker.wait()

@@ -315,7 +315,10 @@ async def _crawl(
         for sig in handled:
             loop.remove_signal_handler(sig)
         sink.close()
-    code = _exit_code(state, sink, stats, progress, resumed, is_redis_url(config.state))
+    shared = is_redis_url(config.state)
+    code = _exit_code(state, sink, stats, progress, resumed, shared)
+    if code == EXIT_OK and shared and stats is not None and stats.pages_ok == 0:
+        code = _shared_crawl_code(config)
     archive_error = getattr(state.crawler, "archive_error", None)
     if archive_error is not None and not sink.broken_pipe:
         err(f"cannot write the WARC file {config.warc}: {archive_error.strerror or archive_error}")
@@ -351,9 +354,28 @@ def _exit_code(
         return EXIT_ERRORS
     if state.signal is not None:
         return EXIT_SIGINT if state.signal == signal.SIGINT else EXIT_SIGTERM
-    if stats is None or stats.pages_ok == 0:
+    if stats is None:
+        return EXIT_ERRORS
+    if stats.pages_ok == 0 and not (shared and stats.pages == stats.resumed_pages):
         return EXIT_ERRORS
     return EXIT_OK
+
+
+def _shared_crawl_code(config: CrawlConfig) -> int:
+    """The exit code of a worker of a shared (redis://) crawl that fetched nothing itself: the
+    other workers took every page (a small site, a per-host cap the others held). It succeeded
+    if the crawl as a whole has pages done without error; EXIT_ERRORS if not, or if Redis
+    cannot say."""
+    from crawler.state.base import StateError  # noqa: PLC0415
+    from crawler.state.redis import RedisState  # noqa: PLC0415  (redis:// only)
+
+    assert config.state is not None
+    try:
+        counts = RedisState.read_status(config.state, config.name).counts
+    except StateError as exc:
+        err(str(exc))
+        return EXIT_ERRORS
+    return EXIT_OK if counts.done > sum(counts.failed.values()) else EXIT_ERRORS
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
