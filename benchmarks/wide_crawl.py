@@ -102,12 +102,18 @@ async def run(origins: int, port: int, concurrency: int) -> int:
         wall = time.monotonic() - t0
         robots = crawler._robots
         cached = len(getattr(robots, "_rules", ())) if robots is not None else 0
-        seen = crawler._seen
+        # a benchmark may look inside: the memory state's seen set and per-origin queues, the
+        # admission's set of links beyond --max-depth (issue 22 moved them behind these)
+        state = crawler.state
+        seen = state._seen  # type: ignore[attr-defined]
+        queues = state._queues  # type: ignore[attr-defined]
+        admission = crawler._admission
+        beyond = admission._beyond.nbytes if admission is not None else 0
         print(
             f"{fronts:>8} {crawler.stats.pages:>8} {wall:>7.1f} {crawler.stats.pages / wall:>8.0f}"
             f" {_status_kb('VmRSS') / 1024:>7.1f} {_status_kb('VmHWM') / 1024:>8.1f}"
-            f" {crawler._frontier.origins:>16} {len(crawler._frontier):>7} {len(seen):>9}"
-            f" {(seen.nbytes + crawler._beyond.nbytes) / 2**20:>7.1f} {cached:>13}"
+            f" {queues.origins:>16} {len(queues):>7} {len(seen):>9}"
+            f" {(seen.nbytes + beyond) / 2**20:>7.1f} {cached:>13}"
             f" {len(os.listdir('/proc/self/fd')):>5}",
             flush=True,
         )
