@@ -64,6 +64,7 @@ from crawler.output.warc_records import (
     pair_records,
     warcinfo_fields,
 )
+from crawler.output.warc_scan import OPEN_SUFFIX
 
 if TYPE_CHECKING:
     from crawler.config import CrawlConfig
@@ -83,9 +84,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: The suffix of a WARC file being written (Heritrix's): ``FILE.open`` until the crawl closes it.
-OPEN_SUFFIX = ".open"
 
 
 class WarcWriter:
