@@ -97,19 +97,22 @@ def _read_member(fh: IO[bytes], offset: int) -> _Member:
                 if not out:
                     continue
                 member.content += len(out)
-                last = (last + out)[-4:]
                 if header_len < 0:
                     head += out
                     cut = head.find(b"\r\n\r\n")
-                    if cut >= 0:
-                        header_len = cut + 4
-                        sha1.update(head[header_len:])
-                        del head[header_len:]
-                    elif len(head) > _MAX_HEADER:
-                        member.error = "no end of the WARC header in its first MiB"
-                        return member
-                else:
-                    sha1.update(out)
+                    if cut < 0:
+                        if len(head) > _MAX_HEADER:
+                            member.error = "no end of the WARC header in its first MiB"
+                            return member
+                        continue
+                    header_len = cut + 4
+                    out = bytes(head[header_len:])
+                    del head[header_len:]
+                # the block is what lies between the header and the record's last CRLF CRLF:
+                # the last 4 bytes seen are held back until more come
+                joined = last + out
+                sha1.update(joined[:-4])
+                last = joined[-4:]
     except zlib.error as exc:
         member.error = str(exc)
         return member
