@@ -139,9 +139,7 @@ def read_all(path: Path) -> list[Any]:
     return out
 
 
-async def test_a_sigkilled_crawl_is_repaired_to_a_file_every_reader_accepts(
-    serve, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+async def test_a_sigkilled_crawl_is_repaired_to_what_readers_accept(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     path, site, _ = await killed_crawl(serve, tmp_path)
     work = Path(str(path) + ".open")
     killed = work.read_bytes()
@@ -262,9 +260,7 @@ async def test_pywb_replays_every_page_of_a_repaired_file(serve, tmp_path: Path)
         log.close()
 
 
-async def test_with_warc_no_br_is_asked_so_warcio_check_reads_every_body(
-    serve, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+async def test_with_warc_no_br_is_asked_so_warcio_check_reads_all(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A server that answers brotli whenever ``br`` is acceptable: with --warc the crawler
     asks for gzip and deflate only, so the archive holds gzip bodies, which ``warcio check``
     verifies (it crashes on a br body: warcio #73) and warcio's reader decodes."""
