@@ -70,12 +70,17 @@ class _Member:
     tail: bytes = b""
     digest: str = ""  # base32 sha1 of the block (after the header), "" if not computed
     error: str = ""  # zlib's complaint: not a (valid) member
+    rest: bytes = b""  # bytes read past the member's end: the next member's first bytes
 
 
-def _read_member(fh: IO[bytes], offset: int) -> _Member:
+def _read_member(fh: IO[bytes], offset: int, pending: bytes = b"") -> _Member:
     """Decompress the member at ``offset`` to its end, keeping the header bytes and the
-    block's sha1 (never the whole content: memory stays flat however big the record)."""
-    fh.seek(offset)
+    block's sha1 (never the whole content: memory stays flat however big the record).
+
+    ``pending``: the file's bytes from ``offset`` on that were read already (the last
+    member's ``rest``); ``fh`` is then positioned right after them."""
+    if not pending:
+        fh.seek(offset)
     unzip = zlib.decompressobj(zlib.MAX_WBITS + 16)
     member = _Member(end=None)
     head = bytearray()
@@ -85,7 +90,7 @@ def _read_member(fh: IO[bytes], offset: int) -> _Member:
     last = b""
     try:
         while not unzip.eof:
-            data = fh.read(_BLOCK)
+            data, pending = pending or fh.read(_BLOCK), b""
             if not data:
                 return member  # torn: the file ends first
             pos += len(data)
@@ -116,7 +121,8 @@ def _read_member(fh: IO[bytes], offset: int) -> _Member:
     except zlib.error as exc:
         member.error = str(exc)
         return member
-    member.end = pos - len(unzip.unused_data)
+    member.rest = unzip.unused_data
+    member.end = pos - len(member.rest)
     member.head = bytes(head)
     member.tail = last
     member.digest = base64.b32encode(sha1.digest()).decode("ascii") if header_len >= 0 else ""
@@ -198,10 +204,13 @@ def scan(fh: IO[bytes], name: str = "the file") -> Scan:
         _MAGIC.startswith(first) if len(first) < 3 else first.startswith(_MAGIC)
     ):
         raise NotWarcError(f"{name} is not a gzip WARC file (it does not start with a gzip header)")
+    pending = b""
+    fh.seek(0)
     while offset < result.size:
-        member = _read_member(fh, offset)
+        member = _read_member(fh, offset, pending)
         if member.end is None or member.error:
             break
+        pending = member.rest
         kind, why = _whole_record(member)
         if not kind:
             if offset == 0:
