@@ -198,3 +198,18 @@ def test_usage_errors(tmp_path: Path, capsys: Any) -> None:
     empty = tmp_path / "empty.warc.gz"
     empty.write_bytes(b"")
     assert run(capsys, "check", str(empty))[0] == 0  # a WARC file of no record
+
+
+def test_a_cut_member_followed_by_whole_records_is_not_cut(tmp_path: Path, capsys: Any) -> None:
+    """A member cut inside a stored deflate block (random bytes are stored, not compressed)
+    reads, to zlib, as if it went on into the members after it, to the file's end: the cut
+    must not take the whole records that follow with it."""
+    path = tmp_path / "a.warc.gz"
+    ends = write_file(path, 2, body=os.urandom(200_000))
+    data = path.read_bytes()
+    # warcinfo, response 0, request 0; then response 1 cut in half; then request 1, whole
+    cut = data[: ends[2]] + data[ends[2] : ends[3]][: (ends[3] - ends[2]) // 2] + data[ends[3] :]
+    path.write_bytes(cut)
+    code, out, _ = run(capsys, "repair", str(path))
+    assert code == 1 and "a whole record after it" in out and "nothing was changed" in out
+    assert path.read_bytes() == cut

@@ -27,6 +27,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO
 
+from crawler.output.warc_gzip import file_tag, member_header
+
 __all__ = ["OPEN_SUFFIX", "NotWarcError", "Scan", "repair", "scan"]
 
 #: The suffix of a WARC file being written (Heritrix's): ``FILE.open`` until the crawl closes it.
@@ -171,9 +173,34 @@ def _judge_tail(fh: IO[bytes], offset: int, size: int) -> tuple[str, str]:
     if member.error:
         return "damaged", f"a gzip member that does not decompress ({member.error})"
     if member.end is None:
+        # a cut member is the last thing a kill leaves: a whole record after it means
+        # something else happened (a cut inside a stored deflate block swallows what follows)
+        later = _whole_record_after(fh, offset, size)
+        if later is not None:
+            return "damaged", f"a cut gzip member with a whole record after it (offset {later:,})"
         return "torn", "a gzip member cut before its end"
     _, why = _whole_record(member)
     return "damaged", f"a complete gzip member holding {why}"
+
+
+def _whole_record_after(fh: IO[bytes], offset: int, size: int) -> int | None:
+    """The offset of a member holding a whole record that starts after ``offset``, or None.
+    Candidates are where the file's own member header occurs (``warc_gzip``: our members
+    carry the file's tag), or the bare gzip magic in a file without the tag."""
+    tag = file_tag(fh)
+    marker = _MAGIC if tag is None else member_header(tag)
+    pos = offset + 1
+    while pos < size:
+        fh.seek(pos)
+        data = fh.read(_BLOCK + len(marker) - 1)
+        i = data.find(marker)
+        while i >= 0 and pos + i < size:
+            found = _read_member(fh, pos + i)
+            if found.end is not None and not found.error and _whole_record(found)[0]:
+                return pos + i
+            i = data.find(marker, i + 1)
+        pos += _BLOCK
+    return None
 
 
 def _all_zero(fh: IO[bytes], offset: int, size: int) -> bool:
