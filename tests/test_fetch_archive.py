@@ -210,7 +210,7 @@ async def test_both_paths_give_the_consumer_the_same_bytes_and_links(serve, name
         enc.encode() if enc else None
     )
     sent = dict(archive.records[1].meta["request_headers"])
-    assert sent["Accept-Encoding"] == "gzip, deflate, br"
+    assert sent["Accept-Encoding"] == "gzip, deflate"  # not br with an archive (issue 25)
     assert archive.records[1].meta["peer_ip"] == "127.0.0.1"
 
 

@@ -296,3 +296,48 @@ def test_a_crawl_that_never_starts_leaves_the_sitemap_unchanged(tmp_path: Path) 
 def test_unwritable_output_fails_at_open(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         open_sink("sitemap", str(tmp_path / "no" / "such" / "sitemap.xml"))
+
+
+async def test_sigkill_without_state_leaves_no_partial_sitemap(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real ``crawler crawl --format sitemap -o FILE`` (no state) SIGKILLed mid-crawl
+    (issue 25): FILE is not created empty at the start, so the kill leaves no file that is
+    not XML; an earlier whole sitemap at FILE is left as it was; a run that ends writes it."""
+    served: list[str] = []
+    app = site_app(pages=30, delay=0.05)
+
+    @web.middleware
+    async def count(request: web.Request, handler):  # type: ignore[no-untyped-def]
+        served.append(request.path_qs)
+        return await handler(request)
+
+    app.middlewares.append(count)
+    server = await serve(app)
+    origin = str(server.make_url("")).rstrip("/")
+    out = tmp_path / "sitemap.xml"
+    cmd = [
+        sys.executable, "-m", "crawler", "crawl", origin + "/", "--format", "sitemap",
+        "-o", str(out), "--concurrency", "2", "--retries", "0", "-q",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": ROOT}
+
+    async def killed_run() -> None:
+        served.clear()
+        proc = await asyncio.create_subprocess_exec(*cmd, env=env, stderr=subprocess.PIPE)
+        for _ in range(400):
+            if len(served) >= 8:
+                break
+            await asyncio.sleep(0.025)
+        assert len(served) >= 8
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+
+    await killed_run()
+    assert not out.exists()  # not a 0-byte file that is not XML
+    proc = await asyncio.create_subprocess_exec(*cmd, env=env, stderr=subprocess.PIPE)
+    _, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    whole = out.read_bytes()
+    assert set(locs(whole)) == expected(origin, pages=30)
+    await killed_run()
+    assert out.read_bytes() == whole  # the earlier sitemap is kept whole, not truncated

@@ -332,12 +332,14 @@ def test_one_writer_a_file(tmp_path: Path) -> None:
     path = tmp_path / "t.warc.gz"
     first = new_writer(path)
     exchange(first, "http://127.0.0.1/a", b"<p>a</p>")
-    before = path.read_bytes()
+    work = tmp_path / "t.warc.gz.open"  # the name while it is written
+    before = work.read_bytes()
     for resumed in (False, True):
         with pytest.raises(warc.WarcError, match="another process is writing"):
             new_writer(path, resumed=resumed)
-        assert path.read_bytes() == before
+        assert work.read_bytes() == before
     first.close()
+    assert not work.exists() and path.read_bytes() == before
     new_writer(path, resumed=True).close()  # free again once closed
     assert [r["type"] for r in read_back(path)] == ["warcinfo", "response", "request", "warcinfo"]
 
@@ -519,14 +521,17 @@ async def test_sigkill_then_resume_leaves_a_valid_file(serve, tmp_path: Path) ->
     proc.send_signal(signal.SIGKILL)
     await proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    killed = path.read_bytes()
-    assert len(read_back(path)) >= 3  # what the killed run wrote is valid as it is
+    work = tmp_path / "crawl.warc.gz.open"  # a killed run's file keeps its unfinished name
+    assert not path.exists()
+    killed = work.read_bytes()
+    assert len(read_back(work)) >= 3  # what the killed run flushed is valid as it is
     # as if the kill had landed inside a write: a member cut in half at the end
     half = gzip.compress(b"WARC/1.1\r\nWARC-Type: response\r\n" + os.urandom(4000))
-    path.write_bytes(killed + half[: len(half) // 2])
+    work.write_bytes(killed + half[: len(half) // 2])
     proc = await asyncio.create_subprocess_exec(*cmd, env=env, stderr=subprocess.PIPE)
     _, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
+    assert not work.exists()  # repaired, appended to, and renamed at the end
     assert path.read_bytes()[: len(killed)] == killed  # the first run's records kept as they were
     records = read_back(path)
     assert [r["type"] for r in records].count("warcinfo") == 2

@@ -1,7 +1,7 @@
 """Command line: ``crawler crawl URL ...`` (crawler/cli/crawl.py), ``crawler status --state
 DIR`` (status.py), ``crawler check URL ...`` (check.py), ``crawler extract FILE --base URL``
-(extract.py) and ``crawler config`` (example.py); the crawl's options, shared by crawl and
-check, are in options.py.
+(extract.py), ``crawler config`` (example.py) and ``crawler warc repair|check FILE``
+(warc.py); the crawl's options, shared by crawl and check, are in options.py.
 
 Here: ``main``, the entry point, which assembles the ``crawler`` parser and hands the parsed
 arguments to the command, and ``--version``. Thin by design: argparse -> CrawlConfig (file,
@@ -48,7 +48,7 @@ def build_parser(
     ``main`` builds only the command its arguments name, so that ``--version``, ``--help`` and
     a usage error import neither crawler.config nor crawler.output.sinks.
     """
-    every = {"crawl", "extract", "status", "config"}
+    every = {"crawl", "extract", "status", "config", "warc"}
     full = every if commands is None else set(commands) - {"check"}
     if check:
         full.add("check")
@@ -84,6 +84,10 @@ def build_parser(
             from crawler.cli import example  # noqa: PLC0415
 
             example.add_parser(sub)
+        elif name == "warc":
+            from crawler.cli import warc  # noqa: PLC0415
+
+            warc.add_parser(sub)
     return parser
 
 
@@ -144,8 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from crawler.cli.example import cmd_config  # noqa: PLC0415
 
             return cmd_config(args)
+        if args.command == "warc":
+            from crawler.cli.warc import cmd_warc  # noqa: PLC0415
+
+            return cmd_warc(args)
         parser.print_usage(sys.stderr)
-        err("a command is required: crawl, check, status, extract or config (see --help)")
+        err("a command is required: crawl, check, status, extract, config or warc (see --help)")
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C before the event loop's handler was installed
         return EXIT_SIGINT

@@ -39,6 +39,7 @@ COMMAND_HELP = {
     "status": "where a crawl kept with --state stands, without running it",
     "check": "check every link of a site: broken links, where they are",
     "config": "print a commented example config file (TOML) to stdout",
+    "warc": "check or repair a WARC file a killed crawl left (FILE.open)",
 }
 
 _BOOL = argparse.BooleanOptionalAction

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.config import CrawlConfig
 from crawler.http.credentials import Header, OriginHeaders, merge_headers
-from crawler.http.decode import accept_encoding
 from crawler.http.errors import OptionError
 from crawler.http.http1 import split_http_url
 from crawler.http.options import (
@@ -53,6 +52,8 @@ __all__ = ["NO_PLAIN_HTTP", "Preparer", "Transport"]
 
 #: Set (to anything but "" or "0") to send every request through aiohttp (A/B, a workaround).
 NO_PLAIN_HTTP = os.environ.get("CRAWLER_NO_PLAIN_HTTP", "") not in ("", "0")
+#: Accept-Encoding with an archive (--warc): the codings every WARC reader decodes (not br).
+ARCHIVE_ACCEPT_ENCODING = "gzip, deflate"
 
 
 class Transport(Protocol):
@@ -200,8 +201,9 @@ class Preparer:
             extra = [*(extra or ()), ("Proxy-Authorization", proxy.authorization)]
         if self.archive is not None and not self._user_accept_encoding:
             if extra is None or not any(n.lower() == "accept-encoding" for n, _ in extra):
-                # what crawler.http.decode decodes
-                extra = [*(extra or ()), ("Accept-Encoding", accept_encoding())]
+                # not br: every WARC reader decodes gzip and deflate, warcio's check crashes
+                # on a br body (warcio #73; docs/archive.md)
+                extra = [*(extra or ()), ("Accept-Encoding", ARCHIVE_ACCEPT_ENCODING)]
         return target, proxy, extra
 
     def take_cookies(self, values: list[str], url: str) -> None:

@@ -424,8 +424,7 @@ def _open_sitemap(
             out = open(path, "ab")  # /dev/null, a FIFO: one sitemap written to it
             close_out = True
         else:
-            # an unwritable path fails now, not at the end
-            open_output(path, append=True, private=private).close()
+            _check_writable(path, private)
             target = path
     else:
         out = stream or sys.stdout.buffer
@@ -454,6 +453,20 @@ def _open_sitemap(
         sink._path = spool_path
         sink._resume = bool(resume)
     return sink
+
+
+def _check_writable(path: str, private: bool) -> None:
+    """Fail now, not at the end, if the sitemap cannot be written, without creating it: it
+    is written whole at close (a temporary file renamed into place), and a kill before then
+    must not leave an empty file that is not XML. An existing file is opened for append and
+    left as it is (made 0600 when ``private``); else a temporary file is made in its
+    directory and removed (the rename at the end needs that directory)."""
+    if os.path.exists(path):
+        open_output(path, append=True, private=private).close()
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".sitemap-", suffix=".tmp", dir=os.path.dirname(path) or ".")
+    os.close(fd)
+    os.unlink(tmp)
 
 
 _SINKS: dict[str, type[OutputSink]] = {

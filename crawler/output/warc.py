@@ -26,6 +26,15 @@ records of concurrent page tasks never interleave; a pair that fails to write (d
 off again (the file is truncated back to where the pair began). So the file only ever grows by
 whole members, and a Ctrl-C (the engine closes the archive) leaves a valid file.
 
+Written under ``FILE.open``, renamed to ``FILE`` when closed (Heritrix's convention): a
+SIGKILL can land inside a write (a 3 MB body's member is written in many pieces), and what it
+leaves is named as unfinished: ``FILE.open`` holds every record flushed before the kill and
+at most one cut member at its end, which ``crawler warc repair FILE`` cuts (``warc_scan``),
+and a resumed crawl (``--state``) repairs and appends to (``repair_tail``). A file under its
+final name is always whole. A new crawl leaves an existing ``FILE`` (an earlier crawl's) as
+it is until its own close replaces it. Not a regular file (``/dev/null``, a FIFO): written
+to as it is, never renamed.
+
 The modules beside this one: ``warc_records`` builds the records of an exchange (the HTTP
 blocks as received, the digests, the warcinfo fields), ``warc_gzip`` writes them as tagged gzip
 members and repairs a file's torn tail (``repair_tail``).
@@ -55,6 +64,7 @@ from crawler.output.warc_records import (
     pair_records,
     warcinfo_fields,
 )
+from crawler.output.warc_scan import OPEN_SUFFIX
 
 if TYPE_CHECKING:
     from crawler.config import CrawlConfig
@@ -68,6 +78,7 @@ __all__ = [
     "WarcError",
     "WarcRecord",
     "WarcWriter",
+    "OPEN_SUFFIX",
     "open_archive",
     "repair_tail",
 ]
@@ -93,10 +104,13 @@ class WarcWriter:
         on_failure: Callable[[], object] | None = None,
         tag: bytes | None = None,
         path: str | None = None,
+        final: str | None = None,
     ) -> None:
         self._stream = stream
         #: for messages (WARC-Filename is ``filename``, the base name)
         self.path = path or filename
+        #: where the file is renamed to at close (None: it is written under its final name)
+        self.final = final
         #: marks every gzip member of this file (16 random bytes; kept across resumed runs)
         self.tag = tag or os.urandom(TAG_LEN)
         self._members = GzipMembers(stream, self.tag)
@@ -152,14 +166,27 @@ class WarcWriter:
         """Records are flushed as they are written; nothing is buffered here."""
 
     def close(self) -> None:
-        """Close the file (safe twice). Records begun but not ended are dropped, whole."""
+        """Close the file (safe twice). Records begun but not ended are dropped, whole.
+
+        Written as ``FILE.open``: synced and renamed to ``FILE`` first, while the lock is
+        still held (a process waiting to open ``FILE.open`` then finds it gone, never this
+        file under that name). If the last flush fails the file keeps its ``.open`` name:
+        its tail is for ``crawler warc repair`` to judge."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._stream.close()
+            self._stream.flush()
+            if self.final is not None:
+                os.fsync(self._stream.fileno())  # the final name never names unwritten data
+                os.replace(self.path, self.final)
         except OSError as exc:
             self._failed(exc)
+        finally:
+            try:
+                self._stream.close()
+            except OSError as exc:
+                self._failed(exc)
 
     # -- internals --
 
@@ -211,13 +238,16 @@ def open_archive(
     on_failure: Callable[[], object] | None = None,
     path: str | None = None,
 ) -> WarcWriter:
-    """Open the crawl's WARC file (``path``, default ``config.warc``) and write this run's
-    warcinfo record.
+    """Open the crawl's WARC file (``path``, default ``config.warc``) as ``path.open`` and
+    write this run's warcinfo record; :meth:`WarcWriter.close` renames it to ``path``.
 
     Args:
         config: the crawl's settings, for the warcinfo record (only :data:`INFO_KEYS`).
-        resumed: the crawl state held a crawl: the file is kept, its tail repaired
-            (:func:`repair_tail`), and appended to. False: created or truncated.
+        resumed: the crawl state held a crawl: its file is kept, its tail repaired
+            (:func:`repair_tail`), and appended to: ``path.open`` if it is there (the last
+            run was killed), else ``path`` (the last run ended), renamed to ``path.open``.
+            False: ``path.open`` created or truncated; an existing ``path`` is left until
+            the close replaces it.
         on_failure: called once when a write fails (the engine may stop the crawl).
 
     The file is locked (``flock``, exclusive) until it is closed: two processes appending to
@@ -225,7 +255,7 @@ def open_archive(
     progress. Workers sharing a crawl (a redis:// state) each need their own file.
 
     Raises:
-        OSError: the file cannot be opened.
+        OSError: the file cannot be opened (its ``filename`` is ``path``, the name given).
         WarcError: resumed, and the file is not a gzip file written by us; or another
             process holds the file.
     """
@@ -234,18 +264,29 @@ def open_archive(
         raise ValueError("open_archive: no WARC path (config.warc is not set)")
     fh: IO[bytes]
     tag: bytes | None = None
+    final: str | None = None
+    work = path
     if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
         fh = open(path, "ab")  # /dev/null, a FIFO: written as it is
     else:
-        # created if missing (0600 when the crawl sends credentials: the archive holds what
-        # they open and the site's Set-Cookie values); nothing cut before the lock is ours
-        fh = open_output(path, append=True, private=sends_credentials(config))
+        final, work = path, path + OPEN_SUFFIX
+        # resumed after a run that ended: its file, under its final name, is the one to go on
+        adopt = resumed and not os.path.exists(work) and os.path.isfile(path)
+        target = path if adopt else work
+        try:
+            # created if missing (0600 when the crawl sends credentials: the archive holds
+            # what they open and the site's Set-Cookie values); nothing cut before the lock
+            fh = open_output(target, append=True, private=sends_credentials(config))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, path) from exc
         try:
             _lock(fh, path)
             if resumed:
-                repair_tail(path)
-                with open(path, "rb") as existing:
+                repair_tail(target)
+                with open(target, "rb") as existing:
                     tag = file_tag(existing)  # the resumed run marks its members the same way
+                if adopt:
+                    os.rename(path, work)  # the same file (and lock): unfinished again
             else:
                 fh.truncate(0)
             fh.seek(0, os.SEEK_END)  # the offsets a failed write is cut back to
@@ -253,7 +294,12 @@ def open_archive(
             fh.close()
             raise
     writer = WarcWriter(
-        fh, filename=os.path.basename(path), on_failure=on_failure, tag=tag, path=path
+        fh,
+        filename=os.path.basename(path),
+        on_failure=on_failure,
+        tag=tag,
+        path=work,
+        final=final,
     )
     writer.write_warcinfo(warcinfo_fields(config, resumed=resumed))
     return writer

@@ -22,7 +22,15 @@ import zlib
 from collections.abc import Iterable
 from typing import IO, Any
 
-__all__ = ["GZIP_LEVEL", "TAG_LEN", "GzipMembers", "WarcError", "file_tag", "repair_tail"]
+__all__ = [
+    "GZIP_LEVEL",
+    "TAG_LEN",
+    "GzipMembers",
+    "WarcError",
+    "file_tag",
+    "member_header",
+    "repair_tail",
+]
 
 # the public module's logger (crawler.output.warc): what a user filters on
 log = logging.getLogger("crawler.output.warc")
@@ -43,7 +51,7 @@ class WarcError(Exception):
     """The WARC file cannot be used (a resumed run's file that is not a gzip WARC)."""
 
 
-def _member_header(tag: bytes) -> bytes:
+def member_header(tag: bytes) -> bytes:
     """A gzip member header (RFC 1952) with an FEXTRA field ``CW`` holding the file's tag."""
     extra = _TAG_ID + struct.pack("<H", len(tag)) + tag
     # ID1 ID2 CM=deflate FLG=FEXTRA, MTIME 0, XFL 0, OS 255 (unknown), XLEN, the field
@@ -52,11 +60,11 @@ def _member_header(tag: bytes) -> bytes:
 
 class GzipMembers:
     """A file-like warcio writes one record to; each ``flush()`` (warcio calls it at the end
-    of every record) ends a gzip member. Each member starts with :func:`_member_header`."""
+    of every record) ends a gzip member. Each member starts with :func:`member_header`."""
 
     def __init__(self, out: IO[bytes], tag: bytes) -> None:
         self._out = out
-        self._header = _member_header(tag)
+        self._header = member_header(tag)
         self._zip: Any = None
         self._crc = 0
         self._size = 0
@@ -107,7 +115,7 @@ def _member_at(fh: IO[bytes], offset: int, *, block: int = 65536) -> tuple[int, 
 def file_tag(fh: IO[bytes]) -> bytes | None:
     """The tag in the FEXTRA field of the file's first member (None: not one of ours)."""
     fh.seek(0)
-    head = fh.read(len(_member_header(b"\0" * TAG_LEN)))
+    head = fh.read(len(member_header(b"\0" * TAG_LEN)))
     if len(head) < 16 or head[:4] != b"\x1f\x8b\x08\x04" or head[12:14] != _TAG_ID:
         return None
     (length,) = struct.unpack("<H", head[14:16])
@@ -163,7 +171,7 @@ def repair_tail(path: str) -> int:
         if size == 0:
             return 0
         tag = file_tag(fh)
-        marker = _GZIP_MAGIC if tag is None else _member_header(tag)
+        marker = _GZIP_MAGIC if tag is None else member_header(tag)
         keep: int | None = None
         for offset in _candidates(fh, size, marker):
             found = _member_at(fh, offset)
