@@ -268,7 +268,8 @@ def _options() -> dict[str, _Option]:
         "warc": (
             ("--warc",),
             {"metavar": "FILE"},
-            "also archive every response to FILE, a WARC 1.1 file (.warc.gz)",
+            "also archive every response to FILE, a WARC 1.1 file (.warc.gz), written as"
+            " FILE.open and renamed at the end (after a kill: crawler warc repair FILE)",
         ),
         "state": (
             ("--state",),
