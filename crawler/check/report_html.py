@@ -50,7 +50,7 @@ MAX_GROUP_REFS = 50
 #: Broken targets shown open; the rest are in one collapsed group below them.
 OPEN_GROUPS = 10
 #: Rows of the occurrence table a page (with script; without, every row shows).
-PAGE_ROWS = 100
+PAGE_ROWS = 50
 
 _STYLE = """
 :root{--bg:#f6f7f9;--card:#fff;--fg:#1d232b;--muted:#5d6875;--line:#dde1e6;--bad:#c62828;
