@@ -260,7 +260,7 @@ class Prober:
                 seen = await self._as_browser(url)
                 if seen is not None and seen < 400:
                     detail = (
-                        f"HTTP 403 to the checker; a GET with a browser's headers got HTTP {seen}"
+                        f"refused to the checker; a GET with a browser's headers got HTTP {seen}"
                     )
                     return got[0], got[1], BLOCKED, detail, got[4]
             return got
@@ -327,14 +327,13 @@ class Prober:
                 else:
                     if status < 400:
                         return status, location, None, "", read
-                    detail = f"HTTP {status}"
-                    if retry_after:
-                        detail += f" (Retry-After: {retry_after[:40]})"
+                    told_text = f" (Retry-After: {retry_after[:40]})" if retry_after else ""
+                    # a blocked verdict's detail names the wall (its status is said apart)
                     if found is not None:
-                        return status, location, BLOCKED, f"{detail}: {found}", read
+                        return status, location, BLOCKED, found + told_text, read
                     if status == 429:  # still limited after the retries: the client's rate
-                        return status, location, BLOCKED, f"{detail}: rate limited", read
-                    return status, location, f"http_{status}", detail, read
+                        return status, location, BLOCKED, "rate limited" + told_text, read
+                    return status, location, f"http_{status}", f"HTTP {status}{told_text}", read
             if wait is None:
                 wait = self.fetcher.backoff(attempt)
             await asyncio.sleep(wait)
