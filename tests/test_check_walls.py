@@ -300,6 +300,10 @@ def test_markdown_blocked_in_their_own_table(walled: tuple[Walls, CheckReport]) 
     md = render(report_markdown, report)
     before, _, blocked = md.partition("blocked by bot walls (not broken)</summary>")
     assert blocked, md
+    summary_line = md.splitlines()[2]  # the heading, a blank line, the summary
+    assert f"4 broken links (4 occurrences), {len(report.blocked)} blocked by bot walls, " in (
+        summary_line.replace("\\", "")
+    ), summary_line
     blocked = blocked.partition("</details>")[0]
     assert "may work in a browser" in blocked
     for url, kind in expected(walls).items():
