@@ -176,7 +176,8 @@ def test_stats_count_the_run(checked: tuple[CheckSite, CheckReport]) -> None:
 def test_json_schema_round_trip(checked: tuple[CheckSite, CheckReport]) -> None:
     _, report = checked
     data = json.loads(json.dumps(report.to_dict()))
-    assert set(data) == {"seeds", "broken", "warnings", "stats"}
+    assert set(data) == {"seeds", "broken", "warnings", "stats", "blocked"}
+    assert data["blocked"] == [] and data["stats"]["blocked"] == 0  # no bot wall there
     for p in data["broken"]:
         assert {"url", "error", "status", "referrers", "redirects"} <= set(p)
         for r in p["referrers"]:

@@ -30,7 +30,7 @@ import pytest
 
 from crawler.check import report_html
 from crawler.check.report_common import visible
-from tests.test_check_reports import all_problems, full_report, render
+from tests.test_check_reports import all_problems, docs_report, full_report, render
 
 pytestmark = [
     pytest.mark.browser,
@@ -212,7 +212,7 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
             # The hostile values stayed text: one script (ours), no image, no dialog.
             assert await b.js("document.scripts.length") == 1
             assert await b.js("document.images.length") == 0
-            text = await b.js("document.body.innerText")
+            text = await b.js("document.body.textContent")
             for p in report.broken:
                 assert visible(p.url) in text
 
@@ -259,5 +259,100 @@ def test_html_report_in_chromium(tmp_path: Path) -> None:
             target = os.environ.get("CHECK_REPORT_SCREENSHOT")
             if target:
                 Path(target).write_bytes(light)
+
+    asyncio.run(run())
+
+
+# Lines of a URL or raw value break between two characters that are not both letters or
+# digits (at a "/", "-", "?", "#", "&" ...), never inside a name: [pieces, breaks, bad ones].
+SPLIT_JS = """
+(() => { let pieces = 0, breaks = 0, bad = [];
+  const word = /[A-Za-z0-9]/;
+  for (const r of Array.from(document.querySelectorAll('#occ tbody tr')).filter(r => !r.hidden))
+    for (const cell of [r.cells[0], r.cells[3], r.cells[7]]) {
+      const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      let last = null, prev = '';
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        pieces++;
+        const range = document.createRange();
+        for (let i = 0; i < n.length; i++) {
+          range.setStart(n, i); range.setEnd(n, i + 1);
+          const top = Math.round(range.getBoundingClientRect().top), ch = n.data[i];
+          if (last !== null && top > last) {
+            breaks++;
+            if (word.test(prev) && word.test(ch)) bad.push(n.data.slice(0, i) + '|' + ch);
+          }
+          last = top; prev = ch;
+        }
+      }
+    }
+  return [pieces, breaks, bad.slice(0, 5)]; })()
+"""
+
+
+def test_html_large_table_pages_wraps_and_works_without_script(tmp_path: Path) -> None:
+    report = docs_report()
+    n_rows = sum(len(p.referrers) for p in report.broken)
+    html_file = tmp_path / "big.html"
+    html_file.write_text(render(report_html, report), encoding="utf-8")
+    url = html_file.as_uri()
+    page_rows = report_html.PAGE_ROWS
+
+    async def run() -> None:
+        async with Browser() as b:
+            await b.page(
+                "Emulation.setDeviceMetricsOverride",
+                width=1280,
+                height=1000,
+                deviceScaleFactor=1,
+                mobile=False,
+            )
+            await b.load(url)
+            assert problems_of(b.events) == []
+            shown = "document.querySelectorAll('#occ tbody tr:not([hidden])').length"
+            pageno = "document.getElementById('pageno').textContent"
+            assert await b.js(shown) == page_rows
+            assert (
+                await b.js(pageno)
+                == f"rows 1\u2013{page_rows}, page 1 of {-(-n_rows // page_rows)}"
+            )
+            assert await b.js("document.getElementById('shown').textContent") == (
+                f"{n_rows} of {n_rows} shown"
+            )
+            first = await column(b, 7)
+            await b.js("(document.getElementById('next').click(), 1)")
+            assert (
+                await b.js(pageno)
+                == f"rows {page_rows + 1}\u2013{2 * page_rows}, page 2 of {-(-n_rows // page_rows)}"
+            )
+            second = await column(b, 7)
+            assert len(second) == page_rows and not set(first) & set(second)
+            await b.js("(document.getElementById('prev').click(), 1)")
+            assert await column(b, 7) == first
+            # the filter pages what it keeps, from its first page
+            await b.js("(document.getElementById('next').click(), 1)")
+            assert await set_filter(b, text="method-overview-3") == f"300 of {n_rows} shown"
+            assert (
+                await b.js(pageno) == f"rows 1\u2013{page_rows}, page 1 of {-(-300 // page_rows)}"
+            )
+            assert all(v.endswith("method-overview-3") for v in await column(b, 7))
+            await set_filter(b, text="configuration-api-7.html")
+            assert await b.js("document.getElementById('pager').hidden") is True
+            await set_filter(b, text="")
+            # a page of the table, not 1,200 rows: the whole report in a few screens
+            height = await b.js("document.documentElement.scrollHeight")
+            assert height < 7_000, height  # 194,685 px before the table had pages
+            pieces, breaks, bad = await b.js(SPLIT_JS)
+            assert pieces > page_rows * 3 and breaks > page_rows and bad == [], bad
+            await b.screenshot(tmp_path / "big.png", full=True)
+
+            # Without script: every row shows (nothing hides them).
+            await b.page("Emulation.setScriptExecutionDisabled", value=True)
+            await b.load(url)
+            assert await b.js(shown) == n_rows
+            assert await b.js("document.getElementById('pager').hidden") is True
+            target = os.environ.get("CHECK_REPORT_BIG_SCREENSHOT")
+            if target:
+                Path(target).write_bytes((tmp_path / "big.png").read_bytes())
 
     asyncio.run(run())

@@ -4,6 +4,7 @@
     report = crawler.check.check_sync("https://example.org/", external=False)
     for problem in report.broken:
         print(problem.url, problem.error, [(o.page, o.line) for o in problem.referrers])
+    report.blocked  # links behind a bot wall (a challenge, a rate limit): not broken
 
 Names are imported lazily: ``crawler.check.model`` (what the report writers read) does not
 pull in the engine.

@@ -16,9 +16,11 @@ Theory of operation
    them. ``include``/``exclude`` apply to every URL: a URL they rule out is a warning
    ``excluded``, not checked. External results come from ``--cache`` when fresh there. The
    seeds are targets too (linked from nowhere), so a site that is down is reported.
-3. **Second look.** A URL that failed in a way that may pass (timeout, 403, 429, 5xx) is
-   probed once more at the end with one GET, at least ``recheck_delay`` seconds after its
-   failure; only a second failure is reported.
+3. **Second look.** A URL that failed in a way that may pass (timeout, 403, 429, 5xx, a bot
+   wall) is probed once more at the end with one GET, at least ``recheck_delay`` seconds
+   after its failure; only a second failure is reported. A failure that is a bot wall
+   (walls.py: a challenge header or page, a 429 that does not lift, a 403 that a browser's
+   request does not get) is ``blocked``: reported apart, not broken.
 
 ``max_time`` bounds the whole run (steps 1-3): when it passes, the crawl stops as on Ctrl-C,
 the probes in flight are cancelled, and every linked URL without a verdict is reported as
@@ -27,7 +29,8 @@ first verdict, its detail saying so. The prober's breaker (``host_timeouts``) st
 to an origin where that many URLs timed out in a row: its other URLs are
 ``host_unresponsive`` (a warning).
 
-4. **Report.** Broken URLs (model.BROKEN_KINDS) and warnings, each with every occurrence.
+4. **Report.** Broken URLs (model.BROKEN_KINDS), blocked URLs and warnings, each with every
+   occurrence.
    A redirect that ends broken is reported under the URL as linked, with its chain; a
    missing fragment under ``url#fragment``; a broken page's fragment links under the page.
 
@@ -81,6 +84,9 @@ class CheckOptions:
         recheck_delay: least seconds between a failure worth a second look and that look.
         host_timeouts: URLs of one origin timing out in a row after which its remaining
             probes are not sent (``host_unresponsive``); 0 = always send.
+        browser_retry: on the second look, a 403 that shows no bot wall's marker gets one
+            GET with a browser's headers; if that passes, the link is ``blocked`` (the site
+            refuses the checker), not broken.
     """
 
     external: bool = True
@@ -90,6 +96,7 @@ class CheckOptions:
     cache_max_age: float = 86400.0
     recheck_delay: float = 1.0
     host_timeouts: int = HOST_TIMEOUTS
+    browser_retry: bool = True
 
 
 def _describe(verdict: Verdict, cfg: CrawlConfig) -> str:
@@ -379,7 +386,10 @@ class Checker(Findings):
         )
         self._cache = cache
         prober = self._prober = Prober(
-            self.config, self.policy, host_timeouts=self.options.host_timeouts
+            self.config,
+            self.policy,
+            host_timeouts=self.options.host_timeouts,
+            browser_retry=self.options.browser_retry,
         )
         self._sem = asyncio.Semaphore(max(1, self.config.concurrency))
         deadline = asyncio.timeout(self.config.max_time or None)

@@ -19,6 +19,7 @@ from urllib.parse import unquote
 from crawler.check.model import CheckReport, CheckStats, Problem
 from crawler.check.probe import REDIRECTS, Verdict, error_kind
 from crawler.check.store import Interner, OccurrenceStore
+from crawler.check.walls import BLOCKED
 from crawler.http.response import HTML_TYPES
 from crawler.urls.policy import UrlPolicy
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["RECHECK_KINDS", "Findings", "id_hashes", "recheckable"]
 
 #: Failures that may pass a second time (bot blocking, rate limits, a busy server).
-RECHECK_KINDS = frozenset({"timeout", "http_403", "http_429"})
+RECHECK_KINDS = frozenset({"timeout", "http_403", "http_429", BLOCKED})
 _UNCHECKED = frozenset({"not_checked", "host_unresponsive"})
 _WARNING_VERDICTS = frozenset({"robots_disallowed", "excluded", "blocked_address", *_UNCHECKED})
 _WARNING_KINDS = frozenset(
@@ -343,7 +344,13 @@ class Findings:
                 if made_opt is None:
                     continue
                 made = made_opt
-                section = "broken" if made.error not in _WARNING_KINDS else "warning"
+                section = (
+                    "warning"
+                    if made.error in _WARNING_KINDS
+                    else "blocked"
+                    if made.error == BLOCKED
+                    else "broken"
+                )
                 key = (section, made.url)
             if key not in index_of:
                 index_of[key] = len(order)
@@ -358,11 +365,14 @@ class Findings:
             if key[0] == "broken":
                 report.broken.append(prob)
                 stats.broken_occurrences += len(prob.referrers)
+            elif key[0] == "blocked":
+                report.blocked.append(prob)
             else:
                 report.warnings.append(prob)
                 stats.unchecked += prob.error in _UNCHECKED
         stats.broken = len(report.broken)
         stats.warnings = len(report.warnings)
+        stats.blocked = len(report.blocked)
         return report
 
     def _http_problem(self, verdict: Verdict, base: str, frag: str) -> Problem | None:

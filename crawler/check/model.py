@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
+    "BLOCKED_KIND",
     "BROKEN_KINDS",
     "HOST_TIMEOUTS",
     "WARNING_KINDS",
@@ -36,6 +37,11 @@ BROKEN_KINDS = (
 #: ``--host-timeouts``' default: URLs of one origin timing out in a row after which the prober
 #: sends nothing more there (its other URLs are ``host_unresponsive``); 0 = never.
 HOST_TIMEOUTS = 3
+
+#: ``Problem.error`` of a link behind a bot wall (crawler/check/walls.py): a challenge header
+#: or page in a 4xx/5xx, a 429 that the retries did not lift, a 403 that a browser's request
+#: does not get. Not broken (the site refused the checker, not the link): ``CheckReport.blocked``.
+BLOCKED_KIND = "blocked"
 
 #: ``Problem.error`` of a warning: not broken, worth a look.
 WARNING_KINDS = (
@@ -69,7 +75,7 @@ class Problem:
     Attributes:
         url: the URL as linked, resolved (with its fragment when the fragment is what is
             broken; the raw value when it does not resolve).
-        error: a kind of BROKEN_KINDS (``http_404`` ...) or WARNING_KINDS.
+        error: a kind of BROKEN_KINDS (``http_404`` ...), BLOCKED_KIND or WARNING_KINDS.
         status: the final HTTP status, if a response came.
         detail: a human sentence (the exception, the Retry-After waited ...).
         referrers: every occurrence, in crawl order.
@@ -100,6 +106,7 @@ class CheckStats:
     broken: int = 0  # distinct broken URLs
     broken_occurrences: int = 0
     warnings: int = 0
+    blocked: int = 0  # distinct URLs behind a bot wall (not broken)
     rechecked: int = 0  # failed once (timeout, 403, 429, 5xx) and checked again
     unchecked: int = 0  # distinct URLs not checked: not_checked + host_unresponsive warnings
     time_limit: bool = False  # the run stopped at --max-time (``not_checked``: what was left)
@@ -109,12 +116,14 @@ class CheckStats:
 
 @dataclass(slots=True)
 class CheckReport:
-    """The result of ``crawler check``: broken links, warnings, counters."""
+    """The result of ``crawler check``: broken links, warnings, counters, and the links
+    behind a bot wall (``blocked``: neither broken nor fine; a browser may get them)."""
 
     seeds: list[str]
     broken: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
     stats: CheckStats = field(default_factory=CheckStats)
+    blocked: list[Problem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (``--format json``): the documented schema."""

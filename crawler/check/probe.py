@@ -19,6 +19,12 @@ counts once: it never shuts its host out alone); their verdict is ``host_unrespo
 checked, a warning, never broken). So a page of 1,000 links to a tarpit costs a few
 timeouts, not 1,000 times (retries included) ``--timeout``. A probe whose own request timed
 out keeps its ``timeout``.
+
+Bot walls (walls.py): a 4xx/5xx answer with a challenge header, or a 403/429/503 whose first
+32 KB hold a known challenge page, is ``blocked``, not broken; so is a 429 still there after
+the retries. On the second look, a 403 that is no wall by its markers gets one more GET with a
+browser's headers (``browser_retry``): if that one passes, the site refuses the checker, not
+the link, and the verdict is ``blocked`` too. Nothing else is ever sent with those headers.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from crawler.check.model import HOST_TIMEOUTS
+from crawler.check.walls import BLOCKED, BODY_BYTES, BODY_STATUSES, BROWSER_HEADERS, wall
 from crawler.config import CrawlConfig
 from crawler.extract import LinkExtractor
 from crawler.http.client import Fetcher
@@ -97,6 +104,8 @@ def error_kind(kind: str | None, detail: str | None) -> str | None:
         return None
     if kind in ("redirect_invalid", "redirect_bad_scheme"):
         return "invalid_url"
+    if kind == "http_429":  # the crawl's retries did not lift it: a rate limit, not the link
+        return BLOCKED
     if kind in ("disconnected", "protocol", "decode", "connect"):
         text = detail or ""
         if "SSL" in text or "Certificate" in text or "certificate" in text:
@@ -116,11 +125,17 @@ class Prober:
     """
 
     def __init__(
-        self, config: CrawlConfig, policy: UrlPolicy, *, host_timeouts: int = HOST_TIMEOUTS
+        self,
+        config: CrawlConfig,
+        policy: UrlPolicy,
+        *,
+        host_timeouts: int = HOST_TIMEOUTS,
+        browser_retry: bool = True,
     ) -> None:
         self.config = config
         self.policy = policy
         self.host_timeouts = host_timeouts
+        self.browser_retry = browser_retry
         self._timeouts: dict[str, set[str]] = {}  # origin -> its URLs that timed out in a row
         #: origins whose probes are no longer sent (the breaker tripped), for the report
         self.unresponsive: set[str] = set()
@@ -186,7 +201,7 @@ class Prober:
         requested and the verdict is the warning ``excluded`` (every hop, not only the first).
         ``once``: the second look at a failure: one GET a hop, no retries (it is the retry),
         except that a 429/503 with a Retry-After is waited out (up to ``max_retry_after``)
-        and asked once more.
+        and asked once more, and that a plain 403 is asked once with a browser's headers.
         Never raises for a fault of the wire or the server: it is the verdict's ``error``.
         """
         cfg = self.config
@@ -240,7 +255,15 @@ class Prober:
     ]:
         """One hop: HEAD (then GET if it failed) or GET; (status, location, kind, detail, ids)."""
         if once:
-            return await self._retrying(url, "GET", need_ids, 0, wait_told=True)
+            got = await self._retrying(url, "GET", need_ids, 0, wait_told=True)
+            if got[2] == "http_403" and self.browser_retry:
+                seen = await self._as_browser(url)
+                if seen is not None and seen < 400:
+                    detail = (
+                        f"refused to the checker; a GET with a browser's headers got HTTP {seen}"
+                    )
+                    return got[0], got[1], BLOCKED, detail, got[4]
+            return got
         retries = self.config.retries
         if not need_ids:
             status, location, kind, detail, _ = await self._retrying(url, "HEAD", False, retries)
@@ -276,7 +299,7 @@ class Prober:
                     if origin in self.unresponsive:  # tripped while this one waited
                         raise _Unresponsive
                     try:
-                        status, location, retry_after, read = await self._exchange(
+                        status, location, retry_after, read, found = await self._exchange(
                             url, method, need_ids
                         )
                     except asyncio.CancelledError:
@@ -304,24 +327,46 @@ class Prober:
                 else:
                     if status < 400:
                         return status, location, None, "", read
-                    detail = f"HTTP {status}"
-                    if retry_after:
-                        detail += f" (Retry-After: {retry_after[:40]})"
-                    return status, location, f"http_{status}", detail, read
+                    told_text = f" (Retry-After: {retry_after[:40]})" if retry_after else ""
+                    # a blocked verdict's detail names the wall (its status is said apart)
+                    if found is not None:
+                        return status, location, BLOCKED, found + told_text, read
+                    if status == 429:  # still limited after the retries: the client's rate
+                        return status, location, BLOCKED, "rate limited" + told_text, read
+                    return status, location, f"http_{status}", f"HTTP {status}{told_text}", read
             if wait is None:
                 wait = self.fetcher.backoff(attempt)
             await asyncio.sleep(wait)
             attempt += 1
 
+    async def _as_browser(self, url: str) -> int | None:
+        """The status of one GET of ``url`` with a browser's headers (the second look at a
+        403, once a URL): None if it failed on the wire or the origin stopped answering."""
+        origin = origin_of(url)
+        if origin in self.unresponsive:
+            return None
+        try:
+            async with self._slot(origin):
+                return (await self._exchange(url, "GET", False, browser=True))[0]
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the 403 stands
+            return None
+
     async def _exchange(
-        self, url: str, method: str, need_ids: bool
-    ) -> tuple[int, str | None, str | None, tuple[bool, frozenset[str] | None, bool] | None]:
+        self, url: str, method: str, need_ids: bool, *, browser: bool = False
+    ) -> tuple[
+        int, str | None, str | None, tuple[bool, frozenset[str] | None, bool] | None, str | None
+    ]:
+        """One request: (status, Location, Retry-After, the ids read, the bot wall it is)."""
         self.requests[method] += 1
         session = self.fetcher.session
         # the session sends the headers every request gets; the credentials (Basic auth,
         # credential headers) go only to the origins they are for, decided for this hop, and
         # the request takes the crawl's proxy as the crawl's own requests do
         target, kwargs = self.fetcher.session_request(url)
+        if browser:  # a browser's headers over the session's (the credentials stay)
+            kwargs["headers"] = [*BROWSER_HEADERS.items(), *(kwargs.get("headers") or ())]
         async with session.request(method, target, allow_redirects=False, **kwargs) as r:
             status = r.status
             location = location_header(r.headers.get("Location"))
@@ -333,7 +378,13 @@ class Prober:
                     read = await self._read_ids(url, r)
                 else:
                     read = (False, None, True)
-            return status, location, retry_after, read
+            found = None
+            if status >= 400:
+                body = b""
+                if method == "GET" and status in BODY_STATUSES:
+                    body = await _head_of(r, BODY_BYTES)
+                found = wall(status, r.headers, body)
+            return status, location, retry_after, read, found
 
     async def _read_ids(
         self, url: str, r: aiohttp.ClientResponse
@@ -351,6 +402,18 @@ class Prober:
                 break
         ex.close()
         return True, frozenset(ex.ids), complete and ex.ids_complete
+
+
+async def _head_of(r: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The first ``limit`` bytes of the body (fewer if it is shorter); the rest unread."""
+    chunks: list[bytes] = []
+    got = 0
+    async for chunk in r.content.iter_any():
+        chunks.append(chunk)
+        got += len(chunk)
+        if got >= limit:
+            break
+    return b"".join(chunks)[:limit]
 
 
 class _Unresponsive(Exception):

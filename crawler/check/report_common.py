@@ -11,12 +11,15 @@ import re
 from collections.abc import Iterator
 from http import HTTPStatus
 
-from crawler.check.model import WARNING_KINDS, CheckReport, Occurrence, Problem
+from crawler.check.model import BLOCKED_KIND, WARNING_KINDS, CheckReport, Occurrence, Problem
+from crawler.check.walls import HINT
 
 __all__ = [
+    "BLOCKED_HINT",
     "NOT_CHECKED",
     "clean",
     "describe",
+    "is_blocked",
     "is_broken",
     "kind_sentence",
     "kind_title",
@@ -38,7 +41,11 @@ NOT_CHECKED = frozenset(
     }
 )
 
+#: What every format says of a link behind a bot wall.
+BLOCKED_HINT = HINT[:1].upper() + HINT[1:] + "."
+
 _KIND_TITLES = {
+    "blocked": "Blocked by a bot wall",
     "timeout": "Timeout",
     "connect": "Connection failed",
     "dns": "Host name not resolved",
@@ -57,6 +64,9 @@ _KIND_TITLES = {
     "host_unresponsive": "Not checked: host unresponsive",
 }
 _KIND_SENTENCES = {
+    "blocked": "The site answered the checker with a bot challenge or refusal (a challenge"
+    " header or page, a rate limit that did not lift, or a 403 that a browser's request does"
+    " not get), not with the page; the link may work in a browser.",
     "timeout": "The server did not answer in time, also when checked again near the end.",
     "connect": "The connection to the server failed (refused, reset or closed).",
     "dns": "The host name does not resolve.",
@@ -88,8 +98,13 @@ _ODD = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 def is_broken(problem: Problem) -> bool:
-    """A broken link (not a warning)."""
-    return problem.error not in WARNING_KINDS
+    """A broken link (not a warning, not blocked by a bot wall)."""
+    return problem.error not in WARNING_KINDS and problem.error != BLOCKED_KIND
+
+
+def is_blocked(problem: Problem) -> bool:
+    """A link behind a bot wall: neither broken nor known to work."""
+    return problem.error == BLOCKED_KIND
 
 
 def status_phrase(status: int) -> str:
@@ -144,9 +159,9 @@ def describe(problem: Problem) -> str:
 
 
 def occurrences(report: CheckReport) -> Iterator[tuple[Problem, Occurrence | None]]:
-    """Every (problem, occurrence) of the report, broken first; a problem nobody links (a
-    seed) once, with None."""
-    for problem in [*report.broken, *report.warnings]:
+    """Every (problem, occurrence) of the report, broken first, then blocked, then the
+    warnings; a problem nobody links (a seed) once, with None."""
+    for problem in [*report.broken, *report.blocked, *report.warnings]:
         if not problem.referrers:
             yield problem, None
         for occ in problem.referrers:
@@ -165,8 +180,10 @@ def summary(report: CheckReport) -> str:
     head = f"{_plural(broken, 'broken link')}" if broken else "No broken links"
     if broken:
         head += f" ({_plural(occ, 'occurrence')})"
-    parts = [
-        head,
+    parts = [head]
+    if report.blocked:
+        parts.append(f"{len(report.blocked):,} blocked by bot walls")
+    parts += [
         _plural(len(report.warnings), "warning"),
         _plural(s.pages, "page") + " crawled",
         _plural(s.urls, "URL") + " checked",

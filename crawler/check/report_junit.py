@@ -7,6 +7,10 @@ One test suite for the run. Its test cases:
 * one per broken link (classname ``broken.<kind>``, name the URL as linked), failing: the
   failure's message is the kind and the URL, its text every page, line and column that links
   it, and the redirect chain;
+* one per link blocked by a bot wall (classname ``blocked.http_<status>``), ``skipped``: the
+  link could not be verified (the site answered the checker with a challenge), which is what
+  a skipped test is, neither a failure nor a pass; its message carries the hint that a browser
+  may get it;
 * one per warning (classname ``warning.<kind>``): ``skipped`` for a link that was not checked
   (robots.txt, scope rules, mailto: ...), since that is what it is; passing with the advice in
   ``system-out`` for a permanent redirect, which was checked and works.
@@ -27,7 +31,14 @@ from typing import TextIO
 
 from crawler._version import __version__
 from crawler.check.model import CheckReport, Occurrence, Problem
-from crawler.check.report_common import NOT_CHECKED, clean, describe, summary, visible
+from crawler.check.report_common import (
+    BLOCKED_HINT,
+    NOT_CHECKED,
+    clean,
+    describe,
+    summary,
+    visible,
+)
 
 __all__ = ["write"]
 
@@ -69,8 +80,8 @@ def _message(problem: Problem) -> str:
 def write(report: CheckReport, out: TextIO) -> None:
     """Write ``report`` as JUnit XML to ``out`` (UTF-8 text)."""
     s = report.stats
-    skipped = sum(p.error in NOT_CHECKED for p in report.warnings)
-    tests = 1 + len(report.broken) + len(report.warnings)
+    skipped = sum(p.error in NOT_CHECKED for p in report.warnings) + len(report.blocked)
+    tests = 1 + len(report.broken) + len(report.blocked) + len(report.warnings)
     counts = {
         "tests": str(tests),
         "failures": str(len(report.broken)),
@@ -90,7 +101,10 @@ def write(report: CheckReport, out: TextIO) -> None:
         ("crawler.version", __version__),
         *(("seed", clean(u)) for u in report.seeds),
         *((f"stats.{k}", str(getattr(s, k))) for k in ("pages", "links", "urls", "external")),
-        *((f"stats.{k}", str(getattr(s, k))) for k in ("ok", "broken", "warnings", "rechecked")),
+        *(
+            (f"stats.{k}", str(getattr(s, k)))
+            for k in ("ok", "broken", "blocked", "warnings", "rechecked")
+        ),
     ]:
         ET.SubElement(props, "property", {"name": name, "value": value})
 
@@ -106,6 +120,10 @@ def write(report: CheckReport, out: TextIO) -> None:
         case = _case(suite, p.error, p, "broken")
         failure = ET.SubElement(case, "failure", {"type": p.error, "message": _message(p)})
         failure.text = _text(p)
+    for p in report.blocked:
+        case = _case(suite, f"http_{p.status}" if p.status else p.error, p, "blocked")
+        ET.SubElement(case, "skipped", {"message": f"{describe(p)}. {BLOCKED_HINT}"})
+        ET.SubElement(case, "system-out").text = _text(p)
     for p in report.warnings:
         case = _case(suite, p.error, p, "warning")
         if p.error in NOT_CHECKED:

@@ -2,7 +2,8 @@
 
 A heading with the verdict, the summary line, then a table of the broken links (URL, what is
 wrong, the pages that link it with line and column). The first `OPEN_ROWS` rows are open;
-the rest, and the warnings, are collapsed in ``<details>``; a link's pages past the first
+the rest, the links blocked by a bot wall (with the hint that a browser may get them) and the
+warnings are collapsed in ``<details>``; a link's pages past the first
 `OPEN_REFS` are collapsed in their cell. URLs and raw values stand in code spans (a fence
 longer than any backtick run inside; ``|`` escaped as GFM tables want); every other string
 from the site has its punctuation backslash-escaped, so none of it becomes markup. The comment
@@ -16,7 +17,7 @@ import re
 from typing import TextIO
 
 from crawler.check.model import CheckReport, Occurrence, Problem
-from crawler.check.report_common import describe, summary, visible
+from crawler.check.report_common import BLOCKED_HINT, describe, summary, visible
 
 __all__ = ["MAX_CHARS", "OPEN_REFS", "OPEN_ROWS", "code", "text", "write"]
 
@@ -112,6 +113,20 @@ def write(report: CheckReport, out: TextIO) -> None:
             lines += ["", f"<details><summary>{len(rows) - OPEN_ROWS} more broken links</summary>"]
             lines += ["", *_table("Broken link", rows[OPEN_ROWS:]), "", "</details>"]
         lines.append("")
+    if report.blocked:
+        rows = budget.take(report.blocked)
+        if rows:
+            b = len(report.blocked)
+            lines += [
+                f"<details><summary>{b} blocked by bot walls (not broken)</summary>",
+                "",
+                text(BLOCKED_HINT),
+                "",
+                *_table("Blocked link", rows),
+                "",
+                "</details>",
+                "",
+            ]
     if report.warnings:
         rows = budget.take(report.warnings)
         if rows:

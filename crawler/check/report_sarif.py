@@ -1,7 +1,9 @@
 """``crawler check --format sarif``: SARIF 2.1.0, for code-scanning tools to annotate.
 
 One run; one rule per error kind present (``http_404``, ``fragment_missing`` ...); one result
-per broken *occurrence* (level ``error``) and per warning occurrence (level ``warning``), its
+per broken *occurrence* (level ``error``), per occurrence of a link blocked by a bot wall
+(rule ``blocked``, level ``note``: not known to be broken, so a code-scanning gate on errors or
+warnings does not trip on a site's bot wall) and per warning occurrence (level ``warning``), its
 location the page that links it (``artifactLocation.uri``, the page's URL) and the tag's line
 and column (``region``; the run's ``columnKind`` is ``unicodeCodePoints``, as the extractor
 counts). A problem that no page links (a broken seed) is one result located at the URL itself.
@@ -26,8 +28,10 @@ from urllib.parse import quote
 from crawler._version import __version__
 from crawler.check.model import CheckReport, Occurrence, Problem
 from crawler.check.report_common import (
+    BLOCKED_HINT,
     clean,
     describe,
+    is_blocked,
     is_broken,
     kind_sentence,
     kind_title,
@@ -45,6 +49,7 @@ SCHEMA_URI = (
 # Everything RFC 3986 allows in a URI stays; the rest (non-ASCII, spaces) is percent-encoded.
 _URI_SAFE = "!#$%&'()*+,-./:;=?@[]_~"
 _HTTP_KIND = re.compile(r"http_(\d{3})\Z")
+_TAGS = {"error": "broken-link", "note": "blocked-link"}
 
 
 @lru_cache(maxsize=65_536)
@@ -81,6 +86,8 @@ def _rule_name(kind: str, level: str) -> str:
     m = _HTTP_KIND.match(kind)
     if m:  # the status's phrase, when Python knows one
         words = ["http", *re.findall(r"[A-Za-z0-9]+", status_phrase(int(m.group(1))))]
+    if kind == "blocked":
+        return "LinkBlockedByBotWall"
     prefix = "BrokenLink" if level == "error" else "Link"
     return prefix + "".join(w[:1].upper() + w[1:].lower() for w in words if w)
 
@@ -94,13 +101,13 @@ def _rule(kind: str, level: str) -> dict[str, Any]:
         "shortDescription": {"text": short},
         "fullDescription": {"text": kind_sentence(kind)},
         "defaultConfiguration": {"level": level},
-        "properties": {"tags": ["links", "broken-link" if level == "error" else "warning"]},
+        "properties": {"tags": ["links", _TAGS.get(level, "warning")]},
     }
 
 
 def _problem_part(problem: Problem, level: str) -> tuple[str, dict[str, Any]]:
     """What every result of one problem shares: the message and the properties."""
-    what = "Broken link" if level == "error" else "Link"
+    what = {"error": "Broken link", "note": "Blocked link"}.get(level, "Link")
     props: dict[str, Any] = {
         "url": clean(problem.url),
         "error": problem.error,
@@ -111,7 +118,10 @@ def _problem_part(problem: Problem, level: str) -> tuple[str, dict[str, Any]]:
         props["redirects"] = [clean(u) for u in problem.redirects]
     if problem.final_url:
         props["finalUrl"] = clean(problem.final_url)
-    return f"{what} {clean(problem.url)}: {describe(problem)}", props
+    text = f"{what} {clean(problem.url)}: {describe(problem)}"
+    if level == "note":
+        text += f". {BLOCKED_HINT}"
+    return text, props
 
 
 def _result(
@@ -167,7 +177,7 @@ def to_sarif(report: CheckReport) -> dict[str, Any]:
     last: Problem | None = None
     seen: dict[str, int] = {}
     for problem, occ in occurrences(report):
-        level = "error" if is_broken(problem) else "warning"
+        level = "error" if is_broken(problem) else "note" if is_blocked(problem) else "warning"
         if problem.error not in index:
             index[problem.error] = len(rules)
             rules.append(_rule(problem.error, level))
@@ -202,6 +212,7 @@ def to_sarif(report: CheckReport) -> dict[str, Any]:
                         "external": s.external,
                         "ok": s.ok,
                         "broken": s.broken,
+                        "blocked": s.blocked,
                         "brokenOccurrences": s.broken_occurrences,
                         "warnings": s.warnings,
                         "rechecked": s.rechecked,

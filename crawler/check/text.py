@@ -1,7 +1,8 @@
 """``--format text`` (the default) and ``--format json`` of ``crawler check``.
 
 Text is for a person reading a terminal or a CI log: a summary, then each broken link
-grouped by target URL with every page and line that links it, then the warnings. JSON is
+grouped by target URL with every page and line that links it, then the links blocked by a bot
+wall (with the hint that a browser may get them), then the warnings. JSON is
 ``CheckReport.to_dict()`` (the schema in the README), one object, indented.
 """
 
@@ -11,6 +12,7 @@ import json
 from typing import TextIO
 
 from crawler.check.model import CheckReport, Problem
+from crawler.check.walls import HINT
 from crawler.output.controls import escape_controls
 
 __all__ = ["MAX_WARNING_REFERRERS", "write_json", "write_text"]
@@ -63,7 +65,8 @@ def write_text(report: CheckReport, out: TextIO) -> None:
     verdict = "no broken links" if not report.broken else _plural(s.broken, "broken link")
     occ = f" ({_plural(s.broken_occurrences, 'occurrence')})" if report.broken else ""
     again = f"; {s.rechecked:,} checked twice" if s.rechecked else ""
-    out.write(f"{verdict}{occ}, {_plural(s.warnings, 'warning')}{again}\n")
+    blocked = f", {len(report.blocked):,} blocked by bot walls" if report.blocked else ""
+    out.write(f"{verdict}{occ}{blocked}, {_plural(s.warnings, 'warning')}{again}\n")
     if s.time_limit or s.unchecked:
         why = "stopped at --max-time: " if s.time_limit else ""
         out.write(f"{why}{_plural(s.unchecked, 'URL')} not checked (listed under WARNINGS)\n")
@@ -72,6 +75,11 @@ def write_text(report: CheckReport, out: TextIO) -> None:
         for p in report.broken:
             out.write("\n")
             _problem(p, out, None)
+    if report.blocked:
+        out.write(f"\nBLOCKED ({HINT})\n")
+        for p in report.blocked:
+            out.write("\n")
+            _problem(p, out, MAX_WARNING_REFERRERS)
     if report.warnings:
         out.write("\nWARNINGS\n")
         for p in report.warnings:

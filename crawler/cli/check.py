@@ -4,8 +4,10 @@ The crawl's options (scope, limits, robots, politeness, HTTP, ``--state`` ...) a
 ``crawl`` command's own, added by ``crawler.cli.options.add_crawl_options``; the output options are
 the checker's: ``--format text|json|junit|sarif|markdown|html`` and ``--output FILE``.
 
-Exit codes: 0 no broken link (and, with ``--fail-on warnings``, no warning), 1 broken links
-found (or warnings with ``--fail-on warnings``), 2 usage or config error (a bad flag or
+Exit codes: 0 no broken link (and, with ``--fail-on blocked``, no link blocked by a bot wall;
+with ``--fail-on warnings``, no warning either), 1 broken links found (or blocked links with
+``--fail-on blocked``, or blocked links or warnings with ``--fail-on warnings``), 2 usage or
+config error (a bad flag or
 config key, no URL, an output file that cannot be written), 130 SIGINT, 143 SIGTERM (both:
 the check stopped, no report).
 """
@@ -25,9 +27,21 @@ from crawler.check.model import HOST_TIMEOUTS
 from crawler.cli import options
 from crawler.config import ConfigError, CrawlConfig
 
-__all__ = ["EXIT_BROKEN", "EXIT_OK", "EXIT_USAGE", "FORMATS", "add_parser", "cmd_check", "write"]
+__all__ = [
+    "EXIT_BROKEN",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "FAIL_ON",
+    "FORMATS",
+    "add_parser",
+    "cmd_check",
+    "exit_code",
+    "write",
+]
 
 EXIT_OK, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2
+#: ``--fail-on`` levels, each failing on what the ones before it fail on, and more.
+FAIL_ON = ("broken", "blocked", "warnings")
 #: Report formats; text and json are written here, the others by ``report_<name>.py``.
 FORMATS = ("text", "json", "junit", "sarif", "markdown", "html")
 # The crawl's output options that the checker replaces with its own.
@@ -44,8 +58,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(HEAD/GET, never crawled), #fragments. Broken links are reported with every page, "
         "line and column that links them.",
         formatter_class=options.Formatter,
-        epilog="exit codes: 0 no broken link, 1 broken links found (--fail-on warnings: or "
-        "warnings), 2 usage or config error, 130 SIGINT, 143 SIGTERM",
+        epilog="exit codes: 0 no broken link, 1 broken links found (--fail-on blocked: or "
+        "links blocked by a bot wall; --fail-on warnings: or those or warnings), 2 usage or "
+        "config error, 130 SIGINT, 143 SIGTERM",
     )
     p.add_argument("seeds", nargs="*", metavar="URL", help="where to start (http or https)")
     p.add_argument(
@@ -120,6 +135,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         f" (default: {HOST_TIMEOUTS})",
     )
     group.add_argument(
+        "--no-browser-retry",
+        dest="browser_retry",
+        action="store_false",
+        help="do not ask a link that answered 403 twice once more with a browser's headers"
+        " (by default, if that GET passes, the link is reported blocked, not broken)",
+    )
+    group.add_argument(
         "--format",
         "-f",
         dest="check_format",
@@ -136,9 +158,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--fail-on",
-        choices=("broken", "warnings"),
+        choices=FAIL_ON,
         default="broken",
-        help="exit 1 on broken links, or on warnings too (default: broken)",
+        help="exit 1 on broken links; blocked: also on links blocked by a bot wall (a"
+        " challenge, a rate limit, a 403 only for the checker); warnings: also on warnings"
+        " (default: broken)",
     )
     options.add_crawl_options(p, exclude=_NOT_FOR_CHECK)
     for action in p._actions:  # where the check's meaning differs from the crawl's
@@ -280,6 +304,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 "cache_max_age": args.cache_max_age,
                 "recheck_delay": args.recheck_delay,
                 "host_timeouts": args.host_timeouts,
+                "browser_retry": args.browser_retry,
             },
         )
     except ConfigError as exc:
@@ -323,12 +348,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         s = report.stats
         stopped = " (stopped at --max-time)" if s.time_limit else ""
         unchecked = f", {s.unchecked:,} not checked" if s.unchecked else ""
+        blocked = f"{s.blocked:,} blocked by bot walls, " if s.blocked else ""
         sys.stderr.write(
-            f"crawler check: {s.broken:,} broken, {s.warnings:,} warnings, "
+            f"crawler check: {s.broken:,} broken, {blocked}{s.warnings:,} warnings, "
             f"{s.urls:,} URLs checked{unchecked} in {s.duration:.1f} s{stopped}\n"
         )
     if checker.cache_error is not None:
         _err(checker.cache_error)
-    if report.broken or (args.fail_on == "warnings" and report.warnings):
+    return exit_code(report, args.fail_on)
+
+
+def exit_code(report: Any, fail_on: str) -> int:
+    """1 if the report has what ``--fail-on`` fails on (each level includes the ones before
+    it: broken, blocked, warnings), else 0.
+
+    Blocked links do not fail by default: a bot wall says nothing of whether the link works
+    (a browser likely gets it), and a CI gate that turns red on a site's bot protection is
+    one its users learn to ignore. ``--fail-on blocked`` is there for who wants to know."""
+    level = FAIL_ON.index(fail_on)
+    if report.broken or (level >= 1 and report.blocked) or (level >= 2 and report.warnings):
         return EXIT_BROKEN
     return EXIT_OK
