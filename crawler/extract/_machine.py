@@ -192,6 +192,7 @@ _BORING_FOREIGN = _states._BORING_FOREIGN
 _TRACK_SKIP = _states._TRACK_SKIP
 _FOREIGN_STEP = _states._FOREIGN_STEP
 _FOREIGN_STEP_TRACK = _states._FOREIGN_STEP_TRACK
+_HAS_ID = _states._HAS_ID
 _SWITCH = _states._SWITCH
 
 # Start tags the fast path of `_tag_match` leaves to `_start`.
@@ -735,10 +736,10 @@ class LinkExtractor:
         reference; tests/test_extract_foreign.py holds the two paths to the same links and
         states); through `_tag_match`, `_start` and the stack's methods it cost three Python
         calls, twice the time. Returns where it stopped: after a tag handed to `_tag_match`
-        (HTML, a link, a name with a rule of its own: it may change the state, end foreign
-        content or change the frameset mode the skipper depends on), after the tag that
-        closed the last foreign element, or at what `_scan` does itself (text while a
-        <frameset> could take effect, CDATA, a tag cut by the buffer's end)."""
+        (HTML, a link, an id to collect, a name with a rule of its own: it may change the
+        state, end foreign content or change the frameset mode the skipper depends on),
+        after the tag that closed the last foreign element, or at what `_scan` does itself
+        (text while a <frameset> could take effect, CDATA, a tag cut by the buffer's end)."""
         step = (_FOREIGN_STEP_TRACK if self._fmode < FS_DONE else _FOREIGN_STEP).match
         fst = self._fst
         runs = fst.runs
@@ -790,7 +791,7 @@ class LinkExtractor:
                     or top in _INTEG
                     or top == b"m:annotation-xml"
                     or len(name) > _MAX_NAME
-                    or (ids and m.start(3) < m.end(3))
+                    or (ids and _HAS_ID.search(buf, m.start(3), m.end(3)))
                 ):
                     self._t_at = self._off + m.start(1) - 1
                     self._tag_match(buf, m, out)

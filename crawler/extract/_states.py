@@ -127,3 +127,5 @@ _TRACK_SKIP = compile_pattern(_TRACK_SKIP_SRC)
 # then the whole tag it stopped at, groups as in `_TAG` (none: it stopped at something else).
 _FOREIGN_STEP = compile_pattern(_FOREIGN_SKIP + rb"(?:" + _TAG_SRC + rb")?+")
 _FOREIGN_STEP_TRACK = compile_pattern(_TRACK_SKIP_SRC + rb"(?:" + _TAG_SRC + rb")?+")
+# Attributes with no "id" in them hold no fragment target (a foreign element has no other).
+_HAS_ID = compile_pattern(rb"[iI][dD]")
