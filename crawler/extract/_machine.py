@@ -30,6 +30,9 @@ patterns: `_states`; a link set's tables and the limits: `_linkset`).
   start tag that matters
   (link tags, ``base``, ``meta``, raw-text switches, ``svg``/``math``) or at a construct that
   the buffer does not hold completely.
+* In foreign content (svg/math open) every tag matters, so `_foreign_tags` takes them in one
+  loop: skipper and whole tag in one regex run (`_FOREIGN_STEP`), and the element stack moved
+  inline for a tag that does nothing else; the others go on as below.
 * A tag that matters is matched whole by `_TAG`; the attributes of interest are taken from it
   with `_ATTR`. A tag split by the end of the buffer is finished by the streaming tag machine
   (`_tag_stream`, sub-states ``TS_*``), which keeps only the tag name, the attribute being
