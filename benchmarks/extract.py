@@ -35,13 +35,16 @@ selectolax+ada variant (the bar of issue 9: ours at least 4x on both page sets).
 the lists agree page by page (ours compiled against the peer), with the first differences.
 
 Also (``--resolution``, ``--pathological``): URL resolution timed on its own, and pathological
-documents fed in 1 KiB chunks beside a normal document of that size.
+documents fed in 1 KiB chunks beside a normal document of that size, each against the floor
+of issue 25 (pure twin 2 MB/s, compiled 20 MB/s; ``--pathological-only``: that table alone,
+exit status 1 when an input is under it).
 
 Usage::
 
     python benchmarks/extract.py                    # corpus + 300 dense pages, best of 3
     python benchmarks/extract.py --dense 1000 --repeat 5 --more-peers
     python benchmarks/extract.py --pathological --size 50
+    python benchmarks/extract.py --pathological-only --repeat 3   # the floor: py 2, c 20 MB/s
     python benchmarks/extract.py --corpus DIR --dense 3 --repeat 1   # a quick check
 """
 
@@ -648,17 +651,35 @@ def feed_1k(data: bytes, cls: Any = LinkExtractorPy) -> int:
     return n + len(ex.close())
 
 
-def pathological_bench(pages: Sequence[Page], size: int) -> None:
+# The floor every pathological input must keep (issue 25): MB/s, fed in 1 KiB chunks.
+FLOOR_MBS = {"py": 2.0, "c": 20.0}
+
+
+def pathological_bench(pages: Sequence[Page], size: int, repeat: int = 1) -> bool:
+    """Each pathological input (and a normal page of that size, when there is a corpus)
+    through each twin in 1 KiB chunks, best of ``repeat``; True if every pathological input
+    keeps the floor (`FLOOR_MBS`)."""
     impls: dict[str, Any] = {"py": LinkExtractorPy}
     if LinkExtractorC is not None:
         impls["c"] = LinkExtractorC
-    print(f"\npathological inputs, {size / 1e6:.0f} MB each, fed in 1 KiB chunks")
-    print(f"{'input':<28}{'impl':>5}{'seconds':>9}{'MB/s':>9}{'links':>8}")
-    docs = {"normal page (corpus)": normal_page(pages, size)} | pathological(size)
+    print(f"\npathological inputs, {size / 1e6:g} MB each, fed in 1 KiB chunks, best of {repeat}")
+    print(f"{'input':<32}{'impl':>5}{'seconds':>9}{'MB/s':>9}{'links':>8}  floor")
+    docs = pathological(size)
+    bad_inputs = set(docs)
+    if pages:
+        docs = {"normal page (corpus)": normal_page(pages, size)} | docs
+    ok = True
     for name, data in docs.items():
         for impl, cls in impls.items():
-            t, n = best_of(functools.partial(feed_1k, data, cls), 1)
-            print(f"{name:<28}{impl:>5}{t:>9.2f}{len(data) / t / 1e6:>9.1f}{n:>8}")
+            t, n = best_of(functools.partial(feed_1k, data, cls), repeat)
+            mbs = len(data) / t / 1e6
+            floor = ""
+            if name in bad_inputs:
+                met = mbs >= FLOOR_MBS[impl]
+                ok = ok and met
+                floor = f"{FLOOR_MBS[impl]:g} MB/s " + ("met" if met else "NOT met")
+            print(f"{name:<32}{impl:>5}{t:>9.2f}{mbs:>9.1f}{n:>8}  {floor}")
+    return ok
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -683,9 +704,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--resolution", action="store_true", help="time URL resolution alone")
     ap.add_argument("--pathological", action="store_true", help="pathological inputs")
     ap.add_argument("--size", type=float, default=8, help="pathological input size in MB")
+    ap.add_argument(
+        "--pathological-only",
+        action="store_true",
+        help="only the pathological inputs (exit 1 if one is under the floor; the normal "
+        "page row needs the corpus)",
+    )
     args = ap.parse_args(argv)
     files = sorted(Path(args.corpus).glob("*.html"))
     corpus = [(BASE, p.read_bytes()) for p in files]
+    if args.pathological_only:
+        met = pathological_bench(corpus, int(args.size * 1_000_000), args.repeat)
+        return 0 if met else 1
     if not corpus:
         sys.exit(f"no pages in {args.corpus}")
     sets: list[tuple[str, list[Page], list[str] | None]] = [
@@ -714,7 +744,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.resolution:
             resolution_bench(pages, args.repeat)
     if args.pathological:
-        pathological_bench(corpus, int(args.size * 1_000_000))
+        pathological_bench(corpus, int(args.size * 1_000_000), args.repeat)
     return 0 if ok else 1
 
 

@@ -81,6 +81,47 @@ def test_script_runs_on_tiny_input(tmp_path: Path) -> None:
     assert 0 < int(intake[0]) <= 11 and 0 < int(intake[k]) < 3 * 190, out
 
 
+def test_pathological_only_shows_each_input_against_the_floor(tmp_path: Path) -> None:
+    (tmp_path / "a.html").write_bytes(PAGES["a.html"])
+    args = [str(SCRIPT), "--corpus", str(tmp_path), "--pathological-only", "--size", "0.02"]
+    p = subprocess.run(
+        [sys.executable, *args, "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ,
+    )
+    out = p.stdout
+    assert p.returncode == (1 if "NOT met" in out else 0), out + p.stderr
+    impls = ["py", "c"] if LinkExtractor.__module__.endswith("_extract_c") else ["py"]
+    rows = {(line[:32].rstrip(), line[32:37].strip()): line for line in out.splitlines()}
+    for name in [*_load().pathological(20_000), "normal page (corpus)"]:
+        for impl in impls:
+            row = rows[(name, impl)]
+            seconds, mbs, links, *floor = row[37:].split()
+            assert float(mbs) > 0 and links == "0" or name.startswith("normal"), row
+            if not name.startswith("normal"):
+                assert " ".join(floor[:2]) == {"py": "2 MB/s", "c": "20 MB/s"}[impl], row
+                assert floor[2:] in (["met"], ["NOT", "met"]), row
+    assert "link-sparse corpus" not in out  # nothing else ran
+
+
+def test_pathological_bench_fails_under_the_floor(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for impl in bench.FLOOR_MBS:
+        monkeypatch.setitem(bench.FLOOR_MBS, impl, 1e-9)
+    assert bench.pathological_bench([], 20_000, 1)
+    monkeypatch.setitem(bench.FLOOR_MBS, "py", 1e9)
+    assert not bench.pathological_bench([], 20_000, 1)
+    out = capsys.readouterr().out
+    n = len(bench.pathological(20_000))
+    twins = 2 if bench.LinkExtractorC is not None else 1
+    # Every row of the first run met; of the second, only the compiled twin's.
+    assert out.count("1e+09 MB/s NOT met") == n, out
+    assert out.count("1e-09 MB/s met") == n * twins + n * (twins - 1), out
+
+
 @pytest.mark.parametrize("source", ["own", "auto"])
 def test_dense_pages_are_dense(bench: ModuleType, source: str) -> None:
     name, pages = bench.dense_pages(4, 2000, 1, source)

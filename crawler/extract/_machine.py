@@ -30,6 +30,9 @@ patterns: `_states`; a link set's tables and the limits: `_linkset`).
   start tag that matters
   (link tags, ``base``, ``meta``, raw-text switches, ``svg``/``math``) or at a construct that
   the buffer does not hold completely.
+* In foreign content (svg/math open) every tag matters, so `_foreign_tags` takes them in one
+  loop: skipper and whole tag in one regex run (`_FOREIGN_STEP`), and the element stack moved
+  inline for a tag that does nothing else; the others go on as below.
 * A tag that matters is matched whole by `_TAG`; the attributes of interest are taken from it
   with `_ATTR`. A tag split by the end of the buffer is finished by the streaming tag machine
   (`_tag_stream`, sub-states ``TS_*``), which keeps only the tag name, the attribute being
@@ -115,7 +118,7 @@ from typing import Any
 
 from . import _states
 from . import charset as _charset
-from ._html import _WS_SPLIT, LINK_SETS, dom_text, parse_srcset, refresh_url
+from ._html import _BREAKOUT, _WS_SPLIT, LINK_SETS, dom_text, parse_srcset, refresh_url
 from ._link import Link, make_link
 from ._linkset import (
     _ID_ATTRS,
@@ -156,8 +159,11 @@ from ._states import (
 from ._tree import (
     _FS_END,
     _HEAD_TAGS,
+    _INTEG,
     _MAX_ANAME,
+    _MAX_FOREIGN_DEPTH,
     _MAX_NAME,
+    _TABLE_END,
     F_HTML,
     F_LINK,
     FS_BODY,
@@ -187,10 +193,18 @@ _SCRIPT_ESC = _states._SCRIPT_ESC
 _SCRIPT_DESC = _states._SCRIPT_DESC
 _BORING_FOREIGN = _states._BORING_FOREIGN
 _TRACK_SKIP = _states._TRACK_SKIP
+_FOREIGN_STEP = _states._FOREIGN_STEP
+_FOREIGN_STEP_TRACK = _states._FOREIGN_STEP_TRACK
+_HAS_ID = _states._HAS_ID
 _SWITCH = _states._SWITCH
 
 # Start tags the fast path of `_tag_match` leaves to `_start`.
 _SLOW_TAGS = frozenset((b"svg", b"math", b"form", b"template"))
+# In foreign content (`_foreign_tags`): start tags with a rule of their own (HTML breakout,
+# <font> that may be one, a link, annotation-xml), and end tags the frameset state or the
+# form pointer sees: `_tag_match` takes them.
+_F_START_SLOW = _BREAKOUT | {b"font", b"a", b"annotation-xml"}
+_F_END_SLOW = _FS_END | {b"form"}
 
 _CONFIGS: dict[Any, _Config] = {}
 
@@ -718,6 +732,87 @@ class LinkExtractor:
             if sw == S_RAWTEXT:
                 self._end_re = _RAWTEXT_END[name]
 
+    def _foreign_tags(self, buf: bytes, pos: int, out: list[Link]) -> int:
+        """The data state in foreign content, a loop over tags. A tag that only opens or
+        closes svg/math elements costs one regex run (skipper and tag together) and a few
+        list and dict operations, done here inline (`ForeignStack.start` and `end` are the
+        reference; tests/test_extract_foreign.py holds the two paths to the same links and
+        states); through `_tag_match`, `_start` and the stack's methods it cost three Python
+        calls, twice the time. Returns where it stopped: after a tag handed to `_tag_match`
+        (HTML, a link, an id to collect, a name with a rule of its own: it may change the
+        state, end foreign content or change the frameset mode the skipper depends on),
+        after the tag that closed the last foreign element, or at what `_scan` does itself
+        (text while a <frameset> could take effect, CDATA, a tag cut by the buffer's end)."""
+        step = (_FOREIGN_STEP_TRACK if self._fmode < FS_DONE else _FOREIGN_STEP).match
+        fst = self._fst
+        runs = fst.runs
+        keys = fst.keys
+        counts = fst.counts
+        fopen = fst.open
+        html = fst.html
+        ids = self._ids is not None
+        while True:
+            m: re.Match[bytes] = step(buf, pos)  # type: ignore[assignment]  # (matches "")
+            slash, name = m.group(1, 2)
+            if name is None:
+                return m.end()
+            name = name.lower()
+            if slash:
+                if name in _F_END_SLOW:
+                    self._tag_match(buf, m, out)
+                    return m.end()
+                level = len(runs)
+                if html and html[-1][0] == level:
+                    # The current node is HTML in an integration point: `end` acts only on
+                    # a table end tag or the name of an HTML element open at this level.
+                    if name in _TABLE_END or fst.hopen.get((level, name)):
+                        fst.end(name)
+                        if not runs:
+                            return m.end()
+                elif keys[-1] == name and not html:
+                    # It closes the innermost element (no run is named "p" or "br").
+                    fopen[name] -= 1
+                    c = counts[-1] - 1
+                    if c:
+                        counts[-1] = c
+                    else:
+                        runs.pop()
+                        keys.pop()
+                        counts.pop()
+                        if level == 1:
+                            return m.end()
+                elif fopen.get(name) or (name == b"p" and runs[-1] not in _INTEG):
+                    fst.end(name)  # (it pops runs; "</p>" up to an integration point)
+                    if not runs:
+                        return m.end()
+                # Else `end` would do nothing: no open foreign element has that name, or a
+                # "</p>" with an integration point already the current node.
+            else:
+                top = runs[-1]
+                if (
+                    name in _F_START_SLOW
+                    or top in _INTEG
+                    or top == b"m:annotation-xml"
+                    or len(name) > _MAX_NAME
+                    or (ids and _HAS_ID.search(buf, m.start(3), m.end(3)))
+                ):
+                    self._t_at = self._off + m.start(1) - 1
+                    self._tag_match(buf, m, out)
+                    return m.end()
+                pos = m.end()
+                if buf[pos - 2] != 0x2F or pos - 2 < m.end(3):  # not self-closing
+                    # (the top run's key is the name: its entry is the one this would push)
+                    if keys[-1] == name:
+                        counts[-1] += 1
+                        fopen[name] += 1
+                    elif len(runs) < _MAX_FOREIGN_DEPTH:
+                        runs.append((b"s:" if top[0] == 0x73 else b"m:") + name)
+                        keys.append(name)
+                        counts.append(1)
+                        fopen[name] = fopen.get(name, 0) + 1
+                continue
+            pos = m.end()
+
     def _tag_stream(self, buf: bytes, pos: int, n: int, out: list[Link]) -> int:
         """Continue a tag the buffer did not hold whole; return where it stopped."""
         while pos < n:
@@ -915,6 +1010,11 @@ class LinkExtractor:
         while pos < n:
             state = self._state
             if state == S_DATA:
+                if self._foreign:
+                    p = self._foreign_tags(buf, pos, out)
+                    if p != pos or self._state != S_DATA:
+                        pos = p
+                        continue
                 if self._fmode < FS_DONE:
                     # A <frameset> could still take effect: every tag and all text matter.
                     pos = _TRACK_SKIP.match(buf, pos).end()  # type: ignore[union-attr]

@@ -50,7 +50,9 @@ _ATTRS = (
     rb"(?:[" + _WS + rb"/]*+[^" + _WS + rb"/>][^" + _WS + rb"/=>]*+"
     rb"(?>[" + _WS + rb"]*+=[" + _WS + rb"]*+(?>\"[^\"]*+\"?+|'[^']*+'?+|[^" + _WS + rb">]*+))?+)*+"
 )
-_TAG = compile_pattern(rb"<(/?)([A-Za-z][^" + _WS + rb"/>]*+)(" + _ATTRS + rb")[" + _WS + rb"/]*+>")
+# A whole tag: (1) "/" for an end tag, (2) its name, (3) its attributes.
+_TAG_SRC = rb"<(/?)([A-Za-z][^" + _WS + rb"/>]*+)(" + _ATTRS + rb")[" + _WS + rb"/]*+>"
+_TAG = compile_pattern(_TAG_SRC)
 _ATTR = compile_pattern(
     rb"[" + _WS + rb"/]*+([^" + _WS + rb"/>][^" + _WS + rb"/=>]*+)"
     rb"(?:[" + _WS + rb"]*+=[" + _WS + rb"]*+(?:\"([^\"]*+)\"|'([^']*+)'|([^" + _WS + rb">]*+)))?+"
@@ -113,9 +115,17 @@ def _boring(
 
 
 # In foreign content every tag matters (the element stack), and CDATA sections exist.
-_BORING_FOREIGN = compile_pattern(rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+")
+_FOREIGN_SKIP = rb"(?:" + _COMMON + rb"|<!(?!--|\[CDATA\[)[^>]*+>)*+"
+_BORING_FOREIGN = compile_pattern(_FOREIGN_SKIP)
 # While a <frameset> could take effect: only whitespace, comments and doctypes are skipped.
 # (A NUL is dropped by the tree builder wherever it is, and creates no body either.)
-_TRACK_SKIP = compile_pattern(
+_TRACK_SKIP_SRC = (
     rb"(?:[\x00" + _WS + rb"]++|<!--(?>>|->|(?s:.*?)--!?>)|<\?[^>]*+>|<!(?!--|\[CDATA\[)[^>]*+>)*+"
 )
+_TRACK_SKIP = compile_pattern(_TRACK_SKIP_SRC)
+# Foreign content, one regex run a tag (`_machine.LinkExtractor._foreign_tags`): the skipper,
+# then the whole tag it stopped at, groups as in `_TAG` (none: it stopped at something else).
+_FOREIGN_STEP = compile_pattern(_FOREIGN_SKIP + rb"(?:" + _TAG_SRC + rb")?+")
+_FOREIGN_STEP_TRACK = compile_pattern(_TRACK_SKIP_SRC + rb"(?:" + _TAG_SRC + rb")?+")
+# Attributes with no "id" in them hold no fragment target (a foreign element has no other).
+_HAS_ID = compile_pattern(rb"[iI][dD]")
