@@ -14,6 +14,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote
 
@@ -134,23 +135,60 @@ def test_html_of_a_real_check(checked: tuple[CheckSite, CheckReport]) -> None:
     text = "".join(page.text)
     for url in site.broken():
         assert url in text
-    # The table's rows: (kind, hrefs in the row, numbers in the row) of each broken one.
-    rows: list[tuple[str, list[str], list[str]]] = []
-    for tag, attrs in page.tags:
-        if tag == "tr":
-            if attrs.get("data-group") == "broken":
-                rows.append((attrs["data-kind"] or "", [], []))
-            elif rows and rows[-1][0] != "":
-                rows.append(("", [], []))  # a row of another group: collect nothing
-        elif rows and rows[-1][0] and tag == "a":
-            rows[-1][1].append(attrs["href"] or "")
-        elif rows and rows[-1][0] and tag == "td" and attrs.get("data-v"):
-            rows[-1][2].append(attrs["data-v"] or "")
-    # Numbers: status, line, column; the last link is the page.
-    got = {(k, hrefs[-1], int(nums[1]), int(nums[2])) for k, hrefs, nums in rows if k}
+    # The occurrence table's rows of the broken links: (kind, the page's link, line, column);
+    # cells: target, kind, status, page, line, column, tag and attribute, raw value.
+    got = {
+        (k, page_href, line, col)
+        for k, page_href, line, col in _broken_rows(render(report_html, report))
+    }
     want = {
         (x.error, site.base + p, line, col)
         for x in site.broken().values()
         for p, line, col, *_ in x.where
     }
     assert got == want
+
+
+class _Rows(HTMLParser):
+    """The occurrence table's rows of class "broken": each row's data-kind, and per cell its
+    text and the href of a link in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, list[tuple[str, str]]]] = []
+        self._in_row = False
+        self._cell: list[str] | None = None
+        self._href = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "tr":
+            self._in_row = (a.get("class") or "").split() == ["broken"] and "data-kind" in a
+            if self._in_row:
+                self.rows.append((a["data-kind"] or "", []))
+        elif self._in_row and tag == "td":
+            self._cell, self._href = [], ""
+        elif self._in_row and tag == "a" and self._cell is not None:
+            self._href = a.get("href") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._in_row and self._cell is not None:
+            self.rows[-1][1].append(("".join(self._cell), self._href))
+            self._cell = None
+        elif tag == "tr":
+            self._in_row = False
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _broken_rows(text: str) -> list[tuple[str, str, int, int]]:
+    parser = _Rows()
+    parser.feed(text)
+    parser.close()
+    out = []
+    for kind, cells in parser.rows:
+        assert len(cells) == 8, cells  # target, kind, status, page, line, column, tag, raw
+        out.append((kind, cells[3][1], int(cells[4][0]), int(cells[5][0])))
+    return out
