@@ -228,6 +228,33 @@ def _options() -> dict[str, _Option]:
             "send every request through this http://HOST:PORT proxy (overrides HTTP_PROXY,"
             " HTTPS_PROXY and NO_PROXY, which are honoured without it)",
         ),
+        "insecure": (
+            ("--insecure", "-k"),
+            {"action": _BOOL},
+            "do not verify TLS certificates or host names (a staging site, a self-signed"
+            " certificate); said once on stderr",
+        ),
+        "ca_cert": (
+            ("--ca-cert",),
+            {"metavar": "FILE"},
+            "trust the CA certificates of this PEM bundle INSTEAD of the system's store (as curl's"
+            " --cacert)",
+        ),
+        "client_cert": (
+            ("--client-cert",),
+            {"metavar": "FILE"},
+            "present this PEM client certificate (mutual TLS); FILE may hold its key too",
+        ),
+        "client_key": (
+            ("--client-key",),
+            {"metavar": "FILE"},
+            "the PEM private key of --client-cert, when it is in a file of its own",
+        ),
+        "client_key_password_env": (
+            ("--client-key-password-env",),
+            {"metavar": "VAR"},
+            "read the passphrase of an encrypted client key from environment variable VAR",
+        ),
         "exclude_private": (
             ("--exclude-private",),
             {"action": _BOOL},
@@ -532,6 +559,10 @@ def check_fetch_options(config: CrawlConfig) -> str | None:
         or config.auth_env
         or config.origin_auth
         or config.proxy
+        or config.insecure
+        or config.ca_cert
+        or config.client_cert
+        or config.client_key
         or _proxy_env()
     ):
         return None  # nothing to check: do not import the fetcher's side for nothing

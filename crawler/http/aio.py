@@ -40,6 +40,7 @@ from crawler.http.response import (
     parse_retry_after,
 )
 from crawler.http.session import make_session
+from crawler.http.tls_context import TlsClient, tls_custom
 
 if TYPE_CHECKING:
     from crawler.http.cookies import Cookie
@@ -62,6 +63,8 @@ class AioTransport:
         session: a caller's session (used, never closed here); made on first use if None.
         cookies: the cookies a session made here starts its jar with.
         archive: gets every exchange as it happens (a WARC writer, :mod:`crawler.output.warc`).
+        tls: the crawl's TLS context: a session made here takes it when the config changes TLS
+            (``--insecure``, ``--ca-cert``, ``--client-cert``), else aiohttp's own verified one.
     """
 
     def __init__(
@@ -70,8 +73,10 @@ class AioTransport:
         session: aiohttp.ClientSession | None,
         cookies: list[Cookie] | None,
         archive: WarcArchive | None,
+        tls: TlsClient | None = None,
     ) -> None:
         self.config = config
+        self.tls = tls
         self._own = session is None
         self._session = session
         self._cookies = cookies
@@ -86,7 +91,11 @@ class AioTransport:
     def session(self) -> aiohttp.ClientSession:
         """The aiohttp session (made the first time it is asked for)."""
         if self._session is None:
-            self._session = make_session(self.config, cookies=self._cookies)
+            context = None
+            if tls_custom(self.config):
+                tls = self.tls if self.tls is not None else TlsClient(self.config)
+                context = tls.context()  # once a crawl (a thread may be building it already)
+            self._session = make_session(self.config, cookies=self._cookies, ssl_context=context)
         return self._session
 
     async def close(self) -> None:

@@ -1,0 +1,253 @@
+"""The crawl's TLS client context: one ``ssl.SSLContext`` per configuration, built once, in a
+thread, and the options that shape it (``--insecure``, ``--ca-cert``, ``--client-cert``,
+``--client-key``, ``--client-key-password-env``).
+
+Why a thread: loading the system's CA store costs 20-30 ms of CPU on the benchmark machine
+(OpenSSL parses some 140 certificates), a fifth of a one-page crawl. :meth:`TlsClient.start`
+begins it in a thread as soon as the crawl knows it will need https (an https seed), while
+the event loop goes on starting up (OpenSSL loads the store with the GIL released);
+:meth:`TlsClient.context_async` is what a connection awaits. An http-only crawl builds
+nothing.
+
+What the context is: TLS 1.2 or later, certificates and host names verified against the
+system's CA store (``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured, as OpenSSL does), ALPN
+``http/1.1``. ``--ca-cert FILE`` *replaces* the system store with the PEM bundle in FILE, as
+curl's ``--cacert`` does (a private CA then vouches for nothing but what it signed; add the
+system bundle to FILE to trust both). ``--insecure`` verifies nothing (said once on stderr).
+
+TLS session resumption: asyncio's (and uvloop's) ``create_connection`` take no ``session=``,
+but both make the connection's ``SSLObject`` with ``context.wrap_bio(..., server_hostname=)``.
+:class:`ResumingContext` overrides that method to offer the last session (a TLS 1.3 ticket)
+received from the same host name: connections after the first to an origin resume instead of
+a full handshake. benchmarks/HTTPS.md measures what it saves.
+
+Options that cannot work (a file missing, unreadable, not PEM, a key that does not match, an
+encrypted key without its passphrase) are :class:`~crawler.http.errors.OptionError` naming the
+option, raised by :func:`check_tls_options` at start, never mid-crawl. No key material, no
+passphrase is ever printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import ssl
+import sys
+import threading
+from typing import Any
+
+from crawler.config import CrawlConfig
+from crawler.http.errors import OptionError
+
+__all__ = ["INSECURE_WARNING", "ResumingContext", "TlsClient", "check_tls_options", "tls_custom"]
+
+#: Said once on stderr by a process whose crawl runs with ``--insecure``.
+INSECURE_WARNING = (
+    "crawler: warning: --insecure: TLS certificates and host names are NOT verified; anyone on"
+    " the network path can read and change what this crawl fetches over https\n"
+)
+_warned = False
+
+
+class ResumingContext(ssl.SSLContext):
+    """An ``SSLContext`` whose connections offer the last TLS session of their host name.
+
+    ``sessions`` maps a host name (as given for SNI) to the newest session a connection to it
+    received (:meth:`remember`); ``wrap_bio``, called by asyncio's and uvloop's TLS transports
+    for every new connection, offers it. A server that does not accept it does a full handshake:
+    never an error.
+    """
+
+    sessions: dict[str, ssl.SSLSession]
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        if session is None and server_hostname is not None and not server_side:
+            session = self.sessions.get(str(server_hostname))
+        return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+
+    def remember(self, host: str, ssl_object: Any) -> None:
+        """Keep the session ``ssl_object`` holds now (with a resumption ticket) for ``host``."""
+        session = getattr(ssl_object, "session", None)
+        if session is not None and session.has_ticket:
+            if len(self.sessions) > 4096:
+                self.sessions.clear()
+            self.sessions[host] = session
+
+
+def tls_custom(config: CrawlConfig) -> bool:
+    """Whether the config changes TLS from the default (verified, the system's store)."""
+    return bool(config.insecure or config.ca_cert or config.client_cert)
+
+
+def check_tls_options(config: CrawlConfig) -> None:
+    """OptionError now for a TLS option that cannot work (names the option, never the key)."""
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _load_files(probe, config)
+
+
+def _readable(option: str, path: str) -> None:
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        raise OptionError(option, f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _password(config: CrawlConfig) -> Any:
+    """What ``load_cert_chain`` takes as ``password``: never None (OpenSSL would prompt on the
+    terminal for an encrypted key), a callable that names the missing option instead."""
+    name = config.client_key_password_env
+    if name:
+        value = os.environ.get(name)
+        if not value:
+            raise OptionError(
+                "--client-key-password-env",
+                f"the environment variable {name} is not set (or empty)",
+            )
+        return value.encode("utf-8")
+
+    def missing() -> bytes:
+        raise OptionError(
+            "--client-key",
+            "the private key is encrypted: give its passphrase with --client-key-password-env VAR",
+        )
+
+    return missing
+
+
+def _load_files(context: ssl.SSLContext, config: CrawlConfig) -> None:
+    """The CA bundle and the client certificate of ``config`` into ``context``."""
+    if config.ca_cert:
+        _readable("--ca-cert", config.ca_cert)
+        try:
+            context.load_verify_locations(cafile=config.ca_cert)
+        except (ssl.SSLError, ValueError) as exc:
+            raise OptionError(
+                "--ca-cert", f"{config.ca_cert} holds no usable PEM certificate ({_why(exc)})"
+            ) from None
+    if config.client_key and not config.client_cert:
+        raise OptionError("--client-key", "needs --client-cert (the certificate it goes with)")
+    if config.client_cert:
+        _readable("--client-cert", config.client_cert)
+        if config.client_key:
+            _readable("--client-key", config.client_key)
+        password = _password(config)
+        try:
+            context.load_cert_chain(config.client_cert, config.client_key or None, password)
+        except ssl.SSLError as exc:
+            raise OptionError(*_chain_problem(config, exc)) from None
+
+
+def _why(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason).replace("_", " ").lower() if reason else str(exc)
+
+
+def _chain_problem(config: CrawlConfig, exc: ssl.SSLError) -> tuple[str, str]:
+    """(option, reason) of a client certificate and key that OpenSSL refused."""
+    why = _why(exc)
+    cert = config.client_cert
+    if "key values mismatch" in why:
+        return "--client-key", f"the private key does not match the certificate in {cert}"
+    if "bad decrypt" in why or "bad password" in why:
+        return "--client-key-password-env", "the passphrase does not decrypt the private key"
+    if config.client_key and ("no start line" in why or "pem" in why) and "cert" not in why:
+        return "--client-key", f"{config.client_key} holds no PEM private key ({why})"
+    if not config.client_key:
+        return (
+            "--client-cert",
+            f"{cert} must hold the certificate and its private key, or give --client-key ({why})",
+        )
+    return "--client-cert", f"{cert} holds no usable PEM certificate and key ({why})"
+
+
+def build_context(config: CrawlConfig) -> ResumingContext:
+    """The crawl's client context (seconds' hundredths: the CA store is loaded)."""
+    context = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies certificates and names
+    context.sessions = {}
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    if config.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif not config.ca_cert:
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    _load_files(context, config)
+    return context
+
+
+class TlsClient:
+    """The crawl's one TLS context, built once (in a thread) when first asked for.
+
+    Both transports take their context from here: the plain path's pool awaits
+    :meth:`context_async`; aiohttp's session takes :meth:`context` when the config changes
+    TLS (else aiohttp's own verified context, which is the same default).
+    """
+
+    def __init__(self, config: CrawlConfig) -> None:
+        self.config = config
+        self._context: ResumingContext | None = None
+        self._future: concurrent.futures.Future[ResumingContext] | None = None
+        self._lock = threading.Lock()
+        if config.insecure:
+            warn_insecure()
+
+    def start(self) -> None:
+        """Begin building the context in a thread (once; nothing if it is built)."""
+        with self._lock:
+            if self._context is not None or self._future is not None:
+                return
+            future: concurrent.futures.Future[ResumingContext] = concurrent.futures.Future()
+            self._future = future
+        thread = threading.Thread(
+            target=self._build_into, args=(future,), name="crawler-tls", daemon=True
+        )
+        thread.start()
+
+    def _build_into(self, future: concurrent.futures.Future[ResumingContext]) -> None:
+        try:
+            context = build_context(self.config)
+        except BaseException as exc:  # handed to whoever awaits it
+            future.set_exception(exc)
+        else:
+            self._context = context
+            future.set_result(context)
+
+    @property
+    def built(self) -> ResumingContext | None:
+        """The context, if it is built."""
+        return self._context
+
+    async def context_async(self) -> ResumingContext:
+        """The context; built in a thread the first time, awaited without blocking the loop."""
+        context = self._context
+        if context is not None:
+            return context
+        self.start()
+        assert self._future is not None
+        return await asyncio.wrap_future(self._future)
+
+    def context(self) -> ResumingContext:
+        """The context, built now (blocking) if no thread is building it."""
+        context = self._context
+        if context is not None:
+            return context
+        self.start()
+        assert self._future is not None
+        return self._future.result()
+
+
+def warn_insecure() -> None:
+    """Say once per process, on stderr, that certificates are not verified."""
+    global _warned
+    if not _warned:
+        _warned = True
+        sys.stderr.write(INSECURE_WARNING)
