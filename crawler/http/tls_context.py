@@ -48,6 +48,7 @@ INSECURE_WARNING = (
     " the network path can read and change what this crawl fetches over https\n"
 )
 _warned = False
+_ENCRYPTED = "the private key is encrypted: give its passphrase with --client-key-password-env VAR"
 
 
 class ResumingContext(ssl.SSLContext):
@@ -115,10 +116,7 @@ def _password(config: CrawlConfig) -> Any:
         return value.encode("utf-8")
 
     def missing() -> bytes:
-        raise OptionError(
-            "--client-key",
-            "the private key is encrypted: give its passphrase with --client-key-password-env VAR",
-        )
+        raise OptionError("--client-key", _ENCRYPTED)
 
     return missing
 
@@ -152,21 +150,32 @@ def _why(exc: BaseException) -> str:
 
 
 def _chain_problem(config: CrawlConfig, exc: ssl.SSLError) -> tuple[str, str]:
-    """(option, reason) of a client certificate and key that OpenSSL refused."""
+    """(option, reason) of a client certificate and key that OpenSSL refused (its message,
+    "PEM lib", says little: the files are looked at for what is missing)."""
     why = _why(exc)
-    cert = config.client_cert
+    cert, key = config.client_cert or "", config.client_key
     if "key values mismatch" in why:
         return "--client-key", f"the private key does not match the certificate in {cert}"
     if "bad decrypt" in why or "bad password" in why:
         return "--client-key-password-env", "the passphrase does not decrypt the private key"
-    if config.client_key and ("no start line" in why or "pem" in why) and "cert" not in why:
-        return "--client-key", f"{config.client_key} holds no PEM private key ({why})"
-    if not config.client_key:
-        return (
-            "--client-cert",
-            f"{cert} must hold the certificate and its private key, or give --client-key ({why})",
-        )
-    return "--client-cert", f"{cert} holds no usable PEM certificate and key ({why})"
+    if b"-----BEGIN CERTIFICATE-----" not in _head(cert):
+        return "--client-cert", f"{cert} holds no PEM certificate"
+    if key is None and b"PRIVATE KEY-----" not in _head(cert):
+        return "--client-cert", f"{cert} holds no private key: give it with --client-key FILE"
+    if key is not None and b"PRIVATE KEY-----" not in _head(key):
+        return "--client-key", f"{key} holds no PEM private key"
+    if b"ENCRYPTED" in _head(key or cert):
+        if config.client_key_password_env:
+            return "--client-key-password-env", "the passphrase does not decrypt the private key"
+        return "--client-key", _ENCRYPTED
+    where = key or cert
+    return "--client-key", f"the private key in {where} cannot be used ({why})"
+
+
+def _head(path: str) -> bytes:
+    """The first megabyte of ``path`` (readable: checked before), to name what it lacks."""
+    with open(path, "rb") as fh:
+        return fh.read(1 << 20)
 
 
 def build_context(config: CrawlConfig) -> ResumingContext:
