@@ -35,6 +35,7 @@ import os
 import ssl
 import sys
 import threading
+import time
 from typing import Any
 
 from crawler.config import CrawlConfig
@@ -48,6 +49,9 @@ INSECURE_WARNING = (
     " the network path can read and change what this crawl fetches over https\n"
 )
 _warned = False
+#: Seconds a kept TLS session is offered before a newer one is read (servers give tickets a
+#: lifetime of minutes: nginx 5, the RFC 8446 bound 7 days).
+SESSION_REFRESH = 60.0
 _ENCRYPTED = "the private key is encrypted: give its passphrase with --client-key-password-env VAR"
 
 
@@ -60,7 +64,8 @@ class ResumingContext(ssl.SSLContext):
     never an error.
     """
 
-    sessions: dict[str, ssl.SSLSession]
+    #: host name -> (its newest session, time.monotonic() when it was kept)
+    sessions: dict[str, tuple[ssl.SSLSession, float]]
 
     def wrap_bio(
         self,
@@ -71,16 +76,31 @@ class ResumingContext(ssl.SSLContext):
         session: ssl.SSLSession | None = None,
     ) -> ssl.SSLObject:
         if session is None and server_hostname is not None and not server_side:
-            session = self.sessions.get(str(server_hostname))
+            kept = self.sessions.get(str(server_hostname))
+            if kept is not None:
+                session = kept[0]
         return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
 
+    def _encode_hostname(self, hostname: Any) -> Any:
+        """An ASCII host name as it is (what the ``idna`` codec gives for one): the codec, and
+        the ``unicodedata`` and ``stringprep`` it imports, only for a name that needs it."""
+        if isinstance(hostname, str) and hostname.isascii():
+            return hostname
+        return super()._encode_hostname(hostname)  # type: ignore[misc]
+
     def remember(self, host: str, ssl_object: Any) -> None:
-        """Keep the session ``ssl_object`` holds now (with a resumption ticket) for ``host``."""
+        """Keep the session ``ssl_object`` holds now (with a resumption ticket) for ``host``,
+        unless one kept less than SESSION_REFRESH seconds ago is there: reading a session
+        copies it (about 0.3 ms), once per connection would be more than it saves."""
+        now = time.monotonic()
+        kept = self.sessions.get(host)
+        if kept is not None and now - kept[1] < SESSION_REFRESH:
+            return
         session = getattr(ssl_object, "session", None)
         if session is not None and session.has_ticket:
             if len(self.sessions) > 4096:
                 self.sessions.clear()
-            self.sessions[host] = session
+            self.sessions[host] = (session, now)
 
 
 def tls_custom(config: CrawlConfig) -> bool:
