@@ -122,7 +122,8 @@ def make_certificates() -> Path:
     openssl("req", "-new", "-key", "server.key", "-subj", "/CN=127.0.0.1", "-out", "server.csr")
     (WORK / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "30", "-extfile", "san.ext", "-out", "server.pem")  # fmt: skip
+            "-CAcreateserial", "-days", "30", "-extfile", "san.ext",
+            "-out", "server.pem")  # fmt: skip
     return WORK / "ca.pem"
 
 
