@@ -1,13 +1,14 @@
 """Plain HTTP/1.1 GETs on asyncio: the crawl's common request, without aiohttp's cost a request.
 
-Most of a crawl is GETs of ``http://`` URLs over a few keep-alive connections, with no proxy,
+Most of a crawl is GETs of ``http://`` or ``https://`` URLs over a few keep-alive connections
+(TLS by the event loop, :mod:`crawler.http.tls_context`), with no proxy,
 no cookie jar in use and no archive. aiohttp spends about 0.25 ms of CPU on each of those on
 the benchmark machine (its request and response objects, tracing hooks, the connector's
 bookkeeping, multidicts, a task per connect) and 0.2 s to import, more than the whole rest of
 a page's work; through this module the same crawls cost 28-34% less CPU in all (benchmarks/
 CRAWL.md, ``--crawlers ours-aiohttp``). The fetcher's request preparation
 (:mod:`crawler.http.prepare`) chooses it per request and sends everything else through aiohttp:
-https, proxies, a WARC archive, cookies (from the first ``Set-Cookie`` on), a caller's session.
+proxies, a WARC archive, cookies (from the first ``Set-Cookie`` on), a caller's session.
 
 This module is the wire: the request URL read into what goes on the wire
 (:func:`split_http_url`), one keep-alive :class:`Connection` and the response read on it, and

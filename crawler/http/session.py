@@ -1,7 +1,7 @@
 """aiohttp's session as the crawl configures it: its bounded pool and its cookie jar.
 
-Imported only when a request needs aiohttp (https, a proxy, a WARC archive, cookies, a caller's
-session): an http-only crawl goes through :mod:`crawler.http.plain` and never pays for importing
+Imported only when a request needs aiohttp (a proxy, a WARC archive, cookies, a caller's
+session): a crawl without them goes through :mod:`crawler.http.plain` and never pays for importing
 aiohttp (about 0.2 s on the benchmark machine). :mod:`crawler.http.aio` makes the session and
 sends requests through it.
 """
