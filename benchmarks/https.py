@@ -296,7 +296,8 @@ def bench_site(site: str, ca: Path, reps: int, wget_reps: int, one_reps: int) ->
 def report(site: str, res: Result) -> dict[str, object]:
     print(f"\n## {site}\n")
     print(
-        "| run | wall s | CPU s | pages | CPU µs a page | connections (TLS handshakes) | resumed | requests |"
+        "| run | wall s | CPU s | pages | CPU µs a page | connections (TLS handshakes)"
+        " | resumed | requests |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name in res.runs:

@@ -3,9 +3,10 @@ same :class:`Response`, error kinds, timeouts and body cap as the plain path
 (:mod:`crawler.http.plain`).
 
 Everything the plain path does not take comes here (http and https alike): a proxy, a WARC
-archive, a cookie jar in use, a caller's session. The request comes prepared (:mod:`crawler.http.prepare`: the
-URL, its proxy, its own headers); the session (:mod:`crawler.http.session`) adds the crawl's
-headers and cookies. With an archive the body is read raw and the archive tap
+archive, a cookie jar in use, a caller's session. The request comes prepared
+(:mod:`crawler.http.prepare`: the URL, its proxy, its own headers); the session
+(:mod:`crawler.http.session`) adds the crawl's headers and cookies. With an archive the body
+is read raw and the archive tap
 (:mod:`crawler.http.archive`) gets the bytes as received, the consumer them decoded.
 This module owns the session: made on first use (or the caller's), its jar saved to
 ``save_cookies`` at :meth:`AioTransport.close`.
