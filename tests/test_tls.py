@@ -438,3 +438,16 @@ async def test_insecure_accepts_a_self_signed_certificate(
         for fetcher in fetchers:
             await fetcher.close()
     assert capsys.readouterr().err.count("--insecure: TLS certificates") == 1
+
+
+async def test_the_address_guard_holds_for_https(pki: Pki, tls_site: StartSite) -> None:
+    """--exclude-loopback refuses the resolved address before any TLS handshake."""
+    site = await tls_site("valid")
+    fetcher = Fetcher(config(pki, exclude_loopback=True))
+    try:
+        res = await fetcher.fetch(site.url("/", host="localhost"))
+        assert res.error == "blocked_address", res.error_detail
+        assert site.handshakes == 0 and site.requests == 0
+        assert fetcher._prep._aio is None  # refused on the plain path
+    finally:
+        await fetcher.close()

@@ -179,3 +179,22 @@ async def test_a_tls_file_that_cannot_be_used_is_refused_at_start(
     assert err.startswith("crawler: error: " + message.format(tmp=tmp_path)), err
     assert "PRIVATE KEY" not in err
     assert "right-passphrase" not in err and "wrong-passphrase" not in err
+
+
+async def test_the_tls_options_are_kept_for_a_resumed_crawl(
+    pki: Pki,  # noqa: F811
+    tls_site: StartSite,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """--ca-cert is a per-run setting: stored (as an absolute path) and taken again by a run
+    that resumes without it."""
+    site = await tls_site("valid")
+    state = tmp_path / "state"
+    first = ("crawl", site.url("/"), "--state", str(state), "--max-pages", "3", "-f", "jsonl")
+    code, out, err = await run(*first, "--ca-cert", str(pki.ca_file))
+    assert code == 0, err
+    assert [json.loads(line)["error"] for line in out.splitlines()] == [None] * 3
+    code, out, err = await run("crawl", "--state", str(state), "--max-pages", "6")
+    assert code == 0, err
+    pages = [json.loads(line) for line in out.splitlines()]
+    assert len(pages) == 3 and all(p["status"] == 200 and p["error"] is None for p in pages)

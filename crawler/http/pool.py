@@ -80,7 +80,7 @@ class Pool:
         self._idle: OrderedDict[tuple[str, int, bool], deque[Connection]] = OrderedDict()
         self._n_idle = 0
         self._all: set[Connection] = set()
-        self._dns: dict[tuple[str, int, bool], tuple[float, list[Any]]] = {}
+        self._dns: dict[tuple[str, int], tuple[float, list[Any]]] = {}
         self.limit = max(1, limit)
         self.per_host = max(1, per_host)
         self._in_use = 0
@@ -224,7 +224,7 @@ class Pool:
 
     async def _addresses(self, host: str, port: int) -> list[Any]:
         """getaddrinfo of ``host`` (cached DNS_TTL seconds); an IP literal is itself."""
-        key = (host, port, False)
+        key = (host, port)
         now = time.monotonic()
         cached = self._dns.get(key)
         if cached is not None and cached[0] > now:
