@@ -427,6 +427,7 @@ async def test_insecure_accepts_a_self_signed_certificate(
     import crawler.http.tls_context as tls_context  # noqa: PLC0415
 
     tls_context._warned = False  # (once a process: this test's process)
+    tls_context._clients.clear()  # (a client is made, and warns, once per options)
     site = await tls_site("self-signed")
     extra = {"save_cookies": str(tmp_path / "jar.txt")} if transport == "aiohttp" else {}
     fetchers = [Fetcher(CrawlConfig(insecure=True, retries=0, **extra)) for _ in range(2)]

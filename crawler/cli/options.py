@@ -545,7 +545,11 @@ def check_fetch_options(config: CrawlConfig) -> str | None:
     message names the option and the line or reason, never a secret), or None.
 
     Run before the crawl starts, so that a bad ``--cookies`` file is exit 2 before any output.
+    With an https seed the TLS context starts building in a thread here, while the crawl's
+    modules import (crawler.http.tls_context: the CA store costs 20-30 ms).
     """
+    if any(seed[:6].lower() == "https:" for seed in config.seeds):
+        importlib.import_module("crawler.http.tls_context").start_for_seeds(config)
     for option, name in (("--auth-env", config.auth_env), ("--bearer-env", config.bearer_env)):
         if name is not None and not os.environ.get(name):
             return f"{option}: the environment variable {name} is not set (or empty)"

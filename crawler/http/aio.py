@@ -41,7 +41,7 @@ from crawler.http.response import (
     parse_retry_after,
 )
 from crawler.http.session import make_session
-from crawler.http.tls_context import TlsClient, tls_custom
+from crawler.http.tls_context import TlsClient, tls_client, tls_custom
 
 if TYPE_CHECKING:
     from crawler.http.cookies import Cookie
@@ -94,7 +94,7 @@ class AioTransport:
         if self._session is None:
             context = None
             if tls_custom(self.config):
-                tls = self.tls if self.tls is not None else TlsClient(self.config)
+                tls = self.tls if self.tls is not None else tls_client(self.config)
                 context = tls.context()  # once a crawl (a thread may be building it already)
             self._session = make_session(self.config, cookies=self._cookies, ssl_context=context)
         return self._session

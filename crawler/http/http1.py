@@ -431,7 +431,10 @@ class Connection(asyncio.Protocol):
             self.slot_held = False
             self._pool._free(self.key)
         if self.resumable is not None and self.done and self.transport is not None:
-            self.resumable.remember(self.key[0], self.transport.get_extra_info("ssl_object"))
+            ssl_object = self.transport.get_extra_info("ssl_object")
+            self.resumable.remember(
+                self.key[0], ssl_object, resumed=bool(getattr(ssl_object, "session_reused", 0))
+            )
             self.resumable = None
         if self.done and self._keep and not self.closed:
             self._body.clear()  # a body read whole but not asked for (a redirect's, say)

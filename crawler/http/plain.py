@@ -29,7 +29,7 @@ from crawler.http.response import (
     location_header,
     parse_retry_after,
 )
-from crawler.http.tls_context import TlsClient
+from crawler.http.tls_context import TlsClient, tls_client
 
 __all__ = ["PlainRequest", "PlainTransport"]
 
@@ -58,7 +58,7 @@ class PlainTransport:
     ) -> None:
         self.config = config
         self._on_cookies = on_cookies
-        self.tls = tls if tls is not None else TlsClient(config)
+        self.tls = tls if tls is not None else tls_client(config)
         #: The keep-alive pool (made with the first request: it needs the running loop).
         self.pool: Pool | None = None
 

@@ -43,7 +43,7 @@ from crawler.http.options import (
 from crawler.http.plain import PlainTransport
 from crawler.http.proxy import ProxyChooser
 from crawler.http.response import Consumer, Response
-from crawler.http.tls_context import TlsClient, check_tls_options, tls_custom
+from crawler.http.tls_context import check_tls_options, start_for_seeds, tls_client, tls_custom
 
 if TYPE_CHECKING:
     import aiohttp
@@ -139,9 +139,8 @@ class Preparer:
         if tls_custom(config) or config.client_key:
             check_tls_options(config)  # the files, now: never mid-crawl
         #: The crawl's TLS context (built in a thread from now on if a seed is https).
-        self.tls = TlsClient(config)
-        if any(seed[:6].lower() == "https:" for seed in config.seeds):
-            self.tls.start()
+        self.tls = tls_client(config)
+        start_for_seeds(config)
         self.plain = PlainTransport(config, self.take_cookies, self.tls)
         self._session = session
         self._aio: AioTransport | None = None

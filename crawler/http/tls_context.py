@@ -41,7 +41,15 @@ from typing import Any
 from crawler.config import CrawlConfig
 from crawler.http.errors import OptionError
 
-__all__ = ["INSECURE_WARNING", "ResumingContext", "TlsClient", "check_tls_options", "tls_custom"]
+__all__ = [
+    "INSECURE_WARNING",
+    "ResumingContext",
+    "TlsClient",
+    "check_tls_options",
+    "start_for_seeds",
+    "tls_client",
+    "tls_custom",
+]
 
 #: Said once on stderr by a process whose crawl runs with ``--insecure``.
 INSECURE_WARNING = (
@@ -88,13 +96,15 @@ class ResumingContext(ssl.SSLContext):
             return hostname
         return super()._encode_hostname(hostname)  # type: ignore[misc]
 
-    def remember(self, host: str, ssl_object: Any) -> None:
+    def remember(self, host: str, ssl_object: Any, *, resumed: bool = True) -> None:
         """Keep the session ``ssl_object`` holds now (with a resumption ticket) for ``host``,
-        unless one kept less than SESSION_REFRESH seconds ago is there: reading a session
-        copies it (about 0.3 ms), once per connection would be more than it saves."""
+        unless one kept less than SESSION_REFRESH seconds ago is there and the connection
+        resumed (reading a session copies it, about 0.3 ms: once per connection would be more
+        than it saves). A connection that did not resume (the kept one was refused: another
+        server of that name, a ticket expired) always replaces it."""
         now = time.monotonic()
         kept = self.sessions.get(host)
-        if kept is not None and now - kept[1] < SESSION_REFRESH:
+        if resumed and kept is not None and now - kept[1] < SESSION_REFRESH:
             return
         session = getattr(ssl_object, "session", None)
         if session is not None and session.has_ticket:
@@ -272,6 +282,34 @@ class TlsClient:
         self.start()
         assert self._future is not None
         return self._future.result()
+
+
+_clients: dict[tuple[object, ...], TlsClient] = {}
+_clients_lock = threading.Lock()
+
+
+def tls_client(config: CrawlConfig) -> TlsClient:
+    """The process's one :class:`TlsClient` for ``config``'s TLS options: the CLI starts its
+    build while the crawl's modules import (:func:`start_for_seeds`), the fetcher awaits the
+    same one; two fetchers of a process (a crawl's, a check's) share context and sessions."""
+    key = (
+        config.insecure,
+        config.ca_cert,
+        config.client_cert,
+        config.client_key,
+        config.client_key_password_env,
+    )
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = TlsClient(config)
+        return client
+
+
+def start_for_seeds(config: CrawlConfig) -> None:
+    """Begin building the context in a thread now if a seed is https (else nothing)."""
+    if any(seed[:6].lower() == "https:" for seed in config.seeds):
+        tls_client(config).start()
 
 
 def warn_insecure() -> None:
