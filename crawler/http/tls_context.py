@@ -246,8 +246,10 @@ class TlsClient:
                 return
             future: concurrent.futures.Future[ResumingContext] = concurrent.futures.Future()
             self._future = future
+        # Not a daemon: the interpreter waits for it at exit (tens of ms at most); a daemon
+        # thread still inside OpenSSL while the interpreter finalises crashes the process.
         thread = threading.Thread(
-            target=self._build_into, args=(future,), name="crawler-tls", daemon=True
+            target=self._build_into, args=(future,), name="crawler-tls", daemon=False
         )
         thread.start()
 
