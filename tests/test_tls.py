@@ -452,3 +452,24 @@ async def test_the_address_guard_holds_for_https(pki: Pki, tls_site: StartSite) 
         assert fetcher._prep._aio is None  # refused on the plain path
     finally:
         await fetcher.close()
+
+
+async def test_two_origins_of_one_host_each_resume_their_own_session(
+    pki: Pki, tls_site: StartSite
+) -> None:
+    """Sessions are kept by origin (host and port): two servers on 127.0.0.1, connections
+    alternating between them, each resumes its own (kept by host name only, each would offer
+    the other's, refused: never a resumption)."""
+    a, b = await tls_site("valid"), await tls_site("valid")
+    fetcher = Fetcher(config(pki))
+    try:
+        for _ in range(3):
+            for site in (a, b):
+                assert (await fetcher.fetch(site.url("/p1"))).status == 200
+                pool = fetcher._prep.plain.pool
+                assert pool is not None
+                pool.close()  # a new connection each time
+        assert (a.handshakes, b.handshakes) == (3, 3)
+        assert (a.resumed, b.resumed) == (2, 2)
+    finally:
+        await fetcher.close()

@@ -433,7 +433,9 @@ class Connection(asyncio.Protocol):
         if self.resumable is not None and self.done and self.transport is not None:
             ssl_object = self.transport.get_extra_info("ssl_object")
             self.resumable.remember(
-                self.key[0], ssl_object, resumed=bool(getattr(ssl_object, "session_reused", 0))
+                f"{self.key[0]}:{self.key[1]}",
+                ssl_object,
+                resumed=bool(getattr(ssl_object, "session_reused", 0)),
             )
             self.resumable = None
         if self.done and self._keep and not self.closed:

@@ -23,11 +23,13 @@ import ssl
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
+from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
 from crawler.http.errors import HttpError, tls_detail
 from crawler.http.guard import AddressGuard
 from crawler.http.http1 import Connection
+from crawler.http.tls_context import CONNECTING_TO
 
 if TYPE_CHECKING:
     from crawler.http.tls_context import TlsClient
@@ -256,6 +258,7 @@ class Pool:
             limit = (
                 min(limit, deadline - self.loop.time()) if limit else deadline - self.loop.time()
             )
+        token: Token[str | None] | None = None
         try:
             async with asyncio.timeout(limit):
                 infos = await self._addresses(host, port)
@@ -266,6 +269,8 @@ class Pool:
                     if self.tls is None:
                         raise HttpError("tls", "handshake failure (no TLS context configured)")
                     context = await self.tls.context_async()
+                    # (the origin whose TLS session the connection offers: tls_context)
+                    token = CONNECTING_TO.set(f"{host}:{port}")
                 for family, _type, proto, _, address in infos:
                     conn = Connection(self, key)
                     try:
@@ -293,6 +298,9 @@ class Pool:
                 "timeout",
                 f"ConnectionTimeoutError: Connection timeout to host {scheme}://{host}:{port}",
             ) from exc
+        finally:
+            if token is not None:
+                CONNECTING_TO.reset(token)
         why = f"[{last.strerror or last}]" if last is not None else "[no address]"
         message = f"ClientConnectorError: Cannot connect to host {host}:{port} ssl:default {why}"
         raise HttpError("connect", message) from last

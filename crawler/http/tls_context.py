@@ -36,6 +36,7 @@ import ssl
 import sys
 import threading
 import time
+from contextvars import ContextVar
 from typing import Any
 
 from crawler.config import CrawlConfig
@@ -63,16 +64,24 @@ SESSION_REFRESH = 60.0
 _ENCRYPTED = "the private key is encrypted: give its passphrase with --client-key-password-env VAR"
 
 
-class ResumingContext(ssl.SSLContext):
-    """An ``SSLContext`` whose connections offer the last TLS session of their host name.
+#: The origin ("host:port") a connection being opened goes to: set by the pool around
+#: ``create_connection``; the event loop makes the connection's ``SSLObject`` in a callback
+#: that runs in the context of the task that asked (a copy of it), so ``wrap_bio`` reads it.
+CONNECTING_TO: ContextVar[str | None] = ContextVar("crawler_tls_connecting_to", default=None)
 
-    ``sessions`` maps a host name (as given for SNI) to the newest session a connection to it
-    received (:meth:`remember`); ``wrap_bio``, called by asyncio's and uvloop's TLS transports
-    for every new connection, offers it. A server that does not accept it does a full handshake:
-    never an error.
+
+class ResumingContext(ssl.SSLContext):
+    """An ``SSLContext`` whose connections offer the last TLS session of their origin.
+
+    ``sessions`` maps an origin ("host:port", :data:`CONNECTING_TO`; the host name alone when
+    a connection is opened without it) to the newest session a connection to it received
+    (:meth:`remember`); ``wrap_bio``, called by asyncio's and uvloop's TLS transports for every
+    new connection, offers it. A server that does not accept it does a full handshake: never
+    an error.
     """
 
-    #: host name -> (its newest session, time.monotonic() when it was kept)
+    #: origin ("host:port", else the host name) -> (its newest session, time.monotonic() when
+    #: it was kept)
     sessions: dict[str, tuple[ssl.SSLSession, float]]
 
     def wrap_bio(
@@ -84,7 +93,7 @@ class ResumingContext(ssl.SSLContext):
         session: ssl.SSLSession | None = None,
     ) -> ssl.SSLObject:
         if session is None and server_hostname is not None and not server_side:
-            kept = self.sessions.get(str(server_hostname))
+            kept = self.sessions.get(CONNECTING_TO.get() or str(server_hostname))
             if kept is not None:
                 session = kept[0]
         return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
@@ -96,21 +105,21 @@ class ResumingContext(ssl.SSLContext):
             return hostname
         return super()._encode_hostname(hostname)  # type: ignore[misc]
 
-    def remember(self, host: str, ssl_object: Any, *, resumed: bool = True) -> None:
-        """Keep the session ``ssl_object`` holds now (with a resumption ticket) for ``host``,
+    def remember(self, origin: str, ssl_object: Any, *, resumed: bool = True) -> None:
+        """Keep the session ``ssl_object`` holds now (with a resumption ticket) for ``origin``,
         unless one kept less than SESSION_REFRESH seconds ago is there and the connection
         resumed (reading a session copies it, about 0.3 ms: once per connection would be more
         than it saves). A connection that did not resume (the kept one was refused: another
         server of that name, a ticket expired) always replaces it."""
         now = time.monotonic()
-        kept = self.sessions.get(host)
+        kept = self.sessions.get(origin)
         if resumed and kept is not None and now - kept[1] < SESSION_REFRESH:
             return
         session = getattr(ssl_object, "session", None)
         if session is not None and session.has_ticket:
             if len(self.sessions) > 4096:
                 self.sessions.clear()
-            self.sessions[host] = (session, now)
+            self.sessions[origin] = (session, now)
 
 
 def tls_custom(config: CrawlConfig) -> bool:
