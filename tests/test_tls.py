@@ -91,7 +91,8 @@ class TlsSite:
     port: int = 0
     handshakes: int = 0
     sni: list[str | None] = field(default_factory=list)
-    connections: set[int] = field(default_factory=set)
+    # the connections themselves, kept: an id() is reused once its object is gone
+    connections: set[object] = field(default_factory=set)
     requests: int = 0
     resumed: int = 0
     alpn: set[str | None] = field(default_factory=set)
@@ -142,7 +143,7 @@ class BlockingTlsServer:
                     while socket.socket.recv(conn, 65536):
                         pass
                     return
-                site.connections.add(id(conn))
+                site.connections.add(conn)
                 site.resumed += bool(conn.session_reused)
                 site.alpn.add(conn.selected_alpn_protocol())
                 site.client_subjects.append(conn.getpeercert())
@@ -195,8 +196,8 @@ async def tls_site(pki: Pki) -> AsyncIterator[StartSite]:
             site.requests += 1
             transport = request.transport
             assert transport is not None
-            if id(transport) not in site.connections:
-                site.connections.add(id(transport))
+            if transport not in site.connections:
+                site.connections.add(transport)
                 sslobj = transport.get_extra_info("ssl_object")
                 site.resumed += bool(sslobj.session_reused)
                 site.alpn.add(sslobj.selected_alpn_protocol())
