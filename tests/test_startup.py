@@ -6,8 +6,9 @@
   ``ssl.SSLContext``; through aiohttp (``CRAWLER_NO_PLAIN_HTTP=1``) it builds none either:
   aiohttp's two import-time contexts are deferred (crawler/http/tls.py) and the one a request
   needs is built on the first https request, once.
-* An https crawl still works, against a server whose self-signed certificate the crawl trusts
-  through ``SSL_CERT_FILE`` (the verified context is aiohttp's own).
+* An https crawl goes through the plain path too (no aiohttp, yarl or multidict imported) and
+  builds one context, the crawl's own (crawler/http/tls_context.py), against a server whose
+  self-signed certificate the crawl trusts through ``SSL_CERT_FILE``.
 
 The probe counts every ``ssl.SSLContext`` made in the crawler's process by patching
 ``SSLContext.__new__`` before anything imports the crawler; the modules imported are those in
@@ -232,7 +233,7 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-async def test_an_https_crawl_builds_one_verified_context(
+async def test_an_https_crawl_imports_no_aiohttp_and_builds_one_verified_context(
     certificate: tuple[Path, Path], tmp_path: Path
 ) -> None:
     cert, key = certificate
@@ -248,8 +249,12 @@ async def test_an_https_crawl_builds_one_verified_context(
         got = await probe(tmp_path, "crawl", url, "-q", PROBE_SSL="1", SSL_CERT_FILE=str(cert))
         assert got["code"] == 0, got["stderr"]
         assert sorted(got["stdout"].split()) == [url, url + "a", url + "b"]
-        # three pages, robots.txt, keep-alive or not: one context, aiohttp's verified one
-        assert got["contexts"] == 1 and got["built"] == ["_SSL_CONTEXT_VERIFIED"]
+        # three pages, robots.txt, keep-alive or not: one context, the crawl's own ...
+        assert got["contexts"] == 1
+        # ... on the plain path: no aiohttp, yarl or multidict imported (crawler/http/http1.py)
+        assert "crawler.http.http1" in got["new"] and "crawler.http.tls_context" in got["new"]
+        assert not [m for m in got["new"] if m.split(".")[0] in ("aiohttp", "yarl", "multidict")]
+        assert got["built"] is None  # (aiohttp's deferral, crawler.http.tls, never imported)
 
         # the same site without the certificate trusted: refused, as aiohttp always did
         untrusted = await probe(tmp_path, "crawl", url, "-q", "--retries", "0", PROBE_SSL="1")

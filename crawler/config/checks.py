@@ -53,6 +53,7 @@ _WHAT = {
     "auth": "'user:password'",
     "auth_env": "an environment variable name",
     "bearer_env": "an environment variable name",
+    "client_key_password_env": "an environment variable name",
     "proxy": "a proxy URL",
     "name": "a crawl name",
     "robots_agent": "a product token",
@@ -107,6 +108,18 @@ def check_together(cfg: CrawlConfig, source: str | None) -> None:
             "cannot be given with auth or auth_env (--auth, --auth-env): both are the seeds'"
             " Authorization; give one of them",
             key="bearer_env",
+            source=source,
+        )
+    if cfg.client_key is not None and cfg.client_cert is None:
+        raise ConfigError(
+            "needs client_cert (--client-cert): the certificate the key goes with",
+            key="client_key",
+            source=source,
+        )
+    if cfg.client_key_password_env is not None and cfg.client_cert is None:
+        raise ConfigError(
+            "needs client_cert (--client-cert): the passphrase is of its private key",
+            key="client_key_password_env",
             source=source,
         )
     if cfg.name is not None and not is_redis_url(cfg.state):
@@ -248,7 +261,9 @@ def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
             raise fail("must be 'user:password' (no colon found)")
         if name == "robots_agent" and not _PRODUCT_RE.fullmatch(value):
             raise fail(f"must be a product token: letters, '_' and '-' (RFC 9309); got {value!r}")
-        if name in ("auth_env", "bearer_env") and not _ENV_RE.fullmatch(value):
+        if name in ("auth_env", "bearer_env", "client_key_password_env") and not _ENV_RE.fullmatch(
+            value
+        ):
             raise fail(f"must be an environment variable name; got {value!r}")
         if name == "proxy":
             reason = proxy_problem(value)

@@ -96,6 +96,17 @@ class CrawlConfig:
     #: Proxy URL for every request; overrides HTTP_PROXY/HTTPS_PROXY/NO_PROXY (which are
     #: honoured when this is not given).
     proxy: str | None = field(default=None, repr=False)  # may hold a password
+    # -- TLS (crawler.http.tls_context) --
+    #: Verify no TLS certificate or host name (said once on stderr): a staging site, a test box.
+    insecure: bool = False
+    #: A PEM bundle of CA certificates trusted instead of the system's store (as curl --cacert).
+    ca_cert: str | None = None
+    #: A PEM client certificate for mutual TLS (its private key too, unless ``client_key``).
+    client_cert: str | None = None
+    #: The PEM private key of ``client_cert`` when it is in a file of its own.
+    client_key: str | None = None
+    #: The name of an environment variable holding the passphrase of an encrypted client key.
+    client_key_password_env: str | None = None
 
     # -- addresses (crawler.http.guard: on the resolved address, at connect time; the seeds'
     #    host:port always allowed) --
@@ -205,6 +216,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "origin_headers",
         "bearer_env",
         "proxy",
+        "insecure",
+        "ca_cert",
+        "client_cert",
+        "client_key",
+        "client_key_password_env",
     ),
     "addresses": ("exclude_private", "exclude_link_local", "exclude_loopback"),
     "extraction": ("link_set",),

@@ -234,6 +234,9 @@ class Ledger:
                 stats.pages_ok += 1
             else:
                 stats.errors[page.error] += 1
+                if page.error == "tls" and page.error_detail:  # "REASON (OpenSSL's words)"
+                    detail = page.error_detail.removeprefix("host unreachable: ")  # (robots)
+                    stats.tls_reasons[detail.partition(" (")[0]] += 1
             pending = self.pending
             status = page.status
             if status is not None:

@@ -116,6 +116,8 @@ class CrawlStats:
     #: exceptions raised by the user's sink or ``on_page`` hook (logged; the crawl goes on)
     sink_errors: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    #: this run's ``tls`` errors by reason ("certificate has expired" ...), for the summary
+    tls_reasons: Counter[str] = field(default_factory=Counter)
     status: Counter[int] = field(default_factory=Counter)
     started: float = 0.0
     duration: float = 0.0

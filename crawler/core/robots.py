@@ -74,7 +74,7 @@ MAX_ROBOTS_REDIRECTS = 5
 #: Fetch errors that mean the origin (or the proxy every request goes through) cannot be
 #: reached: the page gets that error and its detail, instead of a silent "disallow all"
 #: (``blocked_address``: the address rules refuse the origin's address, crawler.http.guard).
-UNREACHABLE_KINDS = frozenset({"dns", "connect", "proxy", "blocked_address"})
+UNREACHABLE_KINDS = frozenset({"dns", "connect", "proxy", "blocked_address", "tls"})
 #: Seconds a robots.txt verdict is used (RFC 9309 section 2.4: no more than 24 hours).
 ROBOTS_TTL = 24 * 3600.0
 # Estimated memory of parsed rules: an upper bound of what tracemalloc shows Protego 0.7 hold

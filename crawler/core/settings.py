@@ -129,6 +129,12 @@ PER_RUN: dict[str, str] = {
     "proxy": "the network path of this run's machine (stored without a password: a proxy URL"
     " with one must be given again)",
     "warc": "where this run archives its responses (stored as an absolute path)",
+    "insecure": "how this run checks TLS certificates",
+    "ca_cert": "the CA bundle of this run's machine (stored as an absolute path)",
+    "client_cert": "the client certificate of this run's machine (stored as an absolute path)",
+    "client_key": "the client key file of this run's machine (stored as an absolute path)",
+    "client_key_password_env": "the NAME of the variable holding the key's passphrase (not a"
+    " secret): a resumed run reads the variable again",
     "exclude_private": "which addresses this run may connect to (a URL refused is done, as a"
     " failed fetch)",
     "exclude_link_local": "which addresses this run may connect to",
@@ -160,12 +166,13 @@ SHARED_FIXED: dict[str, str] = {
 LOCAL = frozenset(
     {"output", "warc", "cookies", "save_cookies", "metrics_port", "metrics_host", "proxy"}
     | {"quiet", "state_sync", "auth_env", "bearer_env"}
+    | {"ca_cert", "client_cert", "client_key", "client_key_password_env"}
 )
 
 # Keys kept out of both: seeds are merged, the rest is never stored.
 _NOT_STORED = frozenset({"seeds", *NOT_STORED})
 # Per-run keys stored as absolute paths (a resumed run may start in another directory).
-_PATHS = ("output", "cookies", "save_cookies", "warc")
+_PATHS = ("output", "cookies", "save_cookies", "warc", "ca_cert", "client_cert", "client_key")
 
 
 def is_shared(state: str | None) -> bool:

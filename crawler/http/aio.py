@@ -2,10 +2,11 @@
 same :class:`Response`, error kinds, timeouts and body cap as the plain path
 (:mod:`crawler.http.plain`).
 
-Everything the plain path does not take comes here: https, a proxy, a WARC archive, a cookie
-jar in use, a caller's session. The request comes prepared (:mod:`crawler.http.prepare`: the
-URL, its proxy, its own headers); the session (:mod:`crawler.http.session`) adds the crawl's
-headers and cookies. With an archive the body is read raw and the archive tap
+Everything the plain path does not take comes here (http and https alike): a proxy, a WARC
+archive, a cookie jar in use, a caller's session. The request comes prepared
+(:mod:`crawler.http.prepare`: the URL, its proxy, its own headers); the session
+(:mod:`crawler.http.session`) adds the crawl's headers and cookies. With an archive the body
+is read raw and the archive tap
 (:mod:`crawler.http.archive`) gets the bytes as received, the consumer them decoded.
 This module owns the session: made on first use (or the caller's), its jar saved to
 ``save_cookies`` at :meth:`AioTransport.close`.
@@ -40,6 +41,7 @@ from crawler.http.response import (
     parse_retry_after,
 )
 from crawler.http.session import make_session
+from crawler.http.tls_context import TlsClient, tls_client, tls_custom
 
 if TYPE_CHECKING:
     from crawler.http.cookies import Cookie
@@ -62,6 +64,8 @@ class AioTransport:
         session: a caller's session (used, never closed here); made on first use if None.
         cookies: the cookies a session made here starts its jar with.
         archive: gets every exchange as it happens (a WARC writer, :mod:`crawler.output.warc`).
+        tls: the crawl's TLS context: a session made here takes it when the config changes TLS
+            (``--insecure``, ``--ca-cert``, ``--client-cert``), else aiohttp's own verified one.
     """
 
     def __init__(
@@ -70,8 +74,10 @@ class AioTransport:
         session: aiohttp.ClientSession | None,
         cookies: list[Cookie] | None,
         archive: WarcArchive | None,
+        tls: TlsClient | None = None,
     ) -> None:
         self.config = config
+        self.tls = tls
         self._own = session is None
         self._session = session
         self._cookies = cookies
@@ -86,7 +92,11 @@ class AioTransport:
     def session(self) -> aiohttp.ClientSession:
         """The aiohttp session (made the first time it is asked for)."""
         if self._session is None:
-            self._session = make_session(self.config, cookies=self._cookies)
+            context = None
+            if tls_custom(self.config):
+                tls = self.tls if self.tls is not None else tls_client(self.config)
+                context = tls.context()  # once a crawl (a thread may be building it already)
+            self._session = make_session(self.config, cookies=self._cookies, ssl_context=context)
         return self._session
 
     async def close(self) -> None:

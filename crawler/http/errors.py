@@ -9,13 +9,15 @@ side of the fetcher first (aiohttp's own faults are looked up only once it was i
 The kinds (see the common contract): ``dns``, ``connect``, ``timeout``, ``disconnected``,
 ``protocol``, ``decode``, ``http_<status>``, ``too_large``, ``proxy`` (the proxy could not be
 reached or refused the tunnel: never a silent direct connection), ``archive`` (the WARC
-archive raised).
+archive raised), ``tls`` (the TLS handshake failed: the detail starts with the reason a user
+can act on, :func:`tls_detail`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import sys
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "OptionError",
     "RetryStatus",
     "classify_error",
+    "tls_detail",
 ]
 
 #: The detail of an answer that is not HTTP (an SSH or SMTP banner on the port ...), kind
@@ -79,6 +82,67 @@ class RetryStatus(Exception):
         self.wait = wait
 
 
+# OpenSSL's X509_V_ERR_* codes -> the reason a report gives (the rest: OpenSSL's own words).
+_VERIFY_REASONS = {
+    2: "unknown CA",  # unable to get issuer certificate
+    9: "certificate is not yet valid",
+    10: "certificate has expired",
+    18: "self-signed certificate",
+    19: "self-signed certificate in the chain",
+    20: "unknown CA",  # unable to get local issuer certificate
+    21: "unknown CA",  # unable to verify the first certificate
+    23: "certificate revoked",
+    62: "hostname mismatch",
+    64: "hostname mismatch",  # IP address mismatch
+}
+# Handshake faults (OpenSSL's reason codes) whose cause is plain.
+_HANDSHAKE_REASONS = {
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "client certificate required",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "client certificate refused",
+    "TLSV1_ALERT_UNKNOWN_CA": "client certificate refused (unknown CA)",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED": "client certificate refused (expired)",
+    "WRONG_VERSION_NUMBER": "handshake failure (the server does not speak TLS on this port)",
+    "TLSV1_ALERT_PROTOCOL_VERSION": "handshake failure (no TLS version in common)",
+    "UNSUPPORTED_PROTOCOL": "handshake failure (no TLS version in common)",
+}
+
+
+def tls_detail(exc: BaseException) -> str:
+    """``"REASON (ExceptionName: OpenSSL's message)"`` of a TLS fault: REASON is one of
+    certificate has expired, certificate is not yet valid, self-signed certificate, unknown CA,
+    hostname mismatch, client certificate required ..., else handshake failure."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        text = type(exc).__name__
+    code = getattr(exc, "verify_code", None)
+    if isinstance(code, int) and code:
+        reason = _VERIFY_REASONS.get(code) or str(getattr(exc, "verify_message", "")) or text
+    elif isinstance(exc, ssl.CertificateError) and "match" in str(exc).lower():
+        reason = "hostname mismatch"
+    else:
+        name = getattr(exc, "reason", None)
+        reason = _HANDSHAKE_REASONS.get(str(name), "handshake failure")
+        if isinstance(exc, ssl.SSLEOFError) or isinstance(exc, ssl.SSLZeroReturnError):
+            reason = "handshake failure (the server closed the connection)"
+    return f"{reason} ({text})"
+
+
+def _tls_cause(exc: BaseException) -> BaseException | None:
+    """The ssl error inside ``exc`` (itself, or aiohttp's wrapping of it), else None."""
+    found = None
+    for _ in range(4):
+        if isinstance(exc, (ssl.SSLError, ssl.CertificateError)):
+            found = exc  # (aiohttp's own TLS faults are CertificateErrors: look inside them)
+        inner = getattr(exc, "certificate_error", None) or getattr(exc, "os_error", None)
+        if not isinstance(inner, BaseException):
+            inner = exc.__cause__
+        if inner is None:
+            break
+        exc = inner
+    return found
+
+
 def classify_error(exc: BaseException) -> tuple[str, str]:
     """(kind, human message) for an exception raised while fetching."""
     try:
@@ -93,6 +157,9 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
         return exc.kind, str(exc)
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return "timeout", detail or "timeout"
+    tls = _tls_cause(exc)
+    if tls is not None:
+        return "tls", tls_detail(tls)
     aiohttp = sys.modules.get("aiohttp")  # its faults exist only once it was imported
     if aiohttp is None:
         if isinstance(exc, (ConnectionError, OSError)):

@@ -1,13 +1,14 @@
 """Plain HTTP/1.1 GETs on asyncio: the crawl's common request, without aiohttp's cost a request.
 
-Most of a crawl is GETs of ``http://`` URLs over a few keep-alive connections, with no proxy,
+Most of a crawl is GETs of ``http://`` or ``https://`` URLs over a few keep-alive connections
+(TLS by the event loop, :mod:`crawler.http.tls_context`), with no proxy,
 no cookie jar in use and no archive. aiohttp spends about 0.25 ms of CPU on each of those on
 the benchmark machine (its request and response objects, tracing hooks, the connector's
 bookkeeping, multidicts, a task per connect) and 0.2 s to import, more than the whole rest of
 a page's work; through this module the same crawls cost 28-34% less CPU in all (benchmarks/
 CRAWL.md, ``--crawlers ours-aiohttp``). The fetcher's request preparation
 (:mod:`crawler.http.prepare`) chooses it per request and sends everything else through aiohttp:
-https, proxies, a WARC archive, cookies (from the first ``Set-Cookie`` on), a caller's session.
+proxies, a WARC archive, cookies (from the first ``Set-Cookie`` on), a caller's session.
 
 This module is the wire: the request URL read into what goes on the wire
 (:func:`split_http_url`), one keep-alive :class:`Connection` and the response read on it, and
@@ -33,12 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import httptools
 
-from crawler.http.errors import NOT_HTTP, HttpError
+from crawler.http.errors import NOT_HTTP, HttpError, tls_detail
 
 if TYPE_CHECKING:
     from crawler.http.pool import Pool
@@ -50,6 +52,7 @@ __all__ = [
     "Connection",
     "content_type_of",
     "split_http_url",
+    "split_url",
 ]
 
 #: The most bytes of one header line (name and value), aiohttp's ``max_field_size``.
@@ -65,11 +68,12 @@ HIGH_WATER = 256 * 1024
 # The common crawl URL in one match: a lower-case name or IPv4 host, an optional port, a path
 # of printable ASCII without "#". Anything else takes the general reading below (the same
 # answer: tests/test_http1.py holds the two equal).
-_PLAIN_URL = re.compile(r"http://([a-z0-9.-]+)(?::([0-9]{1,5}))?(/[!\"$-~]*)\Z")
+_PLAIN_URL = re.compile(r"http(s?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?(/[!\"$-~]*)\Z")
 
 
-def split_http_url(url: str) -> tuple[str, int, str, str] | None:
-    """(host, port, authority, request-target) of a plain ``http://`` URL, else None.
+def split_url(url: str) -> tuple[bool, str, int, str, str] | None:
+    """(tls, host, port, authority, request-target) of an ``http://`` or ``https://`` URL
+    (``tls`` True for https), else None.
 
     The URL is WHATWG-serialised (the crawl's URLs are): lower-case scheme, no default port,
     a path. None for anything this module does not send: another scheme, userinfo, a byte
@@ -77,27 +81,47 @@ def split_http_url(url: str) -> tuple[str, int, str, str] | None:
     """
     m = _PLAIN_URL.match(url)
     if m is not None:
-        host, port_text, target = m.groups()
+        s, host, port_text, target = m.groups()
         if port_text is None:
-            return host, 80, host, target
+            return bool(s), host, 443 if s else 80, host, target
         port = int(port_text)
         if 0 < port < 65536:
-            return host, port, f"{host}:{port_text}", target
+            return bool(s), host, port, f"{host}:{port_text}", target
         return None
-    return _split_http_url(url)
+    return _split_url(url)
+
+
+def split_http_url(url: str) -> tuple[str, int, str, str] | None:
+    """(host, port, authority, request-target) of a plain ``http://`` URL, else None."""
+    parts = split_url(url)
+    if parts is None or parts[0]:
+        return None
+    return parts[1:]
 
 
 def _split_http_url(url: str) -> tuple[str, int, str, str] | None:
-    if not url.startswith("http://"):
+    """The general reading of an ``http://`` URL (:func:`split_http_url` without its regex)."""
+    parts = _split_url(url)
+    if parts is None or parts[0]:
+        return None
+    return parts[1:]
+
+
+def _split_url(url: str) -> tuple[bool, str, int, str, str] | None:
+    if url.startswith("http://"):
+        tls, start, port = False, 7, 80
+    elif url.startswith("https://"):
+        tls, start, port = True, 8, 443
+    else:
         return None
     if not url.isascii() or not url.isprintable() or " " in url:
         return None
     end = len(url)
     for sep in "/?#":
-        i = url.find(sep, 7)
+        i = url.find(sep, start)
         if 0 <= i < end:
             end = i
-    authority = url[7:end]
+    authority = url[start:end]
     if not authority or "@" in authority:
         return None
     target = url[end:].partition("#")[0]
@@ -111,7 +135,6 @@ def _split_http_url(url: str) -> tuple[str, int, str, str] | None:
     else:
         host, colon, port_text = authority.partition(":")
         rest = colon + port_text
-    port = 80
     if rest:
         if not rest.startswith(":") or not rest[1:].isdigit():
             return None
@@ -120,7 +143,7 @@ def _split_http_url(url: str) -> tuple[str, int, str, str] | None:
             return None
     if not host:
         return None
-    return host, port, authority, target
+    return tls, host, port, authority, target
 
 
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -161,10 +184,13 @@ def content_type_of(raw: str) -> tuple[str, str | None]:
 class Connection(asyncio.Protocol):
     """One keep-alive connection and the response being read on it (httptools callbacks)."""
 
-    def __init__(self, pool: Pool, key: tuple[str, int]) -> None:
+    def __init__(self, pool: Pool, key: tuple[str, int, bool]) -> None:
         self._pool = pool
         self.key = key
         self.transport: asyncio.Transport | None = None
+        #: the TLS context whose session store gets this connection's session once a response
+        #: was read on it (a TLS 1.3 ticket comes after the handshake), then None
+        self.resumable: Any = None
         self._parser = httptools.HttpResponseParser(self)
         self._parser.set_dangerous_leniencies(
             lenient_headers=True,
@@ -232,7 +258,9 @@ class Connection(asyncio.Protocol):
         if self.head_done and self._until_eof and exc is None:
             self._message_done()  # a body delimited by the close: complete
             return
-        if not self.head_done:
+        if isinstance(exc, ssl.SSLError):  # an alert after the handshake (a client certificate)
+            self._exc = HttpError("tls", tls_detail(exc))
+        elif not self.head_done:
             detail = "ServerDisconnectedError: Server disconnected"
             if exc is not None:
                 detail = f"ClientOSError: {exc}"
@@ -402,6 +430,14 @@ class Connection(asyncio.Protocol):
         if self.slot_held:
             self.slot_held = False
             self._pool._free(self.key)
+        if self.resumable is not None and self.done and self.transport is not None:
+            ssl_object = self.transport.get_extra_info("ssl_object")
+            self.resumable.remember(
+                f"{self.key[0]}:{self.key[1]}",
+                ssl_object,
+                resumed=bool(getattr(ssl_object, "session_reused", 0)),
+            )
+            self.resumable = None
         if self.done and self._keep and not self.closed:
             self._body.clear()  # a body read whole but not asked for (a redirect's, say)
             self._buffered = 0

@@ -16,6 +16,7 @@ from crawler.config import CrawlConfig, secret_header
 from crawler.http.credentials import Header, OriginHeaders, merge_headers, parse_headers
 from crawler.http.decode import accept_encoding
 from crawler.http.proxy import ProxyChooser
+from crawler.http.tls_context import check_tls_options, tls_custom
 
 if TYPE_CHECKING:
     from multidict import CIMultiDict
@@ -113,7 +114,8 @@ def check_options(config: CrawlConfig) -> None:
 
     The headers, the cookies file (read and parsed), the directory of ``save_cookies``, the
     credentials (``auth_env`` and ``bearer_env`` must be set), the origins of ``origin_auth``
-    and ``origin_headers``, the proxy (``--proxy`` or the environment's). Messages name the
+    and ``origin_headers``, the proxy (``--proxy`` or the environment's), the TLS files
+    (``--ca-cert``, ``--client-cert``, ``--client-key`` and its passphrase). Messages name the
     option and the reason, never a secret.
     """
     parse_headers(config.headers)
@@ -122,3 +124,5 @@ def check_options(config: CrawlConfig) -> None:
         cookies_module().check_save_path(config.save_cookies)
     OriginHeaders(config)
     ProxyChooser(config.proxy)
+    if tls_custom(config) or config.client_key:
+        check_tls_options(config)

@@ -1,4 +1,4 @@
-"""The plain path: one prepared ``http://`` GET through our keep-alive pool
+"""The plain path: one prepared ``http://`` or ``https://`` GET through our keep-alive pool
 (:mod:`crawler.http.pool`, :mod:`crawler.http.http1`), read into the same :class:`Response`,
 error kinds, timeouts and body cap as aiohttp's path (:mod:`crawler.http.aio`;
 tests/test_http1.py holds them to each other).
@@ -29,11 +29,12 @@ from crawler.http.response import (
     location_header,
     parse_retry_after,
 )
+from crawler.http.tls_context import TlsClient, tls_client
 
 __all__ = ["PlainRequest", "PlainTransport"]
 
-#: What the plain path sends: (host, port, the request head).
-PlainRequest = tuple[str, int, bytes]
+#: What the plain path sends: (host, port, the request head, https or not).
+PlainRequest = tuple[str, int, bytes, bool]
 
 # The response headers the plain path reads (their first values), by position.
 _PLAIN_HEADERS = {b"content-type": 0, b"location": 1, b"retry-after": 2, b"content-encoding": 3}
@@ -46,11 +47,18 @@ class PlainTransport:
         config: the pool's limits and the timeouts (``timeout`` is the request's total).
         on_cookies: told the ``Set-Cookie`` values of a response, with its URL, before the
             response goes on (the caller stops sending requests this way).
+        tls: the crawl's TLS context, for https origins (one made here if None).
     """
 
-    def __init__(self, config: CrawlConfig, on_cookies: Callable[[list[str], str], None]) -> None:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        on_cookies: Callable[[list[str], str], None],
+        tls: TlsClient | None = None,
+    ) -> None:
         self.config = config
         self._on_cookies = on_cookies
+        self.tls = tls if tls is not None else tls_client(config)
         #: The keep-alive pool (made with the first request: it needs the running loop).
         self.pool: Pool | None = None
 
@@ -64,6 +72,7 @@ class PlainTransport:
             connect_timeout=cfg.connect_timeout,
             read_timeout=cfg.read_timeout,
             guard=AddressGuard.from_config(cfg),
+            tls=self.tls,
         )
         return self.pool
 
@@ -89,11 +98,11 @@ class PlainTransport:
     ) -> None:
         """The exchange through :mod:`crawler.http.http1`: the same Response and kinds as
         aiohttp's path."""
-        host, port, head = request
+        host, port, head, tls = request
         pool = self.pool if self.pool is not None else self._make_pool()
         total = self.config.timeout
         deadline = pool.loop.time() + total if total else None
-        conn = await pool.exchange(host, port, head, deadline)
+        conn = await pool.exchange(host, port, head, deadline, tls)
         try:
             await self._read(conn, url, res, on_headers, cap, may_retry)
         finally:

@@ -1,6 +1,12 @@
 """The plain path's keep-alive pool: connections of :mod:`crawler.http.http1` by origin,
 the crawl's limits on them, name resolution and connecting.
 
+An ``https`` origin's connections are TLS (asyncio's or uvloop's, with the crawl's one
+context from :mod:`crawler.http.tls_context`, awaited from its thread the first time; SNI and
+certificate checks on the URL's host name, the address guard on the resolved address as for
+http): a handshake per connection, keep-alive as for http, a failed handshake the error kind
+``tls``. ``tls_handshakes`` and ``tls_resumed`` count them (benchmarks/https.py reads them).
+
 A connection goes back to its origin's idle list only when its response was read to the end
 and both sides keep it alive; at most ``max_idle`` idle connections are kept overall (the least
 recently used origin's oldest closed first), each for at most ``keepalive`` seconds. At most
@@ -13,14 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from contextvars import Token
+from typing import TYPE_CHECKING, Any
 
-from crawler.http.errors import HttpError
+from crawler.http.errors import HttpError, tls_detail
 from crawler.http.guard import AddressGuard
 from crawler.http.http1 import Connection
+from crawler.http.tls_context import CONNECTING_TO
+
+if TYPE_CHECKING:
+    from crawler.http.tls_context import TlsClient
 
 __all__ = ["DNS_TTL", "Pool", "resolve"]
 
@@ -55,22 +67,27 @@ class Pool:
         connect_timeout: float | None,
         read_timeout: float | None,
         guard: AddressGuard | None = None,
+        tls: TlsClient | None = None,
     ) -> None:
         self.guard = guard
+        self.tls = tls
+        #: TLS connections opened, and how many of them resumed a session (no full handshake).
+        self.tls_handshakes = 0
+        self.tls_resumed = 0
         self.max_idle = max(0, max_idle)
         self.keepalive = keepalive
         self.connect_timeout = connect_timeout or None
         self.read_timeout = read_timeout or None
         self.loop = asyncio.get_running_loop()
-        self._idle: OrderedDict[tuple[str, int], deque[Connection]] = OrderedDict()
+        self._idle: OrderedDict[tuple[str, int, bool], deque[Connection]] = OrderedDict()
         self._n_idle = 0
         self._all: set[Connection] = set()
         self._dns: dict[tuple[str, int], tuple[float, list[Any]]] = {}
         self.limit = max(1, limit)
         self.per_host = max(1, per_host)
         self._in_use = 0
-        self._by_key: dict[tuple[str, int], int] = {}
-        self._slot_waiters: deque[tuple[tuple[str, int], asyncio.Future[None]]] = deque()
+        self._by_key: dict[tuple[str, int, bool], int] = {}
+        self._slot_waiters: deque[tuple[tuple[str, int, bool], asyncio.Future[None]]] = deque()
 
     @property
     def idle_connections(self) -> int:
@@ -81,14 +98,14 @@ class Pool:
         """Exchanges holding a slot now."""
         return self._in_use
 
-    def _fits(self, key: tuple[str, int]) -> bool:
+    def _fits(self, key: tuple[str, int, bool]) -> bool:
         return self._in_use < self.limit and self._by_key.get(key, 0) < self.per_host
 
-    def _hold(self, key: tuple[str, int]) -> None:
+    def _hold(self, key: tuple[str, int, bool]) -> None:
         self._in_use += 1
         self._by_key[key] = self._by_key.get(key, 0) + 1
 
-    def _free(self, key: tuple[str, int]) -> None:
+    def _free(self, key: tuple[str, int, bool]) -> None:
         """A slot of ``key`` is given back: the first waiters that fit now get theirs."""
         self._in_use -= 1
         n = self._by_key[key] - 1
@@ -99,7 +116,7 @@ class Pool:
         waiters = self._slot_waiters
         if not waiters:
             return
-        kept: deque[tuple[tuple[str, int], asyncio.Future[None]]] = deque()
+        kept: deque[tuple[tuple[str, int, bool], asyncio.Future[None]]] = deque()
         while waiters and self._in_use < self.limit:
             wkey, fut = waiters.popleft()
             if fut.done():
@@ -112,7 +129,7 @@ class Pool:
         kept.extend(waiters)
         self._slot_waiters = kept
 
-    async def _slot(self, key: tuple[str, int], deadline: float | None) -> None:
+    async def _slot(self, key: tuple[str, int, bool], deadline: float | None) -> None:
         if self._fits(key):
             self._hold(key)
             return
@@ -135,16 +152,17 @@ class Pool:
             raise
 
     async def exchange(
-        self, host: str, port: int, head: bytes, deadline: float | None = None
+        self, host: str, port: int, head: bytes, deadline: float | None = None, tls: bool = False
     ) -> Connection:
         """A connection on which ``head`` was sent and the response's head is in.
 
-        ``deadline`` (``loop.time()``) bounds the connect and every wait for the server.
+        ``deadline`` (``loop.time()``) bounds the connect and every wait for the server;
+        ``tls``: the origin is https.
 
         The caller reads the body (:meth:`Connection.read`) and then must call
         :meth:`Connection.release`, also on a fault.
         """
-        key = (host, port)
+        key = (host, port, tls)
         await self._slot(key, deadline)
         try:
             conn = self._take(key)
@@ -163,7 +181,7 @@ class Pool:
             raise
         return conn
 
-    def _take(self, key: tuple[str, int]) -> Connection | None:
+    def _take(self, key: tuple[str, int, bool]) -> Connection | None:
         idle = self._idle.get(key)
         if not idle:
             return None
@@ -232,42 +250,71 @@ class Pool:
         self._dns[key] = (now + DNS_TTL, infos)
         return infos
 
-    async def _connect(self, key: tuple[str, int], deadline: float | None) -> Connection:
-        host, port = key
+    async def _connect(self, key: tuple[str, int, bool], deadline: float | None) -> Connection:
+        host, port, tls = key
         last: OSError | None = None
         limit = self.connect_timeout
         if deadline is not None:
             limit = (
                 min(limit, deadline - self.loop.time()) if limit else deadline - self.loop.time()
             )
+        token: Token[str | None] | None = None
         try:
             async with asyncio.timeout(limit):
                 infos = await self._addresses(host, port)
                 if self.guard is not None:  # on the resolved addresses: names, rebinding
                     infos = self.guard.filter(host, port, infos, 4)
+                context = None
+                if tls:
+                    if self.tls is None:
+                        raise HttpError("tls", "handshake failure (no TLS context configured)")
+                    context = await self.tls.context_async()
+                    # (the origin whose TLS session the connection offers: tls_context)
+                    token = CONNECTING_TO.set(f"{host}:{port}")
                 for family, _type, proto, _, address in infos:
                     conn = Connection(self, key)
                     try:
                         await self.loop.create_connection(
-                            lambda conn=conn: conn,  # type: ignore[misc]
+                            lambda conn=conn: conn,
                             address[0],
                             address[1],
                             family=family,
                             proto=proto,
+                            ssl=context,
+                            server_hostname=host if tls else None,
                         )
+                    except (ssl.SSLError, ssl.CertificateError) as exc:
+                        raise HttpError("tls", tls_detail(exc)) from exc
                     except OSError as exc:
                         last = exc
                         continue
                     self._all.add(conn)
+                    if context is not None:
+                        self._handshake(conn, context)
                     return conn
         except TimeoutError as exc:
+            scheme = "https" if tls else "http"
             raise HttpError(
                 "timeout",
-                f"ConnectionTimeoutError: Connection timeout to host http://{host}:{port}",
+                f"ConnectionTimeoutError: Connection timeout to host {scheme}://{host}:{port}",
             ) from exc
+        finally:
+            if token is not None:
+                CONNECTING_TO.reset(token)
         why = f"[{last.strerror or last}]" if last is not None else "[no address]"
         message = f"ClientConnectorError: Cannot connect to host {host}:{port} ssl:default {why}"
         raise HttpError("connect", message) from last
+
+    def _handshake(self, conn: Connection, context: Any) -> None:
+        """Count a TLS connection made (resumed or not); its session is kept after its first
+        response (:meth:`Connection.release`)."""
+        self.tls_handshakes += 1
+        transport = conn.transport
+        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        if ssl_object is not None and ssl_object.session_reused:
+            self.tls_resumed += 1
+        if hasattr(context, "remember"):
+            conn.resumable = context
 
     def close(self) -> None:
         """Close every connection, idle or not."""

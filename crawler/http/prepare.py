@@ -6,8 +6,10 @@ config adds to it: the extra ``headers``; the credentials (Basic ``Authorization
 headers, ``--header-for``, ``--bearer-env``) only for the origins they are for
 (:mod:`crawler.http.credentials`: a dict lookup by the request's origin); the proxy
 (:mod:`crawler.http.proxy`); the cookie jar (a jar in use, a caller's session, a proxy or a
-WARC archive send the request through aiohttp, :mod:`crawler.http.aio`; a plain ``http://``
-GET otherwise goes through our own keep-alive pool, :mod:`crawler.http.plain`). It returns the
+WARC archive send the request through aiohttp, :mod:`crawler.http.aio`; an ``http://`` or
+``https://`` GET otherwise goes through our own keep-alive pool, :mod:`crawler.http.plain`).
+Both transports take the crawl's one TLS context (:mod:`crawler.http.tls_context`), whose
+building starts in a thread here when a seed is https. It returns the
 transport and the request as that transport takes it: for the plain path the host, the port
 and the whole request head (the shared one, or its origin's own when that origin gets
 credentials); for aiohttp's the URL, its proxy and its own headers. The fetcher
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from crawler.config import CrawlConfig
 from crawler.http.credentials import Header, OriginHeaders, merge_headers
 from crawler.http.errors import OptionError
-from crawler.http.http1 import split_http_url
+from crawler.http.http1 import split_url
 from crawler.http.options import (
     cookies_module,
     head_lines,
@@ -40,6 +42,7 @@ from crawler.http.options import (
 from crawler.http.plain import PlainTransport
 from crawler.http.proxy import ProxyChooser
 from crawler.http.response import Consumer, Response
+from crawler.http.tls_context import check_tls_options, start_for_seeds, tls_client, tls_custom
 
 if TYPE_CHECKING:
     import aiohttp
@@ -83,7 +86,7 @@ class Preparer:
             transports' settings.
         session: a caller's aiohttp session (its headers and cookie jar are its own).
         archive: the WARC archive every exchange goes to (aiohttp's path), or None.
-        plain: send plain ``http://`` GETs through :mod:`crawler.http.plain` when nothing of
+        plain: send http(s) GETs through :mod:`crawler.http.plain` when nothing of
             aiohttp's is needed for them (no caller's session, proxy, archive or cookie jar in
             use; ``CRAWLER_NO_PLAIN_HTTP`` turns it off).
 
@@ -113,7 +116,7 @@ class Preparer:
         # per request, only what applies (both are fixed for the crawl)
         self._auth_on = bool(self.creds)
         self._proxies_on = bool(self._proxies)
-        #: Whether plain ``http://`` GETs go through the plain path now (until a cookie comes).
+        #: Whether http(s) GETs go through the plain path now (until a cookie comes).
         self.plain_on = (
             plain
             and not NO_PLAIN_HTTP
@@ -126,14 +129,20 @@ class Preparer:
         self._head_base = request_head_base(self._user_accept_encoding, config)
         # The plain path's whole head per http origin that gets headers of its own: one dict
         # lookup a request, by (host, port) as the URL is split, no URL parsing.
-        self._plain_heads: dict[tuple[str, int], bytes] = {}
+        self._plain_heads: dict[tuple[bool, str, int], bytes] = {}
         if self._auth_on:
             common = header_list(config)
             for (scheme, host, port), pairs in self.creds.items():
-                if scheme == "http":
+                if scheme in ("http", "https"):
                     merged = merge_headers(common, list(pairs))
-                    self._plain_heads[host, port] = head_lines(merged, self._user_accept_encoding)
-        self.plain = PlainTransport(config, self.take_cookies)
+                    key = (scheme == "https", host, port)
+                    self._plain_heads[key] = head_lines(merged, self._user_accept_encoding)
+        if tls_custom(config) or config.client_key:
+            check_tls_options(config)  # the files, now: never mid-crawl
+        #: The crawl's TLS context (built in a thread from now on if a seed is https).
+        self.tls = tls_client(config)
+        start_for_seeds(config)
+        self.plain = PlainTransport(config, self.take_cookies, self.tls)
         self._session = session
         self._aio: AioTransport | None = None
         #: Why ``save_cookies`` could not be written at :meth:`close` (None: it was, or none).
@@ -144,7 +153,9 @@ class Preparer:
     def _make_aio(self) -> AioTransport:
         from crawler.http.aio import AioTransport  # noqa: PLC0415  (start-up: aiohttp when used)
 
-        self._aio = AioTransport(self.config, self._session, self._cookies, self.archive)
+        self._aio = AioTransport(
+            self.config, self._session, self._cookies, self.archive, tls=self.tls
+        )
         return self._aio
 
     @property
@@ -156,9 +167,9 @@ class Preparer:
         """The transport for ``url`` and the request as it takes it (ValueError and the like
         for a URL that cannot be sent at all)."""
         if self.plain_on:
-            parts = split_http_url(url)
+            parts = split_url(url)
             if parts is not None:
-                host, port, authority, target = parts
+                tls, host, port, authority, target = parts
                 head = b"".join(
                     (
                         b"GET ",
@@ -166,13 +177,13 @@ class Preparer:
                         b" HTTP/1.1\r\nHost: ",
                         authority.encode("ascii"),
                         b"\r\n",
-                        self._plain_heads.get((host.lower(), port), self._head_base)
+                        self._plain_heads.get((tls, host.lower(), port), self._head_base)
                         if self._auth_on
                         else self._head_base,
                         b"\r\n",
                     )
                 )
-                return self.plain, (host, port, head)
+                return self.plain, (host, port, head, tls)
         request = self._aio_request(url)  # (a URL yarl cannot take: aiohttp not imported)
         return self.aio, request
 

@@ -1,7 +1,7 @@
 """aiohttp's session as the crawl configures it: its bounded pool and its cookie jar.
 
-Imported only when a request needs aiohttp (https, a proxy, a WARC archive, cookies, a caller's
-session): an http-only crawl goes through :mod:`crawler.http.plain` and never pays for importing
+Imported only when a request needs aiohttp (a proxy, a WARC archive, cookies, a caller's
+session): a crawl without them goes through :mod:`crawler.http.plain` and never pays for importing
 aiohttp (about 0.2 s on the benchmark machine). :mod:`crawler.http.aio` makes the session and
 sends requests through it.
 """
@@ -24,6 +24,8 @@ from crawler.http.guard import AddressGuard
 from crawler.http.options import DNS_CACHE_TTL, cookies_module, idle_cap, session_headers
 
 if TYPE_CHECKING:
+    import ssl
+
     from crawler.http.cookies import Cookie
 
 __all__ = ["BoundedPoolConnector", "make_session", "new_cookie_jar"]
@@ -149,13 +151,17 @@ def new_cookie_jar() -> aiohttp.CookieJar:
 
 
 def make_session(
-    config: CrawlConfig, *, cookies: list[Cookie] | None = None
+    config: CrawlConfig,
+    *,
+    cookies: list[Cookie] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> aiohttp.ClientSession:
     """The crawl's session: pooled keep-alive connections, global and per-host limits.
 
     The idle connections kept are capped (:func:`idle_cap`, least recently used closed first)
     so that the open sockets stay flat however many origins a crawl meets. The cookie jar
-    starts with ``cookies`` (default: those of ``config.cookies``, loaded now).
+    starts with ``cookies`` (default: those of ``config.cookies``, loaded now). ``ssl_context``
+    (the crawl's, :mod:`crawler.http.tls_context`) replaces aiohttp's default verified one.
     """
     if cookies is None and config.cookies:
         cookies = cookies_module().load_cookies(config.cookies)
@@ -167,6 +173,7 @@ def make_session(
         limit_per_host=max(1, config.per_host),
         ttl_dns_cache=DNS_CACHE_TTL,
         keepalive_timeout=options.KEEPALIVE_TIMEOUT,  # read now: benchmarks/wide_crawl.py sets it
+        **({"ssl": ssl_context} if ssl_context is not None else {}),
     )
     timeout = aiohttp.ClientTimeout(
         total=config.timeout or None,

@@ -76,7 +76,7 @@ STATUS_CLASSES: tuple[str, ...] = ("none", "1xx", "2xx", "3xx", "4xx", "5xx", "o
 #: HTTP error by its class (``http_404`` counts as ``http_4xx``), anything else ``other``.
 ERROR_KINDS: tuple[str, ...] = (
     "dns", "connect", "timeout", "disconnected", "protocol", "decode", "too_large",
-    "proxy", "archive", "http_4xx", "http_5xx", "other",
+    "proxy", "archive", "tls", "http_4xx", "http_5xx", "other",
 )  # fmt: skip
 
 #: Values of the ``reason`` label of crawler_urls_skipped_total (links found, not crawled):

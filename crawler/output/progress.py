@@ -205,6 +205,9 @@ def format_summary(
     if stats.errors:
         kinds = sorted(stats.errors.items(), key=lambda kv: (-kv[1], kv[0]))
         lines.append("crawler: errors: " + ", ".join(f"{k} {n}" for k, n in kinds))
+    if stats.tls_reasons:
+        reasons = sorted(stats.tls_reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        lines.append("crawler: tls: " + ", ".join(f"{k} {n}" for k, n in reasons))
     if stats.sink_errors:
         lines.append(f"crawler: output: {stats.sink_errors} sink errors (logged)")
     return "\n".join(lines) + "\n"
