@@ -177,7 +177,12 @@ class Checker(Findings):
             kwargs["link_record"] = True
         if "given" in params:
             kwargs["given"] = self._given
+        kwargs.update(self._crawl_extras())
         return Crawler(self.config, **kwargs)
+
+    def _crawl_extras(self) -> dict[str, Any]:
+        """More keyword arguments for the Crawler (a subclass's: the audit keeps heads)."""
+        return {}
 
     def _needs_probe(self, url: str) -> bool:
         """No verdict yet, or an early probe (HEAD) that did not read the ids a fragment

@@ -1,0 +1,102 @@
+"""``crawler audit`` as a command: its formats (json with the documented fields, markdown,
+sarif valid against the 2.1.0 schema, text), exit codes and bad options."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from aiohttp import web
+from audit_site import EXPECTED, site_app
+
+pytestmark = pytest.mark.timeout(120)
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+async def _run(*args: str) -> tuple[int, str, str]:
+    env = dict(os.environ, PYTHONPATH=str(_ROOT))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "crawler",
+        "audit",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_json_report_and_exit_code(serve: Any, tmp_path: Path) -> None:
+    server = await serve(site_app())
+    base = str(server.make_url("/")).rstrip("/")
+    target = tmp_path / "audit.json"
+    code, _, err = await _run(base + "/", "-q", "-f", "json", "-o", str(target))
+    assert code == 1, err  # findings
+    data = json.loads(target.read_text())
+    assert data["complete"] is True and data["limit"] is None
+    got = {(f["kind"], f["url"].removeprefix(base)) for f in data["findings"]}
+    assert got == EXPECTED
+    assert sum(data["counts"].values()) == len(EXPECTED)
+    moved = next(f for f in data["findings"] if f["kind"] == "redirect")
+    assert moved["group"] == "redirects" and moved["target"] == base + "/about"
+    assert set(moved["places"][0]) == {"page", "line", "column", "tag", "attr", "raw"}
+    assert data["stats"]["depth"]["5"] == 1 and data["stats"]["max_click_depth"] == 4
+
+
+async def test_markdown_sarif_and_text(serve: Any, tmp_path: Path) -> None:
+    server = await serve(site_app())
+    base = str(server.make_url("/")).rstrip("/")
+    code, md, _ = await _run(base + "/", "-q", "-f", "markdown", "--max-click-depth", "5")
+    assert code == 1
+    assert "## Redirects" in md and "| 5 | 1 |" in md
+    assert "deeper than" not in md  # --max-click-depth 5: /d5 is not too deep
+    code, sarif_text, _ = await _run(base + "/", "-q", "-f", "sarif")
+    sarif = json.loads(sarif_text)
+    schema = json.loads((_ROOT / "tests/data/sarif-schema-2.1.0.json").read_text())
+    jsonschema.validate(sarif, schema)
+    results = sarif["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {kind for kind, _ in EXPECTED}
+    moved = [r for r in results if r["ruleId"] == "redirect"]
+    assert len(moved) == 2  # one a place that links it
+    assert all(r["locations"][0]["physicalLocation"]["region"]["startLine"] > 0 for r in moved)
+    code, text, _ = await _run(base + "/", "-q")
+    assert "[orphans] Orphans" in text and f"{base}/sitemap.xml:5:6" in text
+
+
+async def test_no_finding_exits_0(serve: Any) -> None:
+    async def page(request: web.Request) -> web.Response:
+        other = "/b" if request.path == "/" else "/"
+        body = f'<html><head><link rel=canonical href="{request.path}"></head><body>'
+        body += f'<a href="{other}">x</a><a href="/c">c</a></body></html>'
+        return web.Response(text=body, content_type="text/html")
+
+    async def c_page(request: web.Request) -> web.Response:
+        return web.Response(text='<a href="/">home</a><a href="/b">b</a>', content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/", page)
+    app.router.add_get("/b", page)
+    app.router.add_get("/c", c_page)
+    server = await serve(app)
+    code, out, err = await _run(str(server.make_url("/")), "-q")
+    assert code == 0, out + err
+    assert "0 findings" in out
+
+
+async def test_bad_options_name_the_flag() -> None:
+    code, _, err = await _run("http://127.0.0.1:9/", "--max-click-depth", "-1")
+    assert code == 2 and "--max-click-depth" in err
+    code, _, err = await _run("http://127.0.0.1:9/", "--sitemap", "ftp://x/s.xml")
+    assert code == 2 and "--sitemap" in err
+    code, _, err = await _run()
+    assert code == 2 and "no URL" in err
