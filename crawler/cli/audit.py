@@ -11,13 +11,18 @@ SIGTERM (both: the audit stopped, no report).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from types import SimpleNamespace
-from typing import Any, TextIO
+from typing import Any
 
 from crawler.cli import options
-from crawler.cli.check import _NOT_FOR_CHECK, _run, _Terminated
+from crawler.cli.check import (
+    _NOT_FOR_CHECK,
+    add_seed_arguments,
+    crawl_config_problem,
+    error_writer,
+    run_to_report,
+)
 from crawler.config import ConfigError
 
 __all__ = ["EXIT_FINDINGS", "add_parser", "cmd_audit"]
@@ -39,15 +44,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog="exit codes: 0 no finding, 1 findings reported, 2 usage or config error,"
         " 130 SIGINT, 143 SIGTERM",
     )
-    p.add_argument("seeds", nargs="*", metavar="URL", help="where to start (http or https)")
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        help="TOML config file (the crawl's keys; `crawler config` prints an example)",
-    )
-    p.add_argument(
-        "--version", action="store_true", default=argparse.SUPPRESS, help="print the version"
-    )
+    add_seed_arguments(p)
     group = p.add_argument_group("audit")
     group.add_argument(
         "--sitemap",
@@ -87,12 +84,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _err(message: str) -> None:
-    try:
-        sys.stderr.write(f"crawler audit: error: {message}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+_err = error_writer("audit")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -100,19 +92,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from crawler.audit.auditor import Auditor  # noqa: PLC0415  (start-up time)
     from crawler.audit.report import write  # noqa: PLC0415
     from crawler.check.checker import CheckOptions  # noqa: PLC0415
-    from crawler.state.base import StateError  # noqa: PLC0415
 
     try:
         config = options.config_from_args(args)
-        if not config.seeds:
-            _err("no URL: give one or more URLs, or `seeds` in the --config file")
-            return EXIT_USAGE
-        problem = options.check_fetch_options(config)
+        problem = crawl_config_problem(config, "audit")
         if problem:
             _err(problem)
-            return EXIT_USAGE
-        if config.state and config.state.lower().startswith(("redis://", "rediss://", "unix://")):
-            _err("--state: crawler audit keeps its state in a directory; redis:// is for crawl")
             return EXIT_USAGE
         if args.max_click_depth < 0:
             raise ConfigError(f"must be >= 0; got {args.max_click_depth}", key="--max-click-depth")
@@ -122,14 +107,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _err(str(exc))
         return EXIT_USAGE
-    out: TextIO = sys.stdout
-    if args.audit_output not in (None, "-"):
-        try:
-            out = open(args.audit_output, "w", encoding="utf-8")  # noqa: SIM115
-        except OSError as exc:
-            _err(f"cannot open output file {args.audit_output!r}: {exc.strerror or exc}")
-            return EXIT_USAGE
-    options.extractor_hint(config.quiet)
     auditor = Auditor(
         config,
         CheckOptions(external=False, ignore_fragments=True),
@@ -138,24 +115,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         given=options.given_keys(args),
     )
     runner = SimpleNamespace(snapshot=auditor.snapshot, run=auditor.audit)
-    try:
-        try:
-            report = asyncio.run(_run(runner, config.quiet))
-        except (KeyboardInterrupt, _Terminated) as exc:
-            _err("interrupted")
-            return options.EXIT_SIGTERM if isinstance(exc, _Terminated) else options.EXIT_SIGINT
-        except (ConfigError, StateError) as exc:
-            _err(str(exc))
-            return EXIT_USAGE
-        try:
-            write(report, args.audit_format, out)
-            out.flush()
-        except OSError as exc:
-            _err(f"cannot write the report: {exc.strerror or exc}")
-            return EXIT_USAGE
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    fmt = args.audit_format
+    report, failed = run_to_report(
+        runner, config, args.audit_output, lambda r, out: write(r, fmt, out), _err
+    )
+    if failed is not None:
+        return failed
     if not config.quiet:
         cut = "" if report.complete else f" (the crawl was cut by {report.limit})"
         sys.stderr.write(

@@ -48,7 +48,7 @@ def build_parser(
     ``main`` builds only the command its arguments name, so that ``--version``, ``--help`` and
     a usage error import neither crawler.config nor crawler.output.sinks.
     """
-    every = {"crawl", "extract", "status", "config", "warc", "audit"}
+    every = {"crawl", "extract", "status", "config", "warc"}  # (audit: as check, only named)
     full = every if commands is None else set(commands) - {"check"}
     if check:
         full.add("check")
