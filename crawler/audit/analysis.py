@@ -400,8 +400,8 @@ class _Analysis:
                 finding.places = found.get(i, []) + finding.places
 
 
-def build_report(auditor: Auditor) -> AuditReport:
-    """The audit's report of a finished run."""
+def build_report(auditor: Auditor, graph: str | None = None) -> AuditReport:
+    """The audit's report of a finished run (and its link graph written to ``graph``)."""
     run = _Analysis(auditor)
     report = run.report
     stats = report.stats
@@ -414,6 +414,13 @@ def build_report(auditor: Auditor) -> AuditReport:
         report.notes.extend(auditor.sitemaps.notes)
     run.completeness()
     run.walk()
+    if graph is not None:
+        from crawler.audit.graph import write_graph  # noqa: PLC0415
+
+        try:
+            write_graph(run, graph)
+        except OSError as exc:  # the report stands; the graph is said to be missing
+            report.notes.append(f"--graph {graph}: cannot write it: {exc.strerror or exc}")
     run.orphans()
     run.redirects()
     run.canonicals()

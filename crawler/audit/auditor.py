@@ -68,6 +68,7 @@ class Auditor(Checker):
         sitemaps: sitemap URLs to read besides those the seeds' robots.txt names.
         max_click_depth: pages deeper than this (clicks from a seed) are reported.
         given: as for the Checker (the keys set explicitly, for a resumed ``--state``).
+        graph: write the link graph to this file (``.graphml``, ``.gexf``, ``.csv``).
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class Auditor(Checker):
         sitemaps: tuple[str, ...] = (),
         max_click_depth: int = MAX_CLICK_DEPTH,
         given: set[str] | None = None,
+        graph: str | None = None,
     ) -> None:
         options = options or CheckOptions(external=False, ignore_fragments=True)
         super().__init__(config, options, given=given)
@@ -85,6 +87,7 @@ class Auditor(Checker):
         self.max_click_depth = max_click_depth
         self.facts: dict[str, PageFacts] = {}
         self.sitemaps: Sitemaps | None = None
+        self.graph = graph
 
     def _crawl_extras(self) -> dict[str, Any]:
         return {"keep_head": HEAD_BYTES}
@@ -169,7 +172,7 @@ class Auditor(Checker):
         from crawler.audit.analysis import build_report  # noqa: PLC0415 (a cycle otherwise)
 
         check_report = await self.run()
-        report = build_report(self)
+        report = build_report(self, self.graph)
         report.stats.duration = check_report.stats.duration
         return report
 

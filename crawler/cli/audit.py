@@ -11,6 +11,7 @@ SIGTERM (both: the audit stopped, no report).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -63,6 +64,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="report pages more than N clicks from the seeds (default: 4)",
     )
     group.add_argument(
+        "--graph",
+        metavar="FILE",
+        help="write the link graph to FILE: .graphml, .gexf (Gephi) or .csv (then"
+        " FILE.nodes.csv and FILE.edges.csv, without the .csv)",
+    )
+    group.add_argument(
         "--format",
         "-f",
         dest="audit_format",
@@ -90,6 +97,7 @@ _err = error_writer("audit")
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run ``crawler audit``; the exit code."""
     from crawler.audit.auditor import Auditor  # noqa: PLC0415  (start-up time)
+    from crawler.audit.graph import GRAPH_FORMATS, graph_format  # noqa: PLC0415
     from crawler.audit.report import write  # noqa: PLC0415
     from crawler.check.checker import CheckOptions  # noqa: PLC0415
 
@@ -101,6 +109,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if args.max_click_depth < 0:
             raise ConfigError(f"must be >= 0; got {args.max_click_depth}", key="--max-click-depth")
+        if args.graph is not None and graph_format(args.graph) is None:
+            raise ConfigError(f"the name must end in {', '.join(GRAPH_FORMATS)}", key="--graph")
+        if args.graph is not None and not os.path.isdir(os.path.dirname(args.graph) or "."):
+            raise ConfigError("its directory does not exist", key=f"--graph {args.graph}")
         for url in args.audit_sitemaps:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"not an http(s) URL: {url!r}", key="--sitemap")
@@ -113,6 +125,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         sitemaps=tuple(args.audit_sitemaps),
         max_click_depth=args.max_click_depth,
         given=options.given_keys(args),
+        graph=args.graph,
     )
     runner = SimpleNamespace(snapshot=auditor.snapshot, run=auditor.audit)
     fmt = args.audit_format
