@@ -100,3 +100,34 @@ async def test_bad_options_name_the_flag() -> None:
     assert code == 2 and "--sitemap" in err
     code, _, err = await _run()
     assert code == 2 and "no URL" in err
+
+
+async def test_html_report(serve: Any, tmp_path: Path) -> None:
+    """The html report: self-contained (a CSP, nothing loaded), the depth chart, a section a
+    group with every finding, and the site's strings escaped."""
+    import html5lib  # noqa: PLC0415  (the test extra)
+
+    server = await serve(site_app())
+    base = str(server.make_url("/")).rstrip("/")
+    target = tmp_path / "audit.html"
+    code, _, err = await _run(base + "/", "-q", "-f", "html", "-o", str(target))
+    assert code == 1, err
+    text = target.read_text()
+    doc = html5lib.parse(text, namespaceHTMLElements=False)
+    csp = doc.find(".//meta[@http-equiv='Content-Security-Policy']")
+    assert csp is not None and "default-src 'none'" in csp.get("content")
+    assert not doc.findall(".//script[@src]") and not doc.findall(".//link[@href]")
+    svg = "{http://www.w3.org/2000/svg}"
+    chart = doc.find(f".//section[@id='click-depth']/{svg}svg")
+    assert chart is not None
+    bars = [g.find(f"{svg}title").text for g in chart.iter(f"{svg}g")]
+    assert bars == [
+        f"depth {d}: {n} page{'s' if n != 1 else ''}"
+        for d, n in [("0", 1), ("1", 25), ("2", 2), ("3", 2), ("4", 2), ("5", 1)]
+    ]
+    groups = [
+        s.get("id") for s in doc.findall(".//section") if s.get("id") not in (None, "click-depth")
+    ]
+    assert groups == ["orphans", "redirects", "canonical", "hreflang", "depth", "indexability"]
+    badges = [span.text for span in doc.iter("span") if span.get("class") == "badge warn"]
+    assert sorted(badges) == sorted(kind for kind, _ in EXPECTED)

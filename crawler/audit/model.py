@@ -8,7 +8,7 @@ from typing import Any
 
 from crawler.check.model import Occurrence
 
-__all__ = ["GROUPS", "KINDS", "AuditReport", "AuditStats", "Finding"]
+__all__ = ["GROUPS", "KINDS", "TITLES", "AuditReport", "AuditStats", "Finding", "summary_line"]
 
 #: Every finding kind, by group, in report order.
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -36,6 +36,32 @@ KINDS: tuple[str, ...] = tuple(k for kinds in GROUPS.values() for k in kinds)
 #: Kinds that are facts only of a complete crawl (``not_linked`` stands for ``orphan`` when
 #: the crawl was cut).
 GROUP_OF = {kind: group for group, kinds in GROUPS.items() for kind in kinds}
+
+#: A title for every kind, by which the reports group findings.
+TITLES = {
+    "orphan": "Orphans: in a sitemap, linked from no page",
+    "not_linked": "In a sitemap, not linked from the pages crawled (the crawl was cut)",
+    "redirect": "Links to a redirect",
+    "redirect_chain": "Links to a redirect chain (more than one hop)",
+    "redirect_loop": "Links to a redirect loop",
+    "canonical_not_ok": "Canonical to a page that is not 200",
+    "canonical_redirect": "Canonical to a redirect",
+    "canonical_out_of_scope": "Canonical out of the site",
+    "canonical_chain": "Canonical to a page with another canonical",
+    "canonical_conflict": "Canonical: the HTML and the Link header disagree",
+    "link_to_non_canonical": "Links to a non-canonical URL",
+    "hreflang_no_return": "hreflang without a return link",
+    "hreflang_target_not_ok": "hreflang to a page that is not 200",
+    "hreflang_target_non_canonical": "hreflang to a non-canonical page",
+    "hreflang_invalid_code": "hreflang with an invalid language code",
+    "hreflang_no_x_default": "hreflang set without x-default",
+    "deep_page": "Pages deeper than --max-click-depth",
+    "single_inlink": "Pages linked from one page only",
+    "nofollow_inlinks_only": "Pages linked only with rel=nofollow",
+    "no_outlinks": "Pages without outlinks",
+    "linked_noindex": "Linked pages that are noindex",
+    "linked_disallowed": "Linked pages that robots.txt disallows",
+}
 
 
 @dataclass(slots=True)
@@ -108,3 +134,15 @@ class AuditReport:
         for f, d in zip(self.findings, data["findings"], strict=True):
             d["group"] = f.group
         return data
+
+
+def summary_line(report: AuditReport) -> str:
+    """The report in one line (counters, findings, a cut crawl)."""
+    s = report.stats
+    head = (
+        f"{s.pages} pages, {s.links} links ({s.edges} distinct), {s.sitemap_urls} URLs in "
+        f"{s.sitemaps} sitemaps; {len(report.findings)} findings"
+    )
+    if not report.complete:
+        head += f"; the crawl was cut by {report.limit}: orphans cannot be told"
+    return head

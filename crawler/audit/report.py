@@ -1,49 +1,25 @@
 """The audit's report formats: text (the terminal's), json (``AuditReport.to_dict``: the
-schema in the README), markdown (a CI job's summary) and SARIF (code-scanning: each finding
-at each place it has a line). Strings that came from the site are escaped as the checker's
-reports escape them (``crawler.check.report_common``, ``report_markdown``)."""
+schema in the README), markdown (a CI job's summary), SARIF (code-scanning: each finding
+at each place it has a line) and html (``report_html.py``). Strings that came from the site
+are escaped as the checker's reports escape them (``crawler.check.report_common``,
+``report_markdown``)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, TextIO
 
-from crawler.audit.model import GROUPS, AuditReport, Finding
+from crawler.audit.model import GROUPS, TITLES, AuditReport, Finding, summary_line
 from crawler.check.model import Occurrence
 from crawler.check.report_common import clean
 from crawler.check.report_markdown import code, text
 from crawler.check.report_sarif import information_uri
 from crawler.output.controls import escape_controls
 
-__all__ = ["FORMATS", "TITLES", "write"]
+__all__ = ["FORMATS", "TITLES", "summary_line", "write"]
 
-FORMATS = ("text", "json", "markdown", "sarif")
+FORMATS = ("text", "json", "markdown", "sarif", "html")
 
-#: A title for every kind, by which the reports group findings.
-TITLES = {
-    "orphan": "Orphans: in a sitemap, linked from no page",
-    "not_linked": "In a sitemap, not linked from the pages crawled (the crawl was cut)",
-    "redirect": "Links to a redirect",
-    "redirect_chain": "Links to a redirect chain (more than one hop)",
-    "redirect_loop": "Links to a redirect loop",
-    "canonical_not_ok": "Canonical to a page that is not 200",
-    "canonical_redirect": "Canonical to a redirect",
-    "canonical_out_of_scope": "Canonical out of the site",
-    "canonical_chain": "Canonical to a page with another canonical",
-    "canonical_conflict": "Canonical: the HTML and the Link header disagree",
-    "link_to_non_canonical": "Links to a non-canonical URL",
-    "hreflang_no_return": "hreflang without a return link",
-    "hreflang_target_not_ok": "hreflang to a page that is not 200",
-    "hreflang_target_non_canonical": "hreflang to a non-canonical page",
-    "hreflang_invalid_code": "hreflang with an invalid language code",
-    "hreflang_no_x_default": "hreflang set without x-default",
-    "deep_page": "Pages deeper than --max-click-depth",
-    "single_inlink": "Pages linked from one page only",
-    "nofollow_inlinks_only": "Pages linked only with rel=nofollow",
-    "no_outlinks": "Pages without outlinks",
-    "linked_noindex": "Linked pages that are noindex",
-    "linked_disallowed": "Linked pages that robots.txt disallows",
-}
 _SHOWN = 5  # places shown a finding in the text and markdown reports
 
 
@@ -62,24 +38,13 @@ def _by_kind(report: AuditReport) -> dict[str, list[Finding]]:
     return out
 
 
-def _summary(report: AuditReport) -> str:
-    s = report.stats
-    head = (
-        f"{s.pages} pages, {s.links} links ({s.edges} distinct), {s.sitemap_urls} URLs in "
-        f"{s.sitemaps} sitemaps; {len(report.findings)} findings"
-    )
-    if not report.complete:
-        head += f"; the crawl was cut by {report.limit}: orphans cannot be told"
-    return head
-
-
 def _depths(report: AuditReport) -> str:
     return ", ".join(f"{depth}: {n}" for depth, n in report.stats.depth.items())
 
 
 def write_text(report: AuditReport, out: TextIO) -> None:
     esc = escape_controls
-    out.write(f"audit of {esc(', '.join(report.seeds))}\n{_summary(report)}\n")
+    out.write(f"audit of {esc(', '.join(report.seeds))}\n{summary_line(report)}\n")
     out.write(f"click depth (pages): {_depths(report)}\n")
     for note in report.notes:
         out.write(f"note: {esc(note)}\n")
@@ -99,7 +64,9 @@ def write_text(report: AuditReport, out: TextIO) -> None:
 
 
 def write_markdown(report: AuditReport, out: TextIO) -> None:
-    out.write(f"# Site audit of {text(', '.join(report.seeds))}\n\n{text(_summary(report))}\n\n")
+    out.write(
+        f"# Site audit of {text(', '.join(report.seeds))}\n\n{text(summary_line(report))}\n\n"
+    )
     out.write("| click depth | pages |\n| ---: | ---: |\n")
     for depth, n in report.stats.depth.items():
         out.write(f"| {depth} | {n} |\n")
@@ -182,6 +149,10 @@ def write(report: AuditReport, fmt: str, out: TextIO) -> None:
     elif fmt == "json":
         json.dump(report.to_dict(), out, indent=1, ensure_ascii=False)
         out.write("\n")
+    elif fmt == "html":
+        from crawler.audit import report_html  # noqa: PLC0415  (a cycle otherwise)
+
+        report_html.write(report, out)
     elif fmt == "sarif":
         json.dump(to_sarif(report), out, indent=1, ensure_ascii=False)
         out.write("\n")

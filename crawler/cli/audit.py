@@ -2,7 +2,7 @@
 
 The crawl's options are the ``crawl`` command's own (``options.add_crawl_options``), as for
 ``check``; the audit adds ``--sitemap URL``, ``--max-click-depth N`` and its report's
-``--format text|json|markdown|sarif`` and ``--output FILE``.
+``--format text|json|markdown|sarif|html`` and ``--output FILE``.
 
 Exit codes: 0 no finding, 1 findings reported, 2 usage or config error, 130 SIGINT, 143
 SIGTERM (both: the audit stopped, no report).
@@ -29,7 +29,7 @@ from crawler.config import ConfigError
 __all__ = ["EXIT_FINDINGS", "add_parser", "cmd_audit"]
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-_FORMATS = ("text", "json", "markdown", "sarif")  # (crawler.audit.report.FORMATS)
+_FORMATS = ("text", "json", "markdown", "sarif", "html")  # (crawler.audit.report.FORMATS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
