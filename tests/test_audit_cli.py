@@ -131,3 +131,23 @@ async def test_html_report(serve: Any, tmp_path: Path) -> None:
     assert groups == ["orphans", "redirects", "canonical", "hreflang", "depth", "indexability"]
     badges = [span.text for span in doc.iter("span") if span.get("class") == "badge warn"]
     assert sorted(badges) == sorted(kind for kind, _ in EXPECTED)
+
+
+async def test_a_resumed_state_reports_what_a_run_in_one_go_does(
+    serve: Any, tmp_path: Path
+) -> None:
+    """With --state DIR, a second run replays the pages the first finished (their links
+    with nofollow, their heads' canonical/hreflang/robots, their headers) from the journal:
+    the same findings, places and all."""
+    server = await serve(site_app())
+    base = str(server.make_url("/"))
+    state = str(tmp_path / "state")
+    reports = []
+    for _ in range(2):
+        code, out, err = await _run(base, "-q", "-f", "json", "--state", state)
+        assert code == 1, err
+        reports.append(json.loads(out))
+    first, again = reports
+    assert len(first["findings"]) == len(EXPECTED)
+    assert again["findings"] == first["findings"]
+    assert again["stats"]["depth"] == first["stats"]["depth"]

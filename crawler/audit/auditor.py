@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crawler.audit.head import Annotation, parse_link_header, read_head, robots_noindex
+from crawler.audit.head import Annotation, HeadFacts, parse_link_header, robots_noindex
+from crawler.audit.journal import AuditJournal, head_facts
 from crawler.audit.sitemaps import Sitemaps
 from crawler.check.checker import Checker, CheckOptions
 from crawler.core.robots import RobotsCache, robots_agent
@@ -88,31 +89,38 @@ class Auditor(Checker):
         self.facts: dict[str, PageFacts] = {}
         self.sitemaps: Sitemaps | None = None
         self.graph = graph
+        self._audit_journal: AuditJournal | None = None
 
     def _crawl_extras(self) -> dict[str, Any]:
         return {"keep_head": HEAD_BYTES}
 
     # -- each page --
 
+    def _journal(self, state_dir: str) -> PageJournal:
+        journal = self._audit_journal = AuditJournal(state_dir)
+        return journal
+
     def _on_page(self, page: PageResult) -> None:
-        head = page.head
-        page.head = None  # (read once, here: not held while the report is built)
+        journal = self._audit_journal
+        if journal is not None and page.url in journal.parsed:
+            found = journal.parsed.pop(page.url)  # read by the journal (or replayed from it)
+        else:
+            found = head_facts(page)
+        page.head = None  # (read once: not held while the report is built)
         super()._on_page(page)
         if page.error is not None or page.status != 200 or page.content_type not in HTML_TYPES:
             return
         url = page.final_url or page.url
-        self.facts[url] = self._read_facts(url, page, head)
+        self.facts[url] = self._read_facts(url, page, found)
 
     def _resolve_href(self, base: str, href: str) -> str | None:
         joined = join(base, href)
         return self.policy.canonical(joined) if joined is not None else None
 
-    def _read_facts(self, url: str, page: PageResult, head: bytes | None) -> PageFacts:
+    def _read_facts(self, url: str, page: PageResult, found: HeadFacts | None) -> PageFacts:
         facts = PageFacts()
         base = url
-        if head:
-            text = head.decode(_codec(page.charset), "replace")
-            found = read_head(text)
+        if found is not None:
             if found.base:
                 base = join(url, found.base) or url
             if found.canonicals:
@@ -175,13 +183,3 @@ class Auditor(Checker):
         report = build_report(self, self.graph)
         report.stats.duration = check_report.stats.duration
         return report
-
-
-def _codec(charset: str | None) -> str:
-    if charset:
-        try:
-            "".encode(charset)
-        except LookupError:
-            return "utf-8"
-        return charset
-    return "utf-8"
