@@ -43,6 +43,8 @@ MESH = (
 EXPECTED = {
     ("orphan", "/orphan"),
     ("redirect", "/moved"),
+    # a sitemap URL linked only through a redirect: the redirect is a finding, not an orphan
+    ("redirect", "/old-link"),
     ("redirect_chain", "/chain-start"),
     ("redirect_loop", "/loop-a"),
     ("canonical_not_ok", "/c-404"),
@@ -100,6 +102,7 @@ _REDIRECTS = {
     "/loop-b": "/loop-a",
     "/old-near": "/new",
     "/c-redir-target": "/about",
+    "/old-link": "/via-redirect-only",
 }
 # page -> its links besides the mesh's: (path, rel)
 _EXTRA: dict[str, list[tuple[str, str]]] = {
@@ -111,8 +114,9 @@ _EXTRA: dict[str, list[tuple[str, str]]] = {
         ("/nf", "nofollow"),
         ("/d1a", ""),
         ("/d1b", ""),
+        ("/old-link", ""),
     ],
-    "/about": [("/moved", ""), ("/nf", "nofollow"), ("/d1a", ""), ("/d1b", "")],
+    "/about": [("/moved", ""), ("/nf", "nofollow"), ("/d1a", ""), ("/d1b", ""), ("/old-link", "")],
 }
 for _level in range(1, 4):
     for _side in "ab":
@@ -123,7 +127,7 @@ for _level in range(1, 4):
         ]
 _EXTRA["/d4a"] = [("/d5", ""), ("/", "")]
 _EXTRA["/d4b"] = [("/d5", ""), ("/", "")]
-for _path in ("/d5", "/single", "/nf", "/orphan"):
+for _path in ("/d5", "/single", "/nf", "/orphan", "/via-redirect-only"):
     _EXTRA[_path] = [("/", "")]
 
 
@@ -159,6 +163,7 @@ def _sitemap(base: str) -> str:
         f"<url><loc>{base}/</loc></url>",
         f"<url><loc>{base}/about</loc></url>",
         f"<url><loc>{base}/orphan</loc></url>",
+        f"<url><loc>{base}/via-redirect-only</loc></url>",
         f"<url><loc>{base}/en</loc>{alternates}</url>",
     ]
     return (

@@ -188,6 +188,8 @@ class _Analysis:
             tid = a.targets.get(url)
             if (tid is not None and tid in self.linked) or url in seeds:
                 continue
+            if self.inlinks.get(url, 0) > 0:
+                continue  # linked through a redirect to it (that link is a finding of its own)
             verdict = self.resolve(url)
             status = f"HTTP {verdict.status}" if verdict and verdict.status else "not fetched"
             detail = (
