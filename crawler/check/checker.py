@@ -177,7 +177,16 @@ class Checker(Findings):
             kwargs["link_record"] = True
         if "given" in params:
             kwargs["given"] = self._given
+        kwargs.update(self._crawl_extras())
         return Crawler(self.config, **kwargs)
+
+    def _journal(self, state_dir: str) -> PageJournal:
+        """The page journal of a ``--state`` run (a subclass's keeps more of each page)."""
+        return PageJournal(state_dir)
+
+    def _crawl_extras(self) -> dict[str, Any]:
+        """More keyword arguments for the Crawler (a subclass's: the audit keeps heads)."""
+        return {}
 
     def _needs_probe(self, url: str) -> bool:
         """No verdict yet, or an early probe (HEAD) that did not read the ids a fragment
@@ -378,7 +387,7 @@ class Checker(Findings):
         """Crawl, probe, look again, and build the report (by ``max_time`` when it is set)."""
         t0 = time.monotonic()
         state_dir = self.config.state
-        journal = PageJournal(state_dir) if state_dir else None
+        journal = self._journal(state_dir) if state_dir else None
         cache = (
             ResultCache(self.options.cache, self.options.cache_max_age)
             if self.options.cache

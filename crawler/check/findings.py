@@ -220,6 +220,7 @@ class Findings:
                 link.tag,
                 link.attr,
                 raw,
+                link.nofollow,
             )
         self.stats.links += n
 

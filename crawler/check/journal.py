@@ -26,7 +26,8 @@ __all__ = ["JOURNAL_NAME", "PageJournal"]
 JOURNAL_NAME = "check-pages.jsonl"
 
 
-def _record(page: PageResult) -> dict[str, Any]:
+def record_of(page: PageResult) -> dict[str, Any]:
+    """A page's journal line (JSON-ready)."""
     ids = page.ids
     return {
         "u": page.url,
@@ -44,7 +45,8 @@ def _record(page: PageResult) -> dict[str, Any]:
     }
 
 
-def _page(rec: dict[str, Any]) -> PageResult:
+def page_of(rec: dict[str, Any]) -> PageResult:
+    """The PageResult of a journal line."""
     page = PageResult(str(rec["u"]), int(rec.get("d") or 0))
     page.final_url = rec.get("f")
     page.status = rec.get("s")
@@ -86,7 +88,15 @@ class PageJournal:
             except ValueError:
                 continue
             if isinstance(rec, dict) and "u" in rec:
-                yield _page(rec)
+                yield self.page_of(rec)
+
+    def record_of(self, page: PageResult) -> dict[str, Any]:
+        """A page's line (a subclass keeps more)."""
+        return record_of(page)
+
+    def page_of(self, rec: dict[str, Any]) -> PageResult:
+        """A line's page (a subclass reads more)."""
+        return page_of(rec)
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +111,9 @@ class PageJournal:
         if self._file is None:
             self.open()
         assert self._file is not None
-        self._file.write(json.dumps(_record(page), ensure_ascii=False, separators=(",", ":")))
+        self._file.write(
+            json.dumps(self.record_of(page), ensure_ascii=False, separators=(",", ":"))
+        )
         self._file.write("\n")
 
     def flush(self) -> None:

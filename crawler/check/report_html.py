@@ -43,7 +43,7 @@ from crawler.check.report_common import (
     visible,
 )
 
-__all__ = ["MAX_GROUP_REFS", "OPEN_GROUPS", "PAGE_ROWS", "write"]
+__all__ = ["MAX_GROUP_REFS", "OPEN_GROUPS", "PAGE_ROWS", "bar_chart", "page", "url_html", "write"]
 
 #: Pages listed under each target in the grouped sections (all of them are in the table).
 MAX_GROUP_REFS = 50
@@ -274,17 +274,23 @@ def _chart(report: CheckReport) -> str:
         bars.append((kind_title(kind), n, "bad", ""))
     if not bars:
         return '<p class="empty">No URL was checked.</p>'
+    return bar_chart(bars, "Results by status", "URL")
+
+
+def bar_chart(bars: list[tuple[str, int, str, str]], aria: str, unit: str) -> str:
+    """Inline SVG of horizontal bars: (label, count, colour class, title or "") each; an
+    empty title says "label: N unit(s)"."""
     top = max(n for _, n, _, _ in bars)
     label_w, bar_w, row_h = 230, 560, 26
     height = row_h * len(bars) + 8
     parts = [
-        f'<svg role="img" aria-label="Results by status" width="100%" viewBox="0 0 '
+        f'<svg role="img" aria-label="{_h(aria)}" width="100%" viewBox="0 0 '
         f'{label_w + bar_w + 90} {height}" preserveAspectRatio="xMinYMin meet">'
     ]
     for i, (label, n, cls, title) in enumerate(bars):
         y = 4 + i * row_h
         w = max(3.0, bar_w * n / top)
-        title = title or f"{label}: {n:,} URL{'s' if n != 1 else ''}"
+        title = title or f"{label}: {n:,} {unit}{'s' if n != 1 else ''}"
         parts.append(
             f'<g class="bar {cls}"><title>{_h(title)}</title><text x="{label_w - 8}" '
             f'y="{y + 16}" text-anchor="end">{_h(label)}</text><rect x="{label_w}" '
@@ -473,12 +479,17 @@ def write(report: CheckReport, out: TextIO) -> None:
             f'<section class="card" id="all"><h2>Every occurrence</h2>{_table(report, origin)}'
             "</section>"
         )
+    out.write(page(f"crawler check: {summary(report)}", sections, summary(report)))
+
+
+def page(title: str, sections: list[str], footer: str) -> str:
+    """The self-contained page around ``sections`` (HTML): this module's style and script,
+    allowed by hash in its Content-Security-Policy, nothing loaded from anywhere."""
     csp = (
         f"default-src 'none'; style-src {_csp_hash(_STYLE)}; script-src {_csp_hash(_SCRIPT)}; "
         "img-src data:; base-uri 'none'; form-action 'none'"
     )
-    title = f"crawler check: {summary(report)}"
-    out.write(
+    return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -486,6 +497,12 @@ def write(report: CheckReport, out: TextIO) -> None:
         '<meta name="referrer" content="no-referrer">'
         f"<title>{_h(title)}</title><style>{_STYLE}</style></head>\n<body><main>"
         + "\n".join(sections)
-        + f"\n<footer>crawler {_h(__version__)} · {_h(summary(report))}</footer></main>"
+        + f"\n<footer>crawler {_h(__version__)} · {_h(footer)}</footer></main>"
         f"<script>{_SCRIPT}</script></body></html>\n"
     )
+
+
+def url_html(url: str, origin: str = "") -> str:
+    """A URL as the report shows it: in code, by its path under ``origin``, linked if
+    http(s)."""
+    return _url(url, origin)

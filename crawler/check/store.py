@@ -4,15 +4,17 @@ A link is known broken only once its target has been checked, often long after t
 that links it was parsed, so every occurrence of every link is kept until the report is
 built. Kept as `Occurrence` objects that would be ~200 bytes each (a 100k-page site with
 100 links a page: 10 million, 2 GB and more). Here an occurrence is six machine integers in
-parallel ``array`` columns (24 bytes), and the strings it names (the target, the page, the
-tag/attribute pair, the raw value) are interned once each: memory grows with the distinct
-strings, plus 24 bytes an occurrence. At the end one pass over the columns picks the
+parallel ``array`` columns (24 bytes) and its nofollow flag (a byte: the audit's link graph
+reads it), and the strings it names (the target, the page, the tag/attribute pair, the raw
+value) are interned once each: memory grows with the distinct strings, plus 25 bytes an
+occurrence. At the end one pass over the columns picks the
 occurrences of the targets that are reported.
 """
 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 
 from crawler.check.model import Occurrence
 
@@ -54,7 +56,18 @@ class OccurrenceStore:
     Target ids are the caller's (an `Interner` of target keys); the rest is interned here.
     """
 
-    __slots__ = ("_col", "_line", "_page", "_raw", "_tagattr", "_target", "pages", "raws", "tags")
+    __slots__ = (
+        "_col",
+        "_line",
+        "_nofollow",
+        "_page",
+        "_raw",
+        "_tagattr",
+        "_target",
+        "pages",
+        "raws",
+        "tags",
+    )
 
     def __init__(self) -> None:
         self._target = array("I")
@@ -63,6 +76,7 @@ class OccurrenceStore:
         self._col = array("I")
         self._tagattr = array("I")
         self._raw = array("I")
+        self._nofollow = array("B")  # the link's rel has nofollow (an audit's graph reads it)
         self.pages = Interner()
         self.raws = Interner()
         self.tags = Interner()  # "tag\0attr"
@@ -74,7 +88,15 @@ class OccurrenceStore:
         return self.pages.id(page)
 
     def add(
-        self, target: int, page: int, line: int, column: int, tag: str, attr: str, raw: str
+        self,
+        target: int,
+        page: int,
+        line: int,
+        column: int,
+        tag: str,
+        attr: str,
+        raw: str,
+        nofollow: bool = False,
     ) -> None:
         """Keep one occurrence (``page`` from `page_id`)."""
         self._target.append(target)
@@ -83,6 +105,7 @@ class OccurrenceStore:
         self._col.append(min(max(column, 0), 0xFFFFFFFF))
         self._tagattr.append(self.tags.id(f"{tag}\0{attr}"))
         self._raw.append(self.raws.id(raw))
+        self._nofollow.append(nofollow)
 
     def select(self, groups: dict[int, int]) -> dict[int, list[Occurrence]]:
         """The occurrences of the targets in ``groups`` (target id -> group id), by group.
@@ -113,7 +136,17 @@ class OccurrenceStore:
             )
         return found
 
+    def edges(self) -> Iterator[tuple[int, int, int, bool]]:
+        """Every occurrence as (page id, target id, tag/attr id, nofollow), in crawl order:
+        the link graph's edges, a page's links together."""
+        return zip(self._page, self._target, self._tagattr, map(bool, self._nofollow), strict=True)
+
+    def tag_attr(self, tag_id: int) -> tuple[str, str]:
+        """The (tag, attribute) of a tag/attr id of `edges`."""
+        tag, _, attr = self.tags[tag_id].partition("\0")
+        return tag, attr
+
     def nbytes(self) -> int:
         """Bytes held by the occurrence columns (not the interned strings)."""
         cols = (self._target, self._page, self._line, self._col, self._tagattr, self._raw)
-        return sum(c.itemsize * c.buffer_info()[1] for c in cols)
+        return self._nofollow.buffer_info()[1] + sum(c.itemsize * c.buffer_info()[1] for c in cols)

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import tomllib
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from crawler.check.model import HOST_TIMEOUTS
@@ -62,15 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "links blocked by a bot wall; --fail-on warnings: or those or warnings), 2 usage or "
         "config error, 130 SIGINT, 143 SIGTERM",
     )
-    p.add_argument("seeds", nargs="*", metavar="URL", help="where to start (http or https)")
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        help="TOML config file (the crawl's keys; `crawler config` prints an example)",
-    )
-    p.add_argument(
-        "--version", action="store_true", default=argparse.SUPPRESS, help="print the version"
-    )
+    add_seed_arguments(p)
     group = p.add_argument_group("check")
     group.add_argument(
         "--links-only",
@@ -183,12 +176,90 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _err(message: str) -> None:
+def add_seed_arguments(p: argparse.ArgumentParser) -> None:
+    """The URLs, ``--config`` and ``--version``: what ``check`` and ``audit`` start with."""
+    p.add_argument("seeds", nargs="*", metavar="URL", help="where to start (http or https)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (the crawl's keys; `crawler config` prints an example)",
+    )
+    p.add_argument(
+        "--version", action="store_true", default=argparse.SUPPRESS, help="print the version"
+    )
+
+
+def error_writer(command: str) -> Callable[[str], None]:
+    """A function that writes ``crawler COMMAND: error: ...`` on stderr (never raising)."""
+
+    def err(message: str) -> None:
+        try:
+            sys.stderr.write(f"crawler {command}: error: {message}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+    return err
+
+
+_err = error_writer("check")
+
+
+def crawl_config_problem(config: CrawlConfig, command: str) -> str | None:
+    """Why a checker's config cannot run (no seed, bad fetch options, a redis:// state)."""
+    if not config.seeds:
+        return "no URL: give one or more URLs, or `seeds` in the --config file"
+    problem = options.check_fetch_options(config)
+    if problem:
+        return problem
+    if config.state and config.state.lower().startswith(("redis://", "rediss://", "unix://")):
+        return (
+            f"--state: crawler {command} keeps its state in a directory (with its journal of"
+            " pages); a redis:// state is for crawler crawl"
+        )
+    return None
+
+
+def run_to_report(
+    runner: Any,
+    config: CrawlConfig,
+    output: str | None,
+    write_report: Callable[[Any, TextIO], None],
+    err: Callable[[str], None],
+) -> tuple[Any, int | None]:
+    """Run ``runner`` (``run()``, ``snapshot()``) with the live line and write its report to
+    ``output`` (None or "-": stdout): (the report, None), or (None, the exit code) when it
+    could not (a signal, a bad state, an output that cannot be written)."""
+    from crawler.state.base import StateError  # noqa: PLC0415
+
+    out: TextIO = sys.stdout
+    if output not in (None, "-"):
+        try:
+            out = open(output, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            err(f"cannot open output file {output!r}: {exc.strerror or exc}")
+            return None, EXIT_USAGE
+    options.extractor_hint(config.quiet)
     try:
-        sys.stderr.write(f"crawler check: error: {message}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+        try:
+            report = asyncio.run(_run(runner, config.quiet))
+        except (KeyboardInterrupt, _Terminated) as exc:
+            err("interrupted")
+            code = options.EXIT_SIGTERM if isinstance(exc, _Terminated) else options.EXIT_SIGINT
+            return None, code
+        except (ConfigError, StateError) as exc:  # a stored crawl that disagrees, a bad DIR
+            err(str(exc))
+            return None, EXIT_USAGE
+        try:
+            write_report(report, out)
+            out.flush()
+        except OSError as exc:
+            err(f"cannot write the report: {exc.strerror or exc}")
+            return None, EXIT_USAGE
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return report, None
 
 
 def _file_sets_link_set(path: str | None) -> bool:
@@ -270,22 +341,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Run ``crawler check``; the exit code."""
     from crawler.check.api import split_options  # noqa: PLC0415  (start-up time)
     from crawler.check.checker import Checker  # noqa: PLC0415
-    from crawler.state.base import StateError  # noqa: PLC0415
 
     try:
         config = config_from_args(args)
-        if not config.seeds:
-            _err("no URL: give one or more URLs, or `seeds` in the --config file")
-            return EXIT_USAGE
-        problem = options.check_fetch_options(config)
+        problem = crawl_config_problem(config, "check")
         if problem:
             _err(problem)
-            return EXIT_USAGE
-        if config.state and config.state.lower().startswith(("redis://", "rediss://", "unix://")):
-            _err(
-                "--state: crawler check keeps its state in a directory (with its journal of"
-                " pages); a redis:// state is for crawler crawl"
-            )
             return EXIT_USAGE
         if args.cache_max_age < 0 or args.recheck_delay < 0:
             raise ConfigError("must be >= 0", key="--cache-max-age/--recheck-delay")
@@ -317,33 +378,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         except ImportError as exc:
             _err(f"--format {fmt} is not available: {exc}")
             return EXIT_USAGE
-    out: TextIO = sys.stdout
-    if args.check_output not in (None, "-"):
-        try:
-            out = open(args.check_output, "w", encoding="utf-8")  # noqa: SIM115
-        except OSError as exc:
-            _err(f"cannot open output file {args.check_output!r}: {exc.strerror or exc}")
-            return EXIT_USAGE
-    options.extractor_hint(config.quiet)
     checker = Checker(config, check_options, given=options.given_keys(args))
-    try:
-        try:
-            report = asyncio.run(_run(checker, config.quiet))
-        except (KeyboardInterrupt, _Terminated) as exc:
-            _err("interrupted")
-            return options.EXIT_SIGTERM if isinstance(exc, _Terminated) else options.EXIT_SIGINT
-        except (ConfigError, StateError) as exc:  # a stored crawl that disagrees, a bad DIR
-            _err(str(exc))
-            return EXIT_USAGE
-        try:
-            write(report, fmt, out)
-            out.flush()
-        except OSError as exc:
-            _err(f"cannot write the report: {exc.strerror or exc}")
-            return EXIT_USAGE
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    report, failed = run_to_report(
+        checker, config, args.check_output, lambda r, out: write(r, fmt, out), _err
+    )
+    if failed is not None:
+        return failed
     if not config.quiet:
         s = report.stats
         stopped = " (stopped at --max-time)" if s.time_limit else ""

@@ -48,7 +48,7 @@ def build_parser(
     ``main`` builds only the command its arguments name, so that ``--version``, ``--help`` and
     a usage error import neither crawler.config nor crawler.output.sinks.
     """
-    every = {"crawl", "extract", "status", "config", "warc"}
+    every = {"crawl", "extract", "status", "config", "warc"}  # (audit: as check, only named)
     full = every if commands is None else set(commands) - {"check"}
     if check:
         full.add("check")
@@ -80,6 +80,10 @@ def build_parser(
             from crawler.cli import check as check_cli  # noqa: PLC0415
 
             check_cli.add_parser(sub)
+        elif name == "audit":
+            from crawler.cli import audit  # noqa: PLC0415
+
+            audit.add_parser(sub)
         elif name == "config":
             from crawler.cli import example  # noqa: PLC0415
 
@@ -140,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from crawler.cli.check import cmd_check  # noqa: PLC0415
 
             return cmd_check(args)
+        if args.command == "audit":
+            from crawler.cli.audit import cmd_audit  # noqa: PLC0415
+
+            return cmd_audit(args)
         if args.command == "extract":
             from crawler.cli.extract import cmd_extract  # noqa: PLC0415
 

@@ -38,6 +38,7 @@ COMMAND_HELP = {
     "extract": "print the links of one HTML document",
     "status": "where a crawl kept with --state stands, without running it",
     "check": "check every link of a site: broken links, where they are",
+    "audit": "audit a site's link graph: orphans, redirects, canonical, hreflang, depth",
     "config": "print a commented example config file (TOML) to stdout",
     "warc": "check or repair a WARC file a killed crawl left (FILE.open)",
 }

@@ -90,6 +90,8 @@ class PageJob:
 
     Args:
         collect_ids: fill ``PageResult.ids`` with the page's fragment targets.
+        keep_head: keep the first ``keep_head`` bytes of each HTML body in
+            ``PageResult.head`` (an audit reads its ``<head>``); 0 = none.
         report_skipped: a seed or link disallowed by robots.txt gives a PageResult of error
             ``robots_disallowed`` (no fetch) instead of nothing.
         page_links: fill ``PageResult.links``.
@@ -110,8 +112,10 @@ class PageJob:
         link_record: bool = False,
         collect_ids: bool = False,
         report_skipped: bool = False,
+        keep_head: int = 0,
     ) -> None:
         self.config = config
+        self.keep_head = keep_head
         self.policy = policy
         self.fetcher = fetcher
         self.robots = robots
@@ -279,6 +283,9 @@ def _record(page: PageResult, res: Response, url: str) -> None:
     page.elapsed_ms += res.elapsed_ms
     page.retries += res.retries
     page.truncated = res.truncated
+    page.link_header = res.link
+    page.robots_header = res.x_robots_tag
+    page.charset = res.charset
     if res.error is not None or page.error != "sink":  # a sink error while reading stays
         page.error = res.error
         page.error_detail = res.error_detail
@@ -366,6 +373,8 @@ class _Body:
             self.found = self.capped = 0
         if job.page_links:
             self.page.links = []
+        if job.keep_head:
+            self.page.head = b""
         link_set = job.config.link_set
         try:
             if job.direct:  # the compiled extractor feeds the compiled intake itself
@@ -395,6 +404,9 @@ class _Body:
         ex = self.extractor
         if ex is None:
             raise _BodyAbort("extraction failed")
+        head = self.page.head
+        if head is not None and len(head) < self.job.keep_head:
+            self.page.head = head + chunk[: self.job.keep_head - len(head)]
         items, ext = self._step(lambda: ex.feed(chunk))
         if items or ext:
             return self._take(items, ext, ex)

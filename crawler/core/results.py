@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,13 @@ class PageResult:
     redirect_statuses: list[int] = field(default_factory=list)
     #: links of the page past ``max_links_per_page``: counted, not followed, not in ``links``
     links_capped: int = 0
+    #: the final response's ``Link`` and ``X-Robots-Tag`` headers (values joined by ", ")
+    link_header: str | None = None
+    robots_header: str | None = None
+    #: with ``Crawler(keep_head=N)``: the first N bytes of an HTML body (decoded from its
+    #: Content-Encoding, not its charset) and the charset its headers gave
+    head: builtins.bytes | None = None  # (the field ``bytes`` hides the type here)
+    charset: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -199,6 +199,10 @@ class AioTransport:
                     MEDIA_TYPES[ctype] = parsed
                 res.content_type, res.charset = parsed
             res.location = location_header(headers.get("Location"))
+            if "Link" in headers:
+                res.link = ", ".join(headers.getall("Link"))
+            if "X-Robots-Tag" in headers:
+                res.x_robots_tag = ", ".join(headers.getall("X-Robots-Tag"))
             record = None
             if archive is not None:
                 record = begin_record(archive, r, target, direct=proxy is None)

@@ -127,6 +127,13 @@ class PlainTransport:
             if i is not None:
                 if first[i] is None:  # the first value counts, as aiohttp's headers.get
                     first[i] = raw.decode("utf-8", "surrogateescape")
+            elif lower == b"link" or lower == b"x-robots-tag":
+                value = raw.decode("utf-8", "surrogateescape")
+                if lower == b"link":
+                    res.link = value if res.link is None else f"{res.link}, {value}"
+                else:
+                    old = res.x_robots_tag
+                    res.x_robots_tag = value if old is None else f"{old}, {value}"
             elif lower == b"set-cookie":
                 if cookies is None:
                     cookies = []

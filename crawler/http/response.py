@@ -55,6 +55,10 @@ class Response:
     error_detail: str | None = None
     retries: int = 0
     elapsed_ms: float = 0.0
+    #: the ``Link`` header's values joined by ", " (canonical and hreflang for an audit)
+    link: str | None = None
+    #: the ``X-Robots-Tag`` header's values joined by ", "
+    x_robots_tag: str | None = None
 
     @property
     def is_html(self) -> bool:

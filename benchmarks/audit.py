@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""``crawler audit`` vs the plain ``crawler crawl`` (and ``crawler check``) on the crawl
+benchmark's site: wall time, CPU seconds and peak RSS, as ratios to the crawl.
+
+    python benchmarks/audit.py                  # the 20,000-page site (~2 million links)
+    python benchmarks/audit.py --pages 2000     # a smaller one
+    python benchmarks/audit.py --runs 2         # each command twice, the best wall kept
+
+The site is benchmarks/crawl.py's ``standard`` one (benchmarks/crawl/sitegen.py: 30-60 KB
+pages with ~100 same-host links each), built or reused under /tmp/crawlbench and served by
+the same pinned nginx (benchmarks/crawl.py's ``Nginx`` and ``run_one``: pinned cores, peak RSS
+from VmHWM, pages counted in nginx's log). Every command gets the same crawl flags; the
+audit and the check write their report to /dev/null. Issue 26's bars: the audit at most
+1.5x the crawl's wall time and 2x its peak RSS. Figures: benchmarks/AUDIT.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import crawl as crawlbench  # noqa: E402
+
+
+def _commands(url: str, conc: int) -> list[crawlbench.Run]:
+    flags = ["--ignore-robots", "--concurrency", str(conc), "--per-host", str(conc)]
+    flags += ["--max-depth", "1000", "--quiet"]
+    py = sys.executable
+    return [
+        crawlbench.Run("crawl", [py, "-m", "crawler", "crawl", url, *flags, "-o", os.devnull]),
+        crawlbench.Run("audit", [py, "-m", "crawler", "audit", url, *flags, "-o", os.devnull]),
+        crawlbench.Run(
+            "check",
+            [py, "-m", "crawler", "check", url, *flags, "--links-only", "-o", os.devnull],
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--pages", type=int, default=20_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--site-dir", default="/tmp/crawlbench")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--time-limit", type=float, default=900.0)
+    ap.add_argument("--only", nargs="*", default=["crawl", "audit", "check"])
+    args = ap.parse_args(argv)
+    root, total, _ = crawlbench.build("standard", args.pages, args.seed, Path(args.site_dir))
+    crawlbench.log(f"site {root}: {args.pages} pages, {total / 1e6:.0f} MB")
+    nginx_bin = crawlbench._apt_install("nginx", "nginx")
+    nginx = crawlbench.Nginx(nginx_bin, root, core=0)
+    best: dict[str, crawlbench.Run] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="auditbench-") as tmp:
+            for _ in range(args.runs):
+                for run in _commands(nginx.base + "/", args.concurrency):
+                    if run.name not in args.only:
+                        continue
+                    done = crawlbench.run_one(run, nginx, 1, args.time_limit, Path(tmp))
+                    crawlbench.log(
+                        f"{run.name}: {done.pages} pages, {done.wall:.1f} s wall, "
+                        f"{done.cpu:.1f} CPU s, {done.rss_mb:.0f} MB peak RSS, exit {done.exit}"
+                    )
+                    if run.name not in best or done.wall < best[run.name].wall:
+                        best[run.name] = done
+    finally:
+        nginx.stop()
+    base = best.get("crawl")
+    print(f"\n{args.pages} pages, concurrency {args.concurrency}, best of {args.runs}")
+    print(f"{'command':8} {'pages':>6} {'wall s':>8} {'CPU s':>7} {'RSS MB':>7} {'wall x':>7} {'RSS x':>6}")
+    for name, run in best.items():
+        wall_x = run.wall / base.wall if base else float("nan")
+        rss_x = run.rss_mb / base.rss_mb if base else float("nan")
+        print(
+            f"{name:8} {run.pages:>6} {run.wall:>8.1f} {run.cpu:>7.1f} {run.rss_mb:>7.0f}"
+            f" {wall_x:>7.2f} {rss_x:>6.2f}"
+        )
+    audit = best.get("audit")
+    if base and audit:
+        ok_wall = audit.wall <= 1.5 * base.wall
+        ok_rss = audit.rss_mb <= 2 * base.rss_mb
+        print(
+            f"bars (issue 26): wall <= 1.5x crawl: {'yes' if ok_wall else 'NO'}"
+            f" ({audit.wall / base.wall:.2f}x); peak RSS <= 2x crawl:"
+            f" {'yes' if ok_rss else 'NO'} ({audit.rss_mb / base.rss_mb:.2f}x)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

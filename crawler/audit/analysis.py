@@ -1,0 +1,437 @@
+"""From an audit run's graph to its findings: one pass over the links (the checker's
+occurrence columns, a page's links together) for inlinks, outlinks and the click graph, a
+breadth-first walk from the seeds for click depth, then each finding with its places.
+
+The graph's nodes are the HTML pages crawled with status 200, by final URL; a link's target
+is the page its URL ends at (a link to a redirect is an inlink of the redirect's target).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+import langcodes
+
+from crawler.audit.head import Annotation
+from crawler.audit.model import AuditReport, Finding
+from crawler.check.model import Occurrence
+
+if TYPE_CHECKING:
+    from crawler.audit.auditor import Auditor, PageFacts
+    from crawler.check.probe import Verdict
+
+__all__ = ["build_report", "hreflang_valid"]
+
+# Verdicts of URLs the crawl did not fetch on purpose: not a sign of a cut crawl.
+_NOT_FETCHED_ON_PURPOSE = frozenset({"robots_disallowed", "excluded", "blocked_address"})
+
+
+def hreflang_valid(code: str) -> bool:
+    """An hreflang value: ``x-default`` or a valid BCP 47 tag (langcodes: well-formed and
+    registered subtags), hyphens only (``en_US`` is not BCP 47)."""
+    if code.lower() == "x-default":
+        return True
+    return "_" not in code and bool(code) and langcodes.tag_is_valid(code)
+
+
+def _place(page: str, note: Annotation, tag: str) -> Occurrence:
+    attr = "loc" if tag == "url" else "href"
+    if note.source == "header":
+        return Occurrence(page, 0, 0, "header", "Link", note.href)
+    return Occurrence(page, note.line, note.column, tag, attr, note.href)
+
+
+class _Analysis:
+    def __init__(self, auditor: Auditor) -> None:
+        self.a = auditor
+        self.report = AuditReport(seeds=list(auditor.config.seeds))
+        self.report.stats.max_click_depth = auditor.max_click_depth
+        self._resolved: dict[str, Verdict | None] = {}
+        # findings that list the links to a target: layers of target id -> finding
+        self._layers: list[dict[int, Finding]] = [{}, {}, {}, {}]
+
+    def resolve(self, url: str) -> Verdict | None:
+        found = self._resolved.get(url, self)
+        if found is self:
+            found = self._resolved[url] = self.a._resolve(url)
+        return found  # type: ignore[return-value]
+
+    def node_of(self, url: str) -> str | None:
+        """The crawled HTML page (final URL) a URL ends at, if any."""
+        if url in self.a.facts:
+            return url
+        verdict = self.resolve(url)
+        if verdict is None or verdict.error is not None or verdict.final_url is None:
+            return None
+        return verdict.final_url if verdict.final_url in self.a.facts else None
+
+    # -- completeness --
+
+    def completeness(self) -> None:
+        a, report = self.a, self.report
+        cfg = a.config
+        stats = a.crawl_stats
+        why: str | None = None
+        if stats is not None and stats.time_limit:
+            why = f"--max-time {cfg.max_time:g}"
+        elif stats is not None and stats.cancelled:
+            why = "the crawl was stopped"
+        elif cfg.max_pages and stats is not None and stats.pages >= cfg.max_pages:
+            why = f"--max-pages {cfg.max_pages}"
+        else:
+            for tid in range(len(a.targets)):
+                url = a.targets[tid]
+                if url.startswith("\0") or not a.policy.in_scope(url):
+                    continue
+                verdict = a.verdicts.get(url)
+                if verdict is not None and (
+                    verdict.crawled or verdict.error in _NOT_FETCHED_ON_PURPOSE
+                ):
+                    continue
+                why = f"--max-depth {cfg.max_depth}" if cfg.max_depth else "links not fetched"
+                break
+        if why is not None:
+            report.complete = False
+            report.limit = why
+
+    # -- the graph --
+
+    def walk(self) -> None:
+        """Inlinks, outlinks and click depth, from the links as the crawl recorded them."""
+        a, store = self.a, self.a.store
+        target_node: dict[int, str | None] = {}
+        self.inlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
+        self.followed: dict[str, int] = dict.fromkeys(a.facts, 0)
+        self.outlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
+        self.linked: set[int] = set()  # target ids some page links
+        adjacency: dict[str, list[str]] = {}
+        block_page = -1
+        block: dict[str, bool] = {}  # node -> followed, for the current page's links
+        distinct: set[int] = set()
+        source = ""
+
+        def flush() -> None:
+            if block_page < 0:
+                return
+            if source in self.outlinks:
+                self.outlinks[source] += len(distinct)
+            for node, followed in block.items():
+                if node == source:
+                    continue
+                self.inlinks[node] += 1
+                self.followed[node] += followed
+            adjacency.setdefault(source, []).extend(block)
+            self.report.stats.edges += len(distinct)
+
+        for page_id, tid, _tag, nofollow in store.edges():
+            if page_id != block_page:
+                flush()
+                block_page, block, distinct = page_id, {}, set()
+                source = store.pages[page_id]
+            distinct.add(tid)
+            self.linked.add(tid)
+            node = target_node.get(tid, "")
+            if node == "":
+                key = a.targets[tid]
+                node = target_node[tid] = None if key.startswith("\0") else self.node_of(key)
+            if node is not None:
+                block[node] = block.get(node, False) or not nofollow
+        flush()
+        self.target_node = target_node
+        # click depth: breadth first from the seeds
+        depth: dict[str, int] = {}
+        queue: deque[str] = deque()
+        for seed in a.config.seeds:
+            canon = a.policy.canonical(seed)
+            node = self.node_of(canon) if canon else None
+            if node is not None and node not in depth:
+                depth[node] = 0
+                queue.append(node)
+        while queue:
+            node = queue.popleft()
+            d = depth[node] + 1
+            for nxt in adjacency.get(node, ()):
+                if nxt not in depth:
+                    depth[nxt] = d
+                    queue.append(nxt)
+        self.depth = depth
+        dist: dict[str, int] = {}
+        for url in a.facts:
+            key = str(depth[url]) if url in depth else "unreached"
+            dist[key] = dist.get(key, 0) + 1
+        self.report.stats.depth = dict(
+            sorted(
+                dist.items(),
+                key=lambda kv: (kv[0] == "unreached", int(kv[0] or 0) if kv[0].isdigit() else 0),
+            )
+        )
+
+    # -- findings --
+
+    def add(
+        self, finding: Finding, layer: int | None = None, tids: list[int] | None = None
+    ) -> None:
+        self.report.findings.append(finding)
+        if layer is not None and tids:
+            for tid in tids:
+                self._layers[layer].setdefault(tid, finding)
+
+    def orphans(self) -> None:
+        a = self.a
+        sitemaps = a.sitemaps
+        if sitemaps is None:
+            return
+        seeds = {a.policy.canonical(s) for s in a.config.seeds}
+        kind = "orphan" if self.report.complete else "not_linked"
+        for url, entry in sitemaps.entries.items():
+            tid = a.targets.get(url)
+            if (tid is not None and tid in self.linked) or url in seeds:
+                continue
+            if self.inlinks.get(url, 0) > 0:
+                continue  # linked through a redirect to it (that link is a finding of its own)
+            verdict = self.resolve(url)
+            status = f"HTTP {verdict.status}" if verdict and verdict.status else "not fetched"
+            detail = (
+                f"in a sitemap, linked from no page ({status})"
+                if self.report.complete
+                else f"in a sitemap, not linked from the pages crawled ({status}; the crawl "
+                f"was cut by {self.report.limit}: it may be linked from a page not crawled)"
+            )
+            place = Occurrence(entry.sitemap, entry.line, entry.column, "url", "loc", entry.loc)
+            self.add(Finding(kind, url, detail, places=[place]))
+
+    def redirects(self) -> None:
+        a = self.a
+        for tid in sorted(self.linked):
+            url = a.targets[tid]
+            if url.startswith("\0"):
+                continue
+            verdict = self.resolve(url)
+            if verdict is None:
+                continue
+            hops = len(verdict.redirects)
+            if verdict.error == "redirect_loop":
+                self.add(Finding("redirect_loop", url, verdict.detail, verdict.final_url), 0, [tid])
+            elif hops:
+                kind = "redirect_chain" if hops > 1 else "redirect"
+                statuses = ", ".join(str(s) for s in verdict.hop_statuses)
+                ends = verdict.final_url if verdict.error is None else verdict.detail
+                detail = f"redirects ({hops} hop{'s' * (hops > 1)}: {statuses}) to {ends}"
+                if verdict.error is None:
+                    detail += ": link it instead"
+                self.add(Finding(kind, url, detail, verdict.final_url), 0, [tid])
+            elif verdict.error == "robots_disallowed":
+                self.add(
+                    Finding("linked_disallowed", url, "linked, but robots.txt disallows it"),
+                    0,
+                    [tid],
+                )
+
+    def canonicals(self) -> None:
+        a = self.a
+        for tid in sorted(self.linked):
+            url = a.targets[tid]
+            facts = a.facts.get(url)
+            if facts is None or facts.canonical is None or facts.canonical == url:
+                continue
+            detail = f"linked, but its canonical is {facts.canonical}: link that instead"
+            self.add(Finding("link_to_non_canonical", url, detail, facts.canonical), 0, [tid])
+        for url, facts in a.facts.items():
+            self._page_canonical(url, facts)
+
+    def _page_canonical(self, url: str, facts: PageFacts) -> None:
+        a = self.a
+        html, header = facts.html_canonical, facts.header_canonical
+        if html is not None and header is not None and html[0] != header[0]:
+            self.add(
+                Finding(
+                    "canonical_conflict",
+                    url,
+                    f"the HTML says {html[0]}, the Link header says {header[0]}",
+                    html[0],
+                    [_place(url, html[1], "link"), _place(url, header[1], "link")],
+                )
+            )
+        chosen = html or header
+        if chosen is None or chosen[0] == url:
+            return
+        target, note = chosen
+        places = [_place(url, note, "link")]
+        if target is None:
+            self.add(Finding("canonical_not_ok", url, "the canonical is not a URL", None, places))
+            return
+        if not a.policy.in_scope(target):
+            detail = f"the canonical {target} is out of the crawl's scope"
+            self.add(Finding("canonical_out_of_scope", url, detail, target, places))
+            return
+        verdict = self.resolve(target)
+        if verdict is None:
+            return  # never fetched (a cut crawl): nothing to say
+        if verdict.redirects and verdict.error is None:
+            detail = f"the canonical {target} redirects to {verdict.final_url}"
+            self.add(Finding("canonical_redirect", url, detail, target, places))
+        elif verdict.error is not None or verdict.status != 200:
+            what = verdict.error or f"HTTP {verdict.status}"
+            self.add(
+                Finding(
+                    "canonical_not_ok", url, f"the canonical {target} is {what}", target, places
+                )
+            )
+        else:
+            other = a.facts.get(target)
+            if other is not None and other.canonical not in (None, target):
+                detail = f"the canonical {target} names another canonical, {other.canonical}"
+                self.add(Finding("canonical_chain", url, detail, target, places))
+
+    def hreflang(self) -> None:
+        a = self.a
+        sitemaps = a.sitemaps
+        if sitemaps is not None:
+            for url, entry in sitemaps.entries.items():
+                facts = a.facts.get(url)
+                if facts is None:
+                    continue
+                for alt in entry.alternates:
+                    resolved = a._resolve_href(entry.loc, alt.href)
+                    note = Annotation(alt.href, alt.line, alt.column, alt.hreflang, "sitemap")
+                    facts.alternates.append((alt.hreflang, resolved, note))
+        for url, facts in a.facts.items():
+            if facts.alternates:
+                self._page_hreflang(url, facts)
+
+    def _page_hreflang(self, url: str, facts: PageFacts) -> None:
+        a = self.a
+        codes: set[str] = set()
+        seen: set[tuple[str, str | None]] = set()
+        for code, target, note in facts.alternates:
+            where = (
+                a.sitemaps.entries[url].sitemap if note.source == "sitemap" and a.sitemaps else url
+            )
+            place = [_place(where, note, "xhtml:link" if note.source == "sitemap" else "link")]
+            codes.add(code.lower())
+            if (code.lower(), target) in seen:
+                continue
+            seen.add((code.lower(), target))
+            if not hreflang_valid(code):
+                detail = f"hreflang {code!r} is not a valid BCP 47 language tag"
+                self.add(Finding("hreflang_invalid_code", url, detail, target, place))
+            if target is None or target == url:
+                continue
+            verdict = self.resolve(target)
+            if verdict is None:
+                continue
+            if verdict.redirects or verdict.error is not None or verdict.status != 200:
+                what = (
+                    f"redirects to {verdict.final_url}"
+                    if verdict.redirects and verdict.error is None
+                    else verdict.error or f"HTTP {verdict.status}"
+                )
+                detail = f"the {code} alternate {target} {what}"
+                self.add(Finding("hreflang_target_not_ok", url, detail, target, place))
+                continue
+            other = a.facts.get(target)
+            if other is None:
+                continue
+            if other.canonical not in (None, target):
+                detail = f"the {code} alternate {target} is not canonical ({other.canonical})"
+                self.add(Finding("hreflang_target_non_canonical", url, detail, target, place))
+            elif not any(back == url for _, back, _ in other.alternates):
+                detail = f"the {code} alternate {target} does not link back with hreflang"
+                self.add(Finding("hreflang_no_return", url, detail, target, place))
+        if len(codes) > 1 and "x-default" not in codes:
+            first = facts.alternates[0][2]
+            where = (
+                a.sitemaps.entries[url].sitemap if first.source == "sitemap" and a.sitemaps else url
+            )
+            detail = f"{len(codes)} alternates ({', '.join(sorted(codes))}) and no x-default"
+            tag = "xhtml:link" if first.source == "sitemap" else "link"
+            self.add(
+                Finding("hreflang_no_x_default", url, detail, None, [_place(where, first, tag)])
+            )
+
+    def pages(self) -> None:
+        """Depth, inlinks, outlinks and indexability of each crawled page."""
+        a = self.a
+        seeds = {self.node_of(c) for c in (a.policy.canonical(s) for s in a.config.seeds) if c}
+        tids_of: dict[str, list[int]] = {}
+        for tid, node in self.target_node.items():
+            if node is not None:
+                tids_of.setdefault(node, []).append(tid)
+        limit = a.max_click_depth
+        for url, facts in a.facts.items():
+            tids = tids_of.get(url, [])
+            depth = self.depth.get(url)
+            if depth is not None and depth > limit:
+                detail = f"{depth} clicks from the seeds (--max-click-depth {limit})"
+                self.add(Finding("deep_page", url, detail), 1, tids)
+            inlinks, followed = self.inlinks[url], self.followed[url]
+            if url not in seeds and inlinks and not followed:
+                detail = f"linked from {inlinks} page(s), every link rel=nofollow"
+                self.add(Finding("nofollow_inlinks_only", url, detail), 2, tids)
+            elif url not in seeds and inlinks == 1:
+                self.add(Finding("single_inlink", url, "linked from one page only"), 2, tids)
+            if self.outlinks[url] == 0:
+                place = Occurrence(url, 0, 0, "", "", "")
+                self.add(Finding("no_outlinks", url, "the page links nowhere", None, [place]))
+            if facts.noindex is not None and inlinks:
+                where = (
+                    "an X-Robots-Tag header"
+                    if facts.noindex.source == "header"
+                    else f"<meta name=robots> on line {facts.noindex.line}"
+                )
+                detail = f"linked from {inlinks} page(s), but noindex ({where})"
+                self.add(Finding("linked_noindex", url, detail), 3, tids)
+
+    def places(self) -> None:
+        """Every finding that lists links gets them: one pass over the links per layer."""
+        for layer in self._layers:
+            if not layer:
+                continue
+            order: list[Finding] = []
+            index: dict[int, int] = {}
+            groups: dict[int, int] = {}
+            for tid, finding in layer.items():
+                key = id(finding)
+                if key not in index:
+                    index[key] = len(order)
+                    order.append(finding)
+                groups[tid] = index[key]
+            found = self.a.store.select(groups)
+            for i, finding in enumerate(order):
+                finding.places = found.get(i, []) + finding.places
+
+
+def build_report(auditor: Auditor, graph: str | None = None) -> AuditReport:
+    """The audit's report of a finished run (and its link graph written to ``graph``)."""
+    run = _Analysis(auditor)
+    report = run.report
+    stats = report.stats
+    stats.pages = len(auditor.facts)
+    stats.urls = sum(1 for v in auditor.verdicts.values() if v.crawled)
+    stats.links = len(auditor.store)
+    if auditor.sitemaps is not None:
+        stats.sitemap_urls = len(auditor.sitemaps.entries)
+        stats.sitemaps = len(auditor.sitemaps.files)
+        report.notes.extend(auditor.sitemaps.notes)
+    run.completeness()
+    run.walk()
+    if graph is not None:
+        from crawler.audit.graph import write_graph  # noqa: PLC0415
+
+        try:
+            write_graph(run, graph)
+        except OSError as exc:  # the report stands; the graph is said to be missing
+            report.notes.append(f"--graph {graph}: cannot write it: {exc.strerror or exc}")
+    run.orphans()
+    run.redirects()
+    run.canonicals()
+    run.hreflang()
+    run.pages()
+    run.places()
+    # the places of one kind sorted as the crawl found them; findings in the groups' order
+    from crawler.audit.model import KINDS  # noqa: PLC0415
+
+    rank = {kind: i for i, kind in enumerate(KINDS)}
+    report.findings.sort(key=lambda f: (rank[f.kind], f.url))
+    return report
