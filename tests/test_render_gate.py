@@ -129,3 +129,24 @@ async def test_credentials_only_where_the_crawl_sends_them(
         assert gate.headers_for(other + "/cdn/lib.js") == {}  # another host: nothing
     finally:
         await fetcher.close()
+
+
+async def test_a_request_still_waiting_when_the_render_ends_is_refused(
+    site: tuple[str, str, RenderSite],
+) -> None:
+    url, _other, _site = site
+    gate, fetcher = await make_gate(url + "/")
+    try:
+        page = url + "/hostile/forever"
+        assert await gate.allow(url + "/api/tick.json?1", "fetch", page)  # never released
+        waiting = asyncio.ensure_future(gate.allow(url + "/api/tick.json?2", "fetch", page))
+        also = asyncio.ensure_future(gate.allow(url + "/api/tick.json?3", "fetch", page))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        gate.page_done(page)  # its tab is gone: nothing of it may wait for ever
+        assert await asyncio.wait_for(waiting, 2) is False
+        assert await asyncio.wait_for(also, 2) is False
+        gate.release(url + "/api/tick.json?1")  # a late release of the first is harmless
+        assert await gate.allow(url + "/api/tick.json?4", "fetch", page)  # a new render of it
+    finally:
+        await fetcher.close()

@@ -103,8 +103,13 @@ class CrawlGate:
                 self.refused["robots"] += 1
                 return False
             delay = max(delay, min(rules.crawl_delay or 0.0, _MAX_CRAWL_DELAY))
-        lock = self._page_locks.setdefault(page_url, asyncio.Lock())
+        lock = self._page_locks.get(page_url)
+        if lock is None:
+            lock = self._page_locks[page_url] = asyncio.Lock()
         await lock.acquire()
+        if self._page_locks.get(page_url) is not lock:  # the page's render ended meanwhile
+            lock.release()  # (wakes the next waiter, which leaves the same way)
+            return False
         try:
             if delay:
                 wait = self._last.get(origin, 0.0) + delay - time.monotonic()
@@ -130,8 +135,16 @@ class CrawlGate:
             lock.release()
 
     def page_done(self, page_url: str) -> None:
-        """The page's render ended: forget its lock (its requests are over)."""
-        self._page_locks.pop(page_url, None)
+        """The page's render ended: its requests are over, and a request of it still waiting
+        for its slot is refused (its tab is gone) instead of waiting for ever."""
+        lock = self._page_locks.pop(page_url, None)
+        if lock is not None and lock.locked():
+            for url, held in list(self._held.items()):  # (those the renderer did not release)
+                if lock in held:
+                    held.remove(lock)
+                    if not held:
+                        del self._held[url]
+            lock.release()
 
     def headers_for(self, url: str) -> dict[str, str]:
         if self._crawled(url) is None:
