@@ -315,6 +315,25 @@ async def test_a_killed_browser_is_restarted(tag: None) -> None:
     assert gate.balanced()
 
 
+async def test_a_page_using_gigabytes_is_stopped_at_the_heap_cap(tag: None) -> None:
+    # 8 MB of JavaScript heap more at a time, up to 4 GB: the renderer dies at the heap cap
+    # (launch.PAGE_HEAP_MB), the crawl goes on.
+    page = b"""<!doctype html><a href=/static>s</a><script>
+const keep = [];
+while (keep.length < 512) keep.push(new Array(1024 * 1024).fill(keep.length + 0.5));
+</script>"""
+    site = await Site({"/": (HTML, page)}).start()
+    renderer = Renderer(RenderOptions(timeout=30), RecordingGate())
+    try:
+        result = await renderer.render(site.url("/"), page, {})
+        assert result.error == RENDER_CRASH, result
+        again = await renderer.render(site.url("/"), b"<a href=/next>n</a>", {})
+        assert again.error is None and site.url("/next") in links_of(again.html, site.url("/"))
+    finally:
+        await renderer.close()
+        await site.close()
+
+
 async def test_recycling_keeps_one_browser_at_a_time(tag: None) -> None:
     page = b"<!doctype html><a href=/x>x</a><script src=/s.js></script>"
     site = await Site({"/": (HTML, page), "/s.js": (JS, b"1")}).start()

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 CHROMIUM_ENV = "CRAWLER_CHROMIUM"
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
+PAGE_HEAP_MB = 512
 # Without the background-networking flags Chromium calls home (updates, sync, metrics): the
 # browser must send nothing but the page's own requests, each through the route handler.
 CHROMIUM_FLAGS = (
@@ -40,6 +41,9 @@ CHROMIUM_FLAGS = (
     # addresses (an intranet crawl): what the browser may fetch is the crawl's gate's call.
     "--disable-features=LocalNetworkAccessChecks",
     "--disable-breakpad",
+    # A page's JavaScript heap is capped: a page allocating gigabytes takes its renderer down
+    # (render_crash) at this size instead of the machine's memory.
+    f"--js-flags=--max-old-space-size={PAGE_HEAP_MB}",
 )
 LAUNCH_TIMEOUT_MS = 60_000
 
