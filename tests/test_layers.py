@@ -29,9 +29,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "http": {"config"},
     "state": {"urls", "extract", "config"},
     "output": {"http", "urls", "extract", "config"},
-    "core": {"output", "state", "http", "urls", "extract", "config"},
-    "check": {"core", "output", "state", "http", "urls", "extract", "config"},
-    "cli": {"check", "core", "output", "state", "http", "urls", "extract", "config"},
+    "render": {"http", "urls", "extract", "config"},
+    "core": {"render", "output", "state", "http", "urls", "extract", "config"},
+    "check": {"core", "render", "output", "state", "http", "urls", "extract", "config"},
+    "cli": {"check", "core", "render", "output", "state", "http", "urls", "extract", "config"},
 }
 # One machine written twice by design (the pure-Python twin and the compiled one).
 TWINS = {"crawler/extract/_machine.py", "crawler/extract/_extract_c.pyx"}
