@@ -418,7 +418,12 @@ class _Body:
         return self.feed
 
     def feed_kept(self, chunk: bytes) -> Awaitable[None] | None:
-        self.kept.append(chunk)  # type: ignore[union-attr]  # (set with this consumer)
+        kept = self.kept
+        if kept is not None:  # (set with this consumer)
+            if self.found < self.job.render.keep_below:
+                kept.append(chunk)
+            elif kept:
+                kept.clear()  # auto: a page of this many links is not rendered
         return self.feed(chunk)
 
     def feed(self, chunk: bytes) -> Awaitable[None] | None:

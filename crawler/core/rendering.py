@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import shutil
+import sys
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError
 from crawler.core.render_gate import CrawlGate
-from crawler.core.render_rule import judge
+from crawler.core.render_rule import MANY_LINKS, judge
 from crawler.extract import Link, LinkExtractor
 
 if TYPE_CHECKING:
@@ -48,15 +51,18 @@ log = logging.getLogger("crawler")
 class RenderStep:
     """The renderer of one crawl and what it did (``rendered``, ``reasons``, ``errors``)."""
 
-    def __init__(
-        self, config: CrawlConfig, renderer: Any, gate: CrawlGate, stats: CrawlStats
-    ) -> None:
+    def __init__(self, config: CrawlConfig, gate: CrawlGate, stats: CrawlStats) -> None:
         self.config = config
-        self.renderer = renderer
+        #: ``crawler.render.Renderer``, made (and ``crawler.render`` imported) for the first
+        #: page to render: a crawl in which none needs a browser imports nothing of it
+        self.renderer: Any = None
         self.gate = gate
         self.stats = stats  # render_reasons, rendered_links, render_requests
         stats.render = config.render
         self.always = config.render == "always"
+        #: the page job keeps a body's chunks while its links are fewer (auto: a page with
+        #: MANY_LINKS is not rendered, so its body need not be held)
+        self.keep_below = sys.maxsize if self.always else MANY_LINKS
 
     async def page(
         self,
@@ -78,13 +84,13 @@ class RenderStep:
         page.rendered = False
         page.render_reason = reason
         if reason is None or not chunks:
-            return
+            return  # (auto: chunks emptied once the page had MANY_LINKS)
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         ctype = res.content_type or "text/html"
         headers = {"content-type": f"{ctype}; charset={res.charset}" if res.charset else ctype}
         self.gate.page_fetched(url)
         try:
-            result = await self.renderer.render(url, body, headers)
+            result = await (self.renderer or self._start()).render(url, body, headers)
         except Exception as exc:  # (RenderUnavailable: the browser cannot start any more)
             log.error("rendering %s failed: %s", url, exc)
             result = _failed(url, f"{type(exc).__name__}: {exc}")
@@ -120,9 +126,21 @@ class RenderStep:
                 only, url, depth, found, page, admission, tally, self.config.max_links_per_page
             )
 
+    def _start(self) -> Any:
+        from crawler.render import Renderer, RenderOptions  # noqa: PLC0415  (the first render)
+
+        options = RenderOptions(
+            concurrency=self.config.render_concurrency,
+            timeout=self.config.render_timeout,
+            user_agent=self.config.user_agent,
+        )
+        self.renderer = Renderer(options, self.gate)
+        return self.renderer
+
     async def close(self) -> None:
-        """Close the browser (no Chromium process is left)."""
-        await self.renderer.close()
+        """Close the browser, if one was started (no Chromium process is left)."""
+        if self.renderer is not None:
+            await self.renderer.close()
 
 
 def _failed(url: str, detail: str) -> Any:
@@ -183,24 +201,21 @@ def open_render(
 ) -> RenderStep:
     """The renderer of a crawl with ``render`` not "never" (the browser starts on the first
     page that needs it). ConfigError, naming ``render``, when Playwright or Chromium is
-    missing: said before anything is fetched, not on the first page to render."""
+    missing: said before anything is fetched, not on the first page to render. (Chromium is
+    looked for where ``crawler.render`` looks, without importing it: $CRAWLER_CHROMIUM,
+    /usr/bin/chromium, chromium on PATH; the renderer's own look decides.)"""
     if importlib.util.find_spec("playwright") is None:
         raise ConfigError(
             "needs Playwright: pip install 'crawler[render]' (and Chromium: apt-get install"
             " chromium), or --render never",
             key="render",
         )
-    from crawler.render import Renderer, RenderOptions, RenderUnavailable  # noqa: PLC0415
-    from crawler.render.launch import find_chromium  # noqa: PLC0415  (only with --render)
-
-    try:
-        find_chromium(None)
-    except RenderUnavailable as exc:
-        raise ConfigError(f"needs Chromium: {exc}", key="render") from exc
-    gate = CrawlGate(config, fetcher, robots, policy)
-    options = RenderOptions(
-        concurrency=config.render_concurrency,
-        timeout=config.render_timeout,
-        user_agent=config.user_agent,
-    )
-    return RenderStep(config, Renderer(options, gate), gate, stats)
+    env = os.environ.get("CRAWLER_CHROMIUM")
+    chromium = env or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
+    if not chromium and not shutil.which("chromium"):
+        raise ConfigError(
+            "needs Chromium: /usr/bin/chromium not found (Debian: apt-get install chromium; or"
+            " set $CRAWLER_CHROMIUM to the browser's path), or --render never",
+            key="render",
+        )
+    return RenderStep(config, CrawlGate(config, fetcher, robots, policy), stats)
