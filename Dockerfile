@@ -24,11 +24,12 @@ FROM python:3.12-slim
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 ARG RENDER=0
-# RENDER=1: Debian's Chromium, which Playwright drives through executable_path.
+# RENDER=1: Debian's Chromium, which Playwright drives through executable_path, and the
+# libatomic the Node.js inside Playwright's wheel (its driver) links against.
 # hadolint ignore=DL3008
 RUN if [ "$RENDER" = 1 ]; then \
       apt-get update \
-      && apt-get install -y --no-install-recommends chromium \
+      && apt-get install -y --no-install-recommends chromium libatomic1 \
       && rm -rf /var/lib/apt/lists/*; \
     fi
 COPY --from=build /wheels /wheels
