@@ -359,6 +359,39 @@ async def test_recycling_keeps_one_browser_at_a_time(tag: None) -> None:
         await site.close()
 
 
+async def test_a_reused_tab_carries_nothing_from_the_page_before(tag: None) -> None:
+    # The first page leaves state, a beforeunload handler and a pending timer that would add
+    # a link; the next page in the same tab must see none of it.
+    first = b"""<!doctype html><a href=/one>1</a><script>
+window.leak = 1; localStorage.leak = "";
+addEventListener("beforeunload", e => { e.preventDefault(); e.returnValue = "stay"; });
+setTimeout(() => { const a = document.createElement("a"); a.href = "/late-from-first";
+  document.body.append(a); }, 1500);
+</script>"""
+    second = b"""<!doctype html><a href=/two>2</a><script>
+const a = document.createElement("a");
+a.href = typeof window.leak === "undefined" ? "/clean" : "/leaked"; document.body.append(a);
+</script>"""
+    site = await Site({"/1": (HTML, first), "/2": (HTML, second)}).start()
+    renderer = Renderer(RenderOptions(concurrency=1, idle=0.2), RecordingGate())
+    try:
+        one = await renderer.render(site.url("/1"), first, {})
+        assert one.error is None and site.url("/one") in links_of(one.html, one.final_url)
+        tabs = len(renderer_pids())
+        for _ in range(3):
+            two = await renderer.render(site.url("/2#frag"), second, {})
+            assert two.error is None, two.detail
+            assert two.final_url == site.url("/2#frag")
+            assert links_of(two.html, two.final_url) == {site.url("/two"), site.url("/clean")}
+        await asyncio.sleep(1.5)  # the first page's timer would have fired by now
+        three = await renderer.render(site.url("/2"), second, {})
+        assert site.url("/late-from-first") not in links_of(three.html, three.final_url)
+        assert len(renderer_pids()) <= tabs  # the same tab, no renderer process more
+    finally:
+        await renderer.close()
+        await site.close()
+
+
 async def test_a_missing_chromium_is_a_clear_error(tmp_path: Any) -> None:
     renderer = Renderer(RenderOptions(executable=str(tmp_path / "nochromium")), RecordingGate())
     with pytest.raises(RenderUnavailable, match="nochromium.*apt-get install chromium"):

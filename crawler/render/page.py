@@ -28,7 +28,7 @@ from crawler.render.policy import Verdict, decide, document_headers
 from crawler.render.snapshot import QUIET_FOR, SNAPSHOT
 
 if TYPE_CHECKING:
-    from playwright.async_api import CDPSession, Page, Request, Route
+    from playwright.async_api import BrowserContext, CDPSession, Page, Request, Route
 
 POLL = 0.05  # seconds between looks at the page while waiting for it to settle
 SNAPSHOT_GRACE = 1.0  # seconds the snapshot may take after the budget (a busy page)
@@ -39,12 +39,63 @@ class BrowserGone(Exception):
     """The browser died or stopped answering: the renderer restarts it."""
 
 
+class Tab:
+    """A browser tab kept for many renders, one at a time; its handlers forward to the render.
+
+    A tab is reused (a new document replaces the old one's scripts, timers and state; the
+    renderer process of the site stays warm) until its page crashed, had its scripts stopped,
+    or did not settle; then it is closed and a fresh one opened.
+    """
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.run: PageRun | None = None
+        self.crashed = False
+        self.spoiled = False  # scripts disabled, or left running: not for another page
+        self.cdp: CDPSession | None = None
+        page.on("crash", self._on_crash)
+        page.on("dialog", _on_dialog)
+        page.on("requestfinished", self._on_request_end)
+        page.on("requestfailed", self._on_request_end)
+
+    @classmethod
+    async def open(cls, context: BrowserContext) -> Tab:
+        page = await context.new_page()
+        tab = cls(page)
+        try:
+            # Opened before any page script runs: attaching to a busy page would hang.
+            tab.cdp = await context.new_cdp_session(page)
+            await page.route("**/*", tab.forward)
+        except BaseException:
+            await _quietly(page.close())
+            raise
+        return tab
+
+    def _on_crash(self, _page: Any) -> None:
+        self.crashed = True
+
+    def _on_request_end(self, request: Request) -> None:
+        if self.run is not None:
+            self.run.request_ended(request)
+
+    async def forward(self, route: Route) -> None:
+        run = self.run
+        if run is None:  # between renders: whatever the old document still asks for
+            await _quietly(route.abort("blockedbyclient"))
+            return
+        await run.route(route)
+
+    @property
+    def reusable(self) -> bool:
+        return not (self.crashed or self.spoiled or self.page.is_closed())
+
+
 class PageRun:
-    """The render of one page in one fresh tab (see the module docstring)."""
+    """The render of one page in a tab (see the module docstring)."""
 
     def __init__(
         self,
-        page: Page,
+        tab: Tab,
         options: RenderOptions,
         gate: RequestGate,
         url: str,
@@ -52,36 +103,27 @@ class PageRun:
         headers: Mapping[str, str],
         browser_alive: asyncio.Event,
     ) -> None:
-        self._page = page
+        self._tab = tab
+        self._page = tab.page
         self._options = options
         self._gate = gate
         self._url = url
+        self._document = url.split("#", 1)[0]  # as the browser's request has it
         self._body = body
         self._headers = document_headers(headers)
         self._alive = browser_alive  # cleared when the browser disconnects
         self._served = False  # the page's own document was fulfilled
-        self._crashed = False
         self._inflight: dict[Request, str] = {}  # allowed requests not yet ended -> url
         self._asking = 0  # requests waiting for the gate
         self._last_activity = time.monotonic()
         self.requests = 0
         self.blocked = 0
-        self._cdp: CDPSession | None = None
-        page.on("crash", self._on_crash)
-        page.on("dialog", self._on_dialog)
-        page.on("requestfinished", self._on_request_end)
-        page.on("requestfailed", self._on_request_end)
 
-    # -- events --
+    @property
+    def _crashed(self) -> bool:
+        return self._tab.crashed
 
-    def _on_crash(self, _page: Any) -> None:
-        self._crashed = True
-
-    def _on_dialog(self, dialog: Any) -> None:
-        # alert/confirm/prompt/beforeunload: dismissed at once (a page must not wait on them).
-        asyncio.get_running_loop().create_task(_quietly(dialog.dismiss()))
-
-    def _on_request_end(self, request: Request) -> None:
+    def request_ended(self, request: Request) -> None:
         url = self._inflight.pop(request, None)
         if url is not None:
             self._last_activity = time.monotonic()
@@ -95,6 +137,7 @@ class PageRun:
                 not self._served
                 and request.is_navigation_request()
                 and request.frame == self._page.main_frame
+                and request.url.split("#", 1)[0] == self._document
             ):
                 self._served = True
                 await route.fulfill(status=200, headers=self._headers, body=self._body)
@@ -132,7 +175,7 @@ class PageRun:
         try:
             await route.continue_(headers=headers)
         except Exception:
-            self._on_request_end(request)  # never sent: free its slot now
+            self.request_ended(request)  # never sent: free its slot now
             raise
 
     def release_all(self) -> None:
@@ -150,13 +193,16 @@ class PageRun:
         detail = ""
         try:
             async with asyncio.timeout_at(_loop_time(deadline)):
-                # Opened before the page's scripts run: attaching to a busy page would hang.
-                self._cdp = await self._page.context.new_cdp_session(self._page)
+                if self._page.url.split("#", 1)[0] == self._document:
+                    # A reused tab on this very document: going there again would only move
+                    # to the fragment, not load the page anew.
+                    await self._page.goto("about:blank")
                 await self._page.goto(self._url, wait_until="commit")
                 await self._page.wait_for_load_state("domcontentloaded")
                 await self._settle()
         except TimeoutError:
             error, detail = RENDER_TIMEOUT, f"not settled within {self._options.timeout:g} s"
+            self._tab.spoiled = True  # its scripts may go on: the tab is not reused
         except Exception as exc:  # playwright.Error: crashed, closed, navigation failed
             if self._crashed or not self._alive.is_set():
                 return self._failed(RENDER_CRASH, _first_line(exc))
@@ -214,7 +260,8 @@ class PageRun:
 
     async def _interrupt_scripts(self) -> bool:
         """Stop the script holding the page's main thread (an endless loop), if any."""
-        session = self._cdp
+        session = self._tab.cdp
+        self._tab.spoiled = True
         if session is None:
             return False
         try:
@@ -247,6 +294,13 @@ def _loop_time(deadline: float) -> float:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _on_dialog(dialog: Any) -> None:
+    # alert/confirm/prompt dismissed at once (a page must not wait on them); beforeunload
+    # accepted, so that the next render's navigation leaves the page.
+    action = dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss()
+    asyncio.get_running_loop().create_task(_quietly(action))
 
 
 async def _quietly(awaitable: Any) -> None:

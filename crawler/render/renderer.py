@@ -1,7 +1,9 @@
 """The renderer: one Chromium, a pool of tabs, restarts when it dies, recycling to bound memory.
 
-`Renderer.render` takes a tab slot (``concurrency`` at once), opens a fresh tab in the
-current browser and runs it (`crawler.render.page.PageRun`). The browser is launched on the
+`Renderer.render` takes a tab slot (``concurrency`` at once) and runs the page in a tab of the
+current browser (`crawler.render.page.PageRun`): a tab whose last page went well is reused (the
+new document replaces the old; the site's renderer process stays warm), any other is closed
+and a fresh one opened. The browser is launched on the
 first render (or `start`), relaunched when it died (a crash, a kill: the renders that were in
 it end as ``render_crash``), and recycled after ``recycle_after`` pages: new renders wait
 until the old browser's tabs are done, then it is closed and a fresh one started, so that at
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from crawler.render.launch import find_chromium, launch, start_playwright
 from crawler.render.model import RENDER_CRASH, RENDER_ERROR, Rendered, RenderOptions, RequestGate
-from crawler.render.page import CLOSE_GRACE, PageRun
+from crawler.render.page import CLOSE_GRACE, PageRun, Tab
 from crawler.render.snapshot import MUTATION_CLOCK
 
 STRAY_TAB_GRACE = 1.0  # seconds before a tab the renderer did not open is closed
@@ -36,6 +38,7 @@ class _Generation:
         self.pages = 0  # renders started in it
         self.active = 0  # renders running in it
         self.retiring = False
+        self.idle: list[Tab] = []  # tabs whose last render went well, for the next ones
         browser.on("disconnected", lambda _b: self.alive.clear())
 
     async def close(self) -> None:
@@ -184,25 +187,37 @@ class Renderer:
     async def _render_in(
         self, generation: _Generation, url: str, body: bytes, headers: Mapping[str, str]
     ) -> Rendered:
+        tab = generation.idle.pop() if generation.idle else None
+        if tab is None:
+            try:
+                tab = await Tab.open(generation.context)
+            except Exception as exc:
+                generation.alive.clear()  # a browser that cannot open a tab is replaced
+                return _failure(url, RENDER_CRASH, f"no tab: {exc}".splitlines()[0])
+            self._own_pages.add(tab.page)
+            tab.page.on("popup", _close_popup)
+        run = PageRun(tab, self.options, self._gate, url, body, headers, generation.alive)
+        tab.run = run
         try:
-            page = await generation.context.new_page()
-        except Exception as exc:
-            generation.alive.clear()  # a browser that cannot open a tab is replaced
-            return _failure(url, RENDER_CRASH, f"no tab: {exc}".splitlines()[0])
-        self._own_pages.add(page)
-        page.on("popup", _close_popup)
-        run = PageRun(page, self.options, self._gate, url, body, headers, generation.alive)
-        try:
-            await page.route("**/*", run.route)
             result = await run.run()
         except Exception as exc:
             gone = not generation.alive.is_set()
             result = _failure(url, RENDER_CRASH if gone else RENDER_ERROR, str(exc)[:300])
         finally:
+            tab.run = None
             run.release_all()
-            if not await _close_quietly(page):
+        keep = (
+            result.error is None
+            and tab.reusable
+            and generation.alive.is_set()
+            and not generation.retiring
+        )
+        if keep:
+            generation.idle.append(tab)
+        else:
+            if not await _close_quietly(tab.page) and not tab.crashed:
                 generation.alive.clear()  # a tab that will not close: the browser is stuck
-            self._own_pages.discard(page)
+            self._own_pages.discard(tab.page)
         return result
 
 
