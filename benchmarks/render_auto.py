@@ -129,11 +129,58 @@ def measure(name: str, runs: int) -> dict[str, object]:
     }
 
 
+def test_site() -> str:
+    """How often auto is right on the local client-rendered site (tests/render_site.py), with
+    ``always`` as the yardstick: the pages auto rendered, how many of them had links only the
+    rendered DOM had, and the pages auto did not render where ``always`` found such links."""
+    import asyncio  # noqa: PLC0415
+
+    sys.path.insert(0, str(ROOT))
+    from crawler import crawl  # noqa: PLC0415
+    from tests.render_site import RenderSite, start  # noqa: PLC0415
+
+    async def both() -> dict[str, dict[str, tuple[bool, int]]]:
+        site = RenderSite(pages=30, memory_mb=512)
+        url, _other, runners = await start(site)
+        out: dict[str, dict[str, tuple[bool, int]]] = {}
+        try:
+            for mode in ("auto", "always"):
+                seeds = [url + "/", url + "/spa/0", url + "/ssr/0", url + "/mix/0"]
+                result = await crawl(seeds, render=mode, render_timeout=3.0, max_pages=1000)
+                out[mode] = {
+                    p.url[len(url) :]: (bool(p.rendered), len(p.rendered_links))
+                    for p in result.pages
+                    if p.content_type == "text/html"
+                    and not p.url.startswith(url + "/hostile/forever/")
+                }
+        finally:
+            for runner in runners:
+                await runner.cleanup()
+        return out
+
+    got = asyncio.run(both())
+    auto, always = got["auto"], got["always"]
+    rendered = [p for p, (r, _) in auto.items() if r]
+    useful = [p for p in rendered if auto[p][1]]
+    missed = [p for p, (r, _) in auto.items() if not r and always.get(p, (False, 0))[1]]
+    idle = sorted(set(rendered) - set(useful))
+    return (
+        f"test site: {len(auto)} HTML pages; auto rendered {len(rendered)}, {len(useful)} of"
+        f" them with links only their scripts made (the rest: {idle});"
+        f" always rendered {sum(r for r, _ in always.values())}; pages auto skipped where"
+        f" always found such links: {len(missed)} {missed}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sites", default=",".join(SITES))
+    ap.add_argument("--test-site", action="store_true", help="only the test site's precision")
     args = ap.parse_args()
+    if args.test_site:
+        print(test_site())
+        return 0
     print(f"load average before: {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
     for name in args.sites.split(","):
         if not SITES[name][0].is_dir():

@@ -249,10 +249,12 @@ class PageJob:
             if body.ids is not None:
                 page.ids, page.ids_complete = body.ids
             if body.kept is not None and res.status == 200 and res.error is None:
-                await self.render.page(
-                    page, body.kept, res, current, depth, body.found, admission, tally,
-                    self.collect_ids,
-                )  # fmt: skip
+                reason = self.render.decide(page, body.kept, body.found)  # (no await: most)
+                if reason is not None:
+                    await self.render.page(
+                        page, reason, body.kept, res, current, depth, body.found, admission,
+                        tally, self.collect_ids,
+                    )  # fmt: skip
             status = res.status
             if status not in REDIRECT_STATUSES or res.error is not None or not res.location:
                 return page

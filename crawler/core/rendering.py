@@ -64,9 +64,19 @@ class RenderStep:
         #: MANY_LINKS is not rendered, so its body need not be held)
         self.keep_below = sys.maxsize if self.always else MANY_LINKS
 
+    def decide(self, page: PageResult, chunks: list[bytes], found: int) -> str | None:
+        """Why the page is rendered (the auto rule's reason, or "always"), or None; marks the
+        page's ``rendered``/``render_reason`` for the outputs. Synchronous: a page that is not
+        rendered costs no await."""
+        reason = "always" if self.always else judge(chunks, found) if chunks else None
+        page.rendered = False
+        page.render_reason = reason
+        return reason
+
     async def page(
         self,
         page: PageResult,
+        reason: str,
         chunks: list[bytes],
         res: Response,
         url: str,
@@ -76,15 +86,12 @@ class RenderStep:
         tally: Tally,
         collect_ids: bool,
     ) -> None:
-        """Decide, render, and admit the rendered-only links of one fetched HTML page.
+        """Render the page (``decide`` gave ``reason``) and admit its rendered-only links.
 
         ``url`` is the URL the body came from (the last hop), ``found`` the links the static
         pass counted."""
-        reason = "always" if self.always else judge(chunks, found)
-        page.rendered = False
-        page.render_reason = reason
-        if reason is None or not chunks:
-            return  # (auto: chunks emptied once the page had MANY_LINKS)
+        if not chunks:
+            return
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         ctype = res.content_type or "text/html"
         headers = {"content-type": f"{ctype}; charset={res.charset}" if res.charset else ctype}
