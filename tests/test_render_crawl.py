@@ -221,3 +221,26 @@ async def test_check_counts_ids_made_by_javascript(site: tuple[str, str, RenderS
     assert "made-by-js" in plain  # without a browser the id is missing ...
     assert "made-by-js" not in rendered, err  # ... with one it is there
     assert "not-there" in rendered  # a fragment nothing makes is still reported
+
+
+async def test_metrics_count_the_pages_rendered_by_reason(
+    site: tuple[str, str, RenderSite],
+) -> None:
+    from tests.test_metrics import by_label, crawl_in_background, scrape  # noqa: PLC0415
+
+    url, _other, _site = site
+
+    class Seeds:  # what crawl_in_background asks of a site
+        def url(self, _path: str) -> str:
+            return url + "/app/fetch"
+
+    crawler, _sink, port = await crawl_in_background(
+        Seeds(),  # type: ignore[arg-type]
+        render="auto",
+        render_timeout=3.0,
+        max_depth=1,
+        metrics_linger=2.0,
+    )
+    samples = await scrape(f"http://127.0.0.1:{port}/metrics")
+    await crawler.task  # type: ignore[attr-defined]
+    assert by_label(samples, "crawler_pages_rendered_total", "reason") == {"mount_point": 1}
