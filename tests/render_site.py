@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import secrets
 import signal
 import time
 from dataclasses import dataclass, field
@@ -129,6 +130,9 @@ class RenderSite:
     api_delay: float = 0.1  # seconds each /api/slow/ answer takes (politeness shows)
     memory_mb: int = 2048  # what /hostile/memory tries to allocate
     log: RenderLog = field(default_factory=RenderLog)
+    #: in the never-settling page's tick URLs (/api/tick.json?TOKEN-N): a tick from a tab of
+    #: another site's crawl (a browser that outlived its crawl, a port used again) shows
+    token: str = field(default_factory=lambda: secrets.token_hex(4))
 
 
 def _page(title: str, body: str, head: str = "") -> str:
@@ -253,7 +257,7 @@ def _pages(site: RenderSite) -> dict[str, str]:
             "Forever",
             "var n=0;setInterval(function(){"
             + _links_script("['/hostile/forever/'+n]")
-            + "n++;fetch('/api/tick.json?'+n).catch(function(){});},50);",
+            + f"n++;fetch('/api/tick.json?{site.token}-'+n).catch(function(){{}});}},50);",
         ),
         "/hostile/dialogs": _spa(
             "Dialogs",

@@ -180,6 +180,12 @@ async def test_hostile_pages_keep_their_links_and_the_crawl_goes_on(
     # every request of the browser went through the crawl's gate, a never-settling page's
     # late ticks too (the gate adds the crawl's headers: one without them went around it)
     browser = render_site.log.browser_hits()
+    foreign = [
+        h.path
+        for h in browser
+        if h.path.startswith("/api/tick.json?") and render_site.token not in h.path
+    ]
+    assert foreign == []  # no tab of another crawl's browser is still running
     assert [h.path for h in browser if h.headers.get("x-api-key") != "s3cret-value"] == []
 
 
