@@ -63,6 +63,8 @@ MOUNT_IDS = ("root", "app", "__next", "__nuxt", "svelte", "___gatsby", "q-app", 
 #: Every reason ``needs_render`` gives, in the rule's order.
 REASONS = ("mount_point", "client_router", "noscript", "script_heavy", "few_links")
 
+# "<script" in any case: measured faster than three bytes.find or lower() and one find.
+_ANY_SCRIPT = re.compile(rb"<[sS][cC][rR][iI][pP][tT]")
 # Over the lower-cased head (one C pass), so that each search has a literal start to skip to.
 _EMPTY_MOUNT = re.compile(
     rb"""id\s*=\s*["']?(?:"""
@@ -103,6 +105,8 @@ def scan(head: bytes, links: int) -> PageSignals:
     """The signals of a page from its first bytes ``head`` and its link count."""
     if links >= MANY_LINKS:
         return PageSignals(links, -1)  # not scanned: the rule needs no more
+    if _ANY_SCRIPT.search(head) is None:  # (a page without one is not even lowered)
+        return PageSignals(links, 0)
     head = head.lower()
     scripts = head.count(b"<script")
     if not scripts:

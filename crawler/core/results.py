@@ -59,7 +59,7 @@ class PageResult:
     render_reason: str | None = None
     #: the links only the rendered page had (by URL; ``links`` holds the static pass's):
     #: ``to_dict``'s ``links`` is the union, its ``rendered_links`` these URLs
-    rendered_links: list[Link] = field(default_factory=list)
+    rendered_links: Sequence[Link] = ()
 
     @property
     def ok(self) -> bool:
