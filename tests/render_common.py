@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import os
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -37,7 +38,7 @@ class RecordingGate:
     It records every question and checks that each allowed request is released exactly once.
     """
 
-    def __init__(self, deny: tuple[str, ...] = (), per_host: int = 1) -> None:
+    def __init__(self, deny: tuple[str, ...] = (), per_host: int = 1, delay: float = 0) -> None:
         self.asked: list[tuple[str, str, str]] = []
         self.allowed: Counter[str] = Counter()
         self.released: Counter[str] = Counter()
@@ -47,6 +48,7 @@ class RecordingGate:
         self.most_in_flight = 0
         self._slots: dict[str, asyncio.Semaphore] = {}
         self.headers: dict[str, dict[str, str]] = {}
+        self.delay = delay  # seconds each allowed request waits after taking its slot
 
     async def allow(self, url: str, resource_type: str, page_url: str) -> bool:
         self.asked.append((url, resource_type, page_url))
@@ -55,6 +57,7 @@ class RecordingGate:
             return False
         slot = self._slots.setdefault(host, asyncio.Semaphore(self.per_host))
         await slot.acquire()
+        await asyncio.sleep(self.delay)
         self.allowed[url] += 1
         self.in_flight[host] += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight[host])
@@ -85,10 +88,12 @@ class Site:
         self.server: TestServer | None = None
         self.delays: dict[str, float] = {}
         self.port: int | None = None
+        self.last_hit = 0.0
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path_qs
         self.hits[request.path] += 1
+        self.last_hit = time.monotonic()
         self.request_headers[request.path] = dict(request.headers)
         if request.path in self.delays:
             await asyncio.sleep(self.delays[request.path])

@@ -118,6 +118,7 @@ class PageRun:
         self._last_activity = time.monotonic()
         self.requests = 0
         self.blocked = 0
+        self._finished = False  # release_all ran: nothing more is sent for this render
 
     @property
     def _crashed(self) -> bool:
@@ -163,6 +164,11 @@ class PageRun:
             allowed = await self._gate.allow(url, request.resource_type, self._url)
         finally:
             self._asking -= 1
+        if allowed and self._finished:
+            # The render ended while the gate made the request wait: it is not sent, and
+            # the slot it was given goes back at once.
+            self._gate.release(url)
+            allowed = False
         if not allowed:
             self.blocked += 1
             await route.abort("blockedbyclient")
@@ -179,7 +185,11 @@ class PageRun:
             raise
 
     def release_all(self) -> None:
-        """Free the gate's slots of requests still in flight (the tab is going away)."""
+        """Free the gate's slots of requests still in flight (the render is over).
+
+        A request still waiting for the gate is refused when its answer comes.
+        """
+        self._finished = True
         for url in self._inflight.values():
             self._gate.release(url)
         self._inflight.clear()
