@@ -8,6 +8,7 @@ browser itself fetched: robots.txt, the scope of hosts, politeness and credentia
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -30,12 +31,8 @@ from tests.render_site import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-try:
-    import playwright  # noqa: F401
-
-    _PLAYWRIGHT = True
-except ImportError:
-    _PLAYWRIGHT = False
+# (the render extra's, not the test extra's: looked for, not imported)
+_PLAYWRIGHT = importlib.util.find_spec("playwright") is not None
 
 pytestmark = [
     pytest.mark.browser,
