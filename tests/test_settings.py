@@ -38,6 +38,7 @@ def other_value(key: str) -> Any:
     special = {
         "scope": "domain",
         "link_set": "resources",
+        "render": "auto",
         "format": "jsonl",
         "output": "out.txt",
         "user_agent": "other/1.0",

@@ -182,6 +182,26 @@ async def test_an_http_crawl_imports_no_aiohttp_and_builds_no_tls_context(
     # ... nor yarl and multidict (aiohttp's URL and headers: the plain path needs neither)
     assert not [m for m in got["new"] if m.split(".")[0] in ("yarl", "multidict")]
     assert got["contexts"] == 0 and got["built"] is None  # ... and no context was ever made
+    # --render never (the default): nothing of the renderer, nor Playwright, is imported
+    assert not [m for m in got["new"] if m.startswith(_RENDER_MODULES)]
+
+
+_RENDER_MODULES = ("crawler.render", "crawler.core.render", "playwright")
+
+
+async def test_render_auto_on_static_pages_starts_no_browser_and_imports_no_playwright(
+    serve: ServeApp, tmp_path: Path
+) -> None:
+    pytest.importorskip("playwright")  # (--render auto refuses to start without it)
+    server = await serve(_pages())
+    url = str(server.make_url("/"))
+    got = await probe(tmp_path, "crawl", url, "--render", "auto", "-q")
+    assert got["code"] == 0, got["stderr"]
+    assert sorted(got["stdout"].split()) == [url, url + "a", url + "b"]
+    assert "crawler.core.rendering" in got["new"]  # auto was on ...
+    # ... and no page needed a browser: nothing of crawler.render, nor Playwright, imported
+    assert not [m for m in got["new"] if m.split(".")[0] == "playwright"]
+    assert not [m for m in got["new"] if m.startswith("crawler.render")]
 
 
 async def test_an_http_crawl_through_aiohttp_builds_no_tls_context(

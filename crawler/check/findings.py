@@ -112,13 +112,16 @@ class Findings:
 
     def _on_page(self, page: PageResult) -> None:
         now = time.monotonic()
+        kind = page.error
+        if kind is not None and kind.startswith("render_"):
+            kind = None  # (--render: the page answered; its rendering failed, not the link)
         if page.url in self._replayed:
             # in flight at the kill: its links are in already; its new result counts
             page.links = []
+            page.rendered_links = []
             self._replayed.discard(page.url)
-            if page.content_type in HTML_TYPES and page.error is None:
+            if page.content_type in HTML_TYPES and kind is None:
                 self.stats.pages -= 1
-        kind = page.error
         if kind == "redirect_out_of_scope":
             return  # no verdict: the URL as linked is probed, its redirect and all
         if kind == "url_too_long":
@@ -135,7 +138,7 @@ class Findings:
                 html=page.content_type in HTML_TYPES,
                 crawled=True,
             )
-            if page.content_type in HTML_TYPES and page.error is None:
+            if page.content_type in HTML_TYPES and kind is None:
                 self.stats.pages += 1
             ids = page.ids
             if ids is not None and page.final_url:
@@ -152,6 +155,8 @@ class Findings:
         self._derive_hops(verdict)
         if page.links:
             self._take_links(page.final_url or page.url, page.links)
+        if page.rendered_links:  # (--render: the links only its scripts made)
+            self._take_links(page.final_url or page.url, page.rendered_links)
 
     def _derive_hops(self, verdict: Verdict) -> None:
         # A redirect followed in the page's own job fetched its targets too: each hop gets

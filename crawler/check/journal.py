@@ -41,7 +41,10 @@ def record_of(page: PageResult) -> dict[str, Any]:
         "h": list(page.redirect_statuses),
         "i": None if ids is None else list(ids),
         "ic": page.ids_complete,
-        "l": [[k.url, k.raw, k.tag, k.attr, k.line, k.column] for k in page.links],
+        "l": [
+            [k.url, k.raw, k.tag, k.attr, k.line, k.column]
+            for k in (*page.links, *page.rendered_links)  # (a resumed check: all of them)
+        ],
     }
 
 

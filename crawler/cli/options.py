@@ -279,6 +279,25 @@ def _options() -> dict[str, _Option]:
             {"choices": ("links", "resources")},
             "which links to extract: navigational links, or also resources (img, script, ...)",
         ),
+        "render": (
+            ("--render",),
+            {"choices": ("never", "auto", "always")},
+            "load HTML pages in headless Chromium for the links their scripts make: never;"
+            " auto: the pages that look client-rendered (an empty app mount point, mostly"
+            " script, a <noscript> asking for JavaScript, a client router's data); always"
+            " (needs the 'render' extra and Chromium)",
+        ),
+        "render_concurrency": (
+            ("--render-concurrency",),
+            {"type": int, "metavar": "N"},
+            "pages rendered at once in the browser",
+        ),
+        "render_timeout": (
+            ("--render-timeout",),
+            {"type": float, "metavar": "S"},
+            "seconds a page may take in the browser; the links seen by then count, the page"
+            " gets error render_timeout",
+        ),
         "format": (
             ("--format", "-f"),
             {"choices": FORMATS},

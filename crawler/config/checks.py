@@ -78,7 +78,9 @@ def _origin_problem(origin: str) -> str | None:
 
 
 # Keys whose value must be >= 1 (the rest of the numbers must be >= 0: 0 means "no limit"/none).
-_POSITIVE = frozenset({"concurrency", "per_host"})
+# A page's budget in the browser: a page that never settles holds a browser page this long.
+_MAX_RENDER_TIMEOUT = 300.0
+_POSITIVE = frozenset({"concurrency", "per_host", "render_concurrency"})
 
 
 def _type_name(value: object) -> str:
@@ -238,6 +240,11 @@ def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
             raise fail(f"must be a number; {got}")
         if math.isnan(value) or math.isinf(value) or value < 0:
             raise fail(f"must be a finite number >= 0; got {value}")
+        if name == "render_timeout" and not 0 < value <= _MAX_RENDER_TIMEOUT:
+            raise fail(
+                f"must be > 0 and <= {_MAX_RENDER_TIMEOUT:g} seconds (a page's budget in the"
+                f" browser: it is never unbounded); got {value}"
+            )
         return float(value)
     if hint is str:
         if not isinstance(value, str):

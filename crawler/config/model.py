@@ -22,6 +22,7 @@ Scope = Literal["host", "origin", "domain", "subdomains"]
 OutputFormat = Literal["urls", "jsonl", "csv", "sitemap"]
 LinkSet = Literal["links", "resources"]
 StateSync = Literal["normal", "full"]
+Render = Literal["never", "auto", "always"]
 
 DEFAULT_USER_AGENT = f"crawler/{__version__} (link crawler; obeys robots.txt)"
 
@@ -120,6 +121,17 @@ class CrawlConfig:
 
     # -- extraction --
     link_set: LinkSet = "links"
+
+    # -- rendering (issue 24: links only JavaScript makes; crawler.render, Chromium) --
+    #: Which HTML pages are also loaded in headless Chromium for the links their scripts make:
+    #: "never" (no browser, nothing of it imported), "auto" (the pages the streaming pass
+    #: judges client-rendered: crawler.core.render_rule), "always" (every HTML page).
+    render: Render = "never"
+    #: Pages rendered at once (a pool of browser pages; each is a Chromium renderer).
+    render_concurrency: int = 2
+    #: Seconds one page may take in the browser before its DOM is taken as it is
+    #: (``render_timeout``); the links seen by then count.
+    render_timeout: float = 5.0
 
     # -- output --
     format: OutputFormat = "urls"
@@ -224,6 +236,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "addresses": ("exclude_private", "exclude_link_local", "exclude_loopback"),
     "extraction": ("link_set",),
+    "render": ("render", "render_concurrency", "render_timeout"),
     "output": ("format", "output", "all_links", "quiet", "warc"),
     "backend": ("state", "state_sync", "name", "lease_timeout"),
     "metrics": ("metrics_port", "metrics_host", "metrics_linger"),

@@ -60,10 +60,10 @@ A state call that blocks (the Redis backend retrying through an outage) just blo
 engine puts no timeout on a state call while crawling.
 
 The open step also starts what the config asks for besides the state, each imported only
-then: the metrics server (``metrics_port``: ``crawler.output.metrics``, fed by the fetcher's
-observer and each page's Tally) and the WARC writer (``warc``: ``crawler.output.warc``, given to
-the fetcher). They are closed when the crawler is, after the fetcher (which saves the cookie
-jar), on every path: a normal end, a stop, a cancelled task, an open step that failed.
+then: the metrics server (``metrics_port``: ``crawler.output.metrics``), the WARC writer
+(``warc``: ``crawler.output.warc``), the page job's renderer (``render``). They are closed
+when the crawler is (the browser first, the WARC writer after the fetcher, which saves the
+cookie jar), on every path: a normal end, a stop, a cancelled task, a failed open step.
 
 Limits not in CrawlConfig are module constants: ``crawler.core.page.MAX_CRAWL_DELAY`` caps a
 robots.txt Crawl-delay, ITER_QUEUE bounds the pages buffered for ``async for``, and
@@ -314,14 +314,15 @@ class Crawler:
                 await self._metrics.stop(self.config.metrics_linger)
 
     async def _close_io(self, *, keep_metrics: bool = False) -> None:
-        """Close what the open step made besides the state, each on its own (one failing
-        must not keep the others open): the fetcher (it saves the cookie jar), the WARC
-        writer (after the fetcher: no record can start after it), the metrics server
-        (unless ``keep_metrics``: aclose stops it last, after its linger)."""
+        """Close what the open step made besides the state, each on its own (one failing must
+        not keep the others open): the browser, the fetcher (it saves the cookie jar), the WARC
+        writer (after the fetcher), the metrics server (unless ``keep_metrics``: aclose's)."""
         if self._io_closed:
             return
         self._io_closed = True
         fetcher, archive = self._fetcher, self._archive
+        if self._job is not None:
+            await self._job.close()  # (the browser, with --render)
         if fetcher is not None:
             try:
                 await fetcher.close()

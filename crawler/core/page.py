@@ -138,10 +138,25 @@ class PageJob:
         #: Leases of this run that passed robots.txt (the first hop's check): pages of the
         #: ``max_pages`` budget for sure (a lease robots.txt disallows gives its budget back).
         self.fetched = 0
+        #: ``crawler.core.rendering.RenderStep`` with ``render`` not "never" (imported only
+        #: then; ConfigError naming ``render`` without Playwright or Chromium)
+        self.render: Any = None
+        if config.render != "never":
+            from crawler.core.rendering import open_render  # noqa: PLC0415  (only with render)
+
+            self.render = open_render(config, fetcher, robots, policy, admission.stats)
         found = getattr(state, "discovered_by", None)
         self._discovered_by: Callable[[str], Awaitable[list[str]]] | None = (
             found if callable(found) else None
         )
+
+    async def close(self) -> None:
+        """Close what the job opened itself: the browser (``render``)."""
+        if self.render is not None:
+            try:
+                await self.render.close()
+            except Exception:
+                log.exception("closing the browser failed")
 
     async def relist(self, url: str, tally: Tally) -> set[str]:
         """List again the URLs ``url`` discovered in a run that stopped while it was in flight.
@@ -237,6 +252,13 @@ class PageJob:
                 return page
             if body.ids is not None:
                 page.ids, page.ids_complete = body.ids
+            if body.kept is not None and res.status == 200 and res.error is None:
+                reason = self.render.decide(page, body.kept, body.found)  # (no await: most)
+                if reason is not None:
+                    await self.render.page(
+                        page, reason, body.kept, res, current, depth, body.found, admission,
+                        tally, self.collect_ids,
+                    )  # fmt: skip
             status = res.status
             if status not in REDIRECT_STATUSES or res.error is not None or not res.location:
                 return page
@@ -322,6 +344,7 @@ class _Body:
         "found",
         "ids",
         "job",
+        "kept",
         "page",
         "sitemap",
         "sitemap_kind",
@@ -345,6 +368,7 @@ class _Body:
         self.capped = 0  # of them past max_links_per_page, counted in tally.links_capped
         self.direct = False  # the extractor returns the intake's items (no Links)
         self.ids: tuple[set[str], bool] | None = None
+        self.kept: list[bytes] | None = None  # the body's chunks, kept for the renderer
 
     def _fail(self, kind: str, what: str, exc: Exception) -> _BodyAbort:
         log.error("%s failed on %s", what, self.url, exc_info=exc)
@@ -359,6 +383,7 @@ class _Body:
             return None
         job = self.job
         self.failure = None  # a retried attempt starts the page over
+        self.kept = None
         if self.sitemap_kind:
             # A .xml.gz sitemap is inflated by the parser: the body cap applies to what it
             # inflates too, as it does to Content-Encoding bodies.
@@ -398,7 +423,19 @@ class _Body:
             self._fail("extract", "the extractor", exc)
             return None
         self.direct = job.direct
+        if job.render is not None:  # (--render: the body is kept, its chunks as they came)
+            self.kept = []
+            return self.feed_kept
         return self.feed
+
+    def feed_kept(self, chunk: bytes) -> Awaitable[None] | None:
+        kept = self.kept
+        if kept is not None:  # (set with this consumer)
+            if self.found < self.job.render.keep_below:
+                kept.append(chunk)
+            elif kept:
+                kept.clear()  # auto: a page of this many links is not rendered
+        return self.feed(chunk)
 
     def feed(self, chunk: bytes) -> Awaitable[None] | None:
         ex = self.extractor

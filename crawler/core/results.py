@@ -61,6 +61,13 @@ class PageResult:
     #: Content-Encoding, not its charset) and the charset its headers gave
     head: builtins.bytes | None = None  # (the field ``bytes`` hides the type here)
     charset: str | None = None
+    #: with ``render`` auto or always (else None): whether the page was loaded in the browser
+    rendered: bool | None = None
+    #: why it was (``crawler.core.render_rule.REASONS``, or "always"), None if it was not
+    render_reason: str | None = None
+    #: the links only the rendered page had (by URL; ``links`` holds the static pass's):
+    #: ``to_dict``'s ``links`` is the union, its ``rendered_links`` these URLs
+    rendered_links: Sequence[Link] = ()
 
     @property
     def ok(self) -> bool:
@@ -87,6 +94,13 @@ class PageResult:
         }
         if self.links_capped:  # (only then: the line of every other page is as it was)
             d["links_capped"] = self.links_capped
+        if self.rendered is not None:  # (only with --render: other lines are as they were)
+            extra = [link.url for link in self.rendered_links if link.url is not None]
+            d["rendered"] = self.rendered
+            d["render_reason"] = self.render_reason
+            d["rendered_links"] = extra
+            if links and extra:
+                d["links"] = [*d["links"], *extra]  # type: ignore[misc]
         if not links:
             del d["links"], d["invalid_links"]
         return d
@@ -136,6 +150,17 @@ class CrawlStats:
     resumed_pages: int = 0
     #: requests that were in flight when the last run stopped (fetched again in this one)
     recovered: int = 0
+    #: with ``render`` auto or always: pages of this run loaded in the browser, by reason
+    #: (``crawler.core.render_rule.REASONS`` or "always"), the links only their rendered DOM
+    #: had (before dedup), the requests the browser sent
+    render: str | None = None
+    render_reasons: Counter[str] = field(default_factory=Counter)
+    rendered_links: int = 0
+    render_requests: int = 0
+
+    @property
+    def pages_rendered(self) -> int:
+        return sum(self.render_reasons.values())
 
     @property
     def error_count(self) -> int:
@@ -169,7 +194,17 @@ class CrawlStats:
             "time_limit": self.time_limit,
             "resumed_pages": self.resumed_pages,
             "recovered": self.recovered,
-        }
+        } | (
+            {
+                "render": self.render,
+                "pages_rendered": self.pages_rendered,
+                "render_reasons": dict(self.render_reasons),
+                "rendered_links": self.rendered_links,
+                "render_requests": self.render_requests,
+            }
+            if self.render
+            else {}
+        )
 
 
 @dataclass(slots=True)

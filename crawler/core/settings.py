@@ -93,6 +93,8 @@ CRAWL_DEFINING: dict[str, str] = {
     " allowed",
     "robots_agent": "robots.txt rules are chosen by this token: it decides which URLs are allowed",
     "link_set": "which links of a page are followed",
+    "render": "which links of a page are followed (those its scripts make): pages crawled"
+    " already would not be rendered again",
 }
 
 #: key -> why it may differ from run to run (the stored value is the default of the next).
@@ -143,6 +145,8 @@ PER_RUN: dict[str, str] = {
     "metrics_port": "what this run serves",
     "metrics_host": "what this run serves",
     "metrics_linger": "how long this run serves its metrics after it ends",
+    "render_concurrency": "speed of this run's browser",
+    "render_timeout": "how long one page may take in this run's browser",
 }
 
 #: key -> why it is never stored with the crawl.

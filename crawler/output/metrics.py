@@ -302,6 +302,14 @@ class _Collector(Collector):
                 "Pages done by this process (fetched, failed or refused), as in the crawl's stats.",
                 value=max(0, stats.pages - stats.resumed_pages),
             )
+            if stats.render:
+                fam = CounterMetricFamily(
+                    "crawler_pages_rendered", "Pages loaded in the headless browser, by reason.",
+                    labels=["reason"],
+                )  # fmt: skip
+                for reason, n in sorted(stats.render_reasons.items()):
+                    fam.add_metric([reason], n)
+                yield fam
             yield GaugeMetricFamily(
                 "crawler_queued_urls", "URLs queued in the crawl state, waiting to be fetched.",
                 value=crawler.queued,

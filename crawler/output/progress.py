@@ -153,6 +153,9 @@ def format_summary(
     crawler: links: 140 found, 21 new; 1 invalid; 2 disallowed by robots.txt; 17 out of scope
     crawler: errors: http_404 1
 
+    With ``--render auto|always`` a line ``crawler: render (auto): 3 pages rendered
+    (mount_point 2, noscript 1), 7 links only their scripts made, 12 browser requests``.
+
     The counts are the whole crawl's, across every run of a crawl kept with ``--state``
     (pages/s is this run's); a ``resumed`` one adds ``crawler: resumed: 12 pages from
     earlier runs, 3 in flight at the last stop (fetched again)``, and ``repaired`` (bytes of
@@ -201,6 +204,14 @@ def format_summary(
         lines.append(
             f"crawler: output: {repaired} bytes of a line cut at the last stop removed"
             " (its page written again)"
+        )
+    if stats.render:
+        why = ", ".join(f"{k} {n}" for k, n in sorted(stats.render_reasons.items()))
+        lines.append(
+            f"crawler: render ({stats.render}): {stats.pages_rendered} pages rendered"
+            + (f" ({why})" if why else "")
+            + f", {stats.rendered_links} links only their scripts made,"
+            f" {stats.render_requests} browser requests"
         )
     if stats.errors:
         kinds = sorted(stats.errors.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -206,7 +206,7 @@ class JsonlSink(OutputSink):
     def page(self, page: PageResult) -> None:
         # ensure_ascii keeps every line valid UTF-8 even for lone surrogates in odd URLs.
         links = page.links
-        if LinkRecord is not None and type(links) is LinkRecord:
+        if LinkRecord is not None and type(links) is LinkRecord and not page.rendered_links:
             # The compiled extractor's record writes the URL list as JSON itself, put in the
             # line where to_dict has it: before "redirects" (a bare quote in JSON text is
             # always a string's delimiter, so ',"redirects":' is found only as that key).
@@ -270,7 +270,7 @@ class CsvSink(OutputSink):
     def page(self, page: PageResult) -> None:
         source = page.final_url or page.url
         links = page.links
-        if LinkRecord is not None and type(links) is LinkRecord:
+        if LinkRecord is not None and type(links) is LinkRecord and not page.rendered_links:
             # the compiled extractor's record writes its own rows (None: a value is not ASCII)
             done = cast("Record", links).csv_rows(source)
             if done is not None:
@@ -279,7 +279,7 @@ class CsvSink(OutputSink):
                 return
         rows = [
             (source, link.url, link.tag, "true" if link.nofollow else "false")
-            for link in links
+            for link in ((*links, *page.rendered_links) if page.rendered_links else links)
             if link.url is not None
         ]
         if not rows:

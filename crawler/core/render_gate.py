@@ -1,0 +1,183 @@
+"""What the browser may fetch while it renders a page: the crawl decides, request by request.
+
+``crawler.render``'s route handler asks :meth:`CrawlGate.allow` for every request its own
+policy lets through (images, media, fonts and stylesheets never get here; other hosts only
+for scripts), and calls :meth:`CrawlGate.release` when an allowed one ended. The rules:
+
+* **Scope of hosts.** A request to a host the crawl's host rule (``scope``) admits is the
+  crawl's own: it is subject to robots.txt and politeness below. A request to another host is
+  allowed only for a script (a CDN), never anything else, and carries none of the crawl's
+  credentials. ``include``/``exclude`` decide which pages are crawled, not what a page loads.
+* **robots.txt** of the crawl (``crawler.core.robots``, the cache the crawl uses, fetched if
+  not known yet) for every request to a crawled host, unless ``ignore_robots``.
+* **Politeness.** The page being rendered holds its lease (its host's ``per_host`` slot)
+  until it is done; the browser's requests for it to a crawled host go ONE AT A TIME in that
+  slot, so the requests in flight to a host never exceed ``per_host`` whatever the browser
+  does. With a delay (``--delay``, or robots.txt's Crawl-delay when longer), the browser's
+  requests to a host start at least that long apart and after the page's own fetch. (The
+  crawl's other fetches of that host are spaced by the frontier as before: rendering adds the
+  browser's requests to the host's rate, one per delay at most.)
+* **Credentials** (:meth:`headers_for`): what ``crawler.http`` sends to that origin and only
+  there: the crawl's credential headers (``--header`` secrets, ``--auth``, ``--bearer-env``,
+  ``--header-for``) for the origins they were given for, and the other ``--header`` values
+  to the crawled hosts. Never a proxy's credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from crawler.urls.policy import origin_of
+
+if TYPE_CHECKING:
+    from crawler.config import CrawlConfig
+    from crawler.core.robots import RobotsCache
+    from crawler.http.client import Fetcher
+    from crawler.urls.policy import UrlPolicy
+
+__all__ = ["CrawlGate"]
+
+# Headers the browser sets itself or that are the crawl's transport's only.
+_NOT_FOR_THE_BROWSER = frozenset(
+    {"user-agent", "accept", "accept-encoding", "proxy-authorization", "host", "connection"}
+)
+_MAX_CRAWL_DELAY = 30.0  # as crawler.core.page's MAX_CRAWL_DELAY
+
+
+class CrawlGate:
+    """The crawl's ``crawler.render.RequestGate``: one per crawl, shared by the pages rendered.
+
+    Counters: ``allowed``, ``refused`` (by reason: ``robots``, ``scope``).
+    """
+
+    def __init__(
+        self,
+        config: CrawlConfig,
+        fetcher: Fetcher,
+        robots: RobotsCache,
+        policy: UrlPolicy,
+    ) -> None:
+        self.config = config
+        self.fetcher = fetcher
+        self.robots = robots
+        self.policy = policy
+        self.allowed = 0
+        self.refused: dict[str, int] = {"robots": 0, "scope": 0}
+        # page URL -> the lock its browser requests to crawled hosts take one at a time
+        self._page_locks: dict[str, asyncio.Lock] = {}
+        # url -> the locks held for it (an allowed request to a crawled host), in order
+        self._held: dict[str, list[asyncio.Lock]] = {}
+        # origin -> monotonic time the last request to it started (the crawl's or the browser's)
+        self._last: dict[str, float] = {}
+        self._static_headers = [
+            (n, v) for n, v in _header_list(config) if n.lower() not in _NOT_FOR_THE_BROWSER
+        ]
+
+    def page_fetched(self, url: str) -> None:
+        """The page ``url`` was just fetched by the crawl (the delay counts from it)."""
+        self._last[origin_of(url)] = time.monotonic()
+
+    def _crawled(self, url: str) -> str | None:
+        """The origin of ``url`` if the crawl's host rule admits it, else None."""
+        canonical = self.policy.canonical(url)
+        if canonical is None:
+            return None
+        return self.policy.host_scope(canonical)
+
+    async def allow(self, url: str, resource_type: str, page_url: str) -> bool:
+        if not url.startswith(("http://", "https://")):
+            return False
+        origin = self._crawled(url)
+        if origin is None:
+            if resource_type == "script":  # a CDN's script: the page cannot run without it
+                self.allowed += 1
+                return True
+            self.refused["scope"] += 1
+            return False
+        delay = self.config.delay
+        if not self.config.ignore_robots:
+            rules = await self.robots.get(origin)
+            if rules.error is not None or not await rules.allowed_async(url):
+                self.refused["robots"] += 1
+                return False
+            delay = max(delay, min(rules.crawl_delay or 0.0, _MAX_CRAWL_DELAY))
+        lock = self._page_locks.get(page_url)
+        if lock is None:
+            lock = self._page_locks[page_url] = asyncio.Lock()
+        await lock.acquire()
+        if self._page_locks.get(page_url) is not lock:  # the page's render ended meanwhile
+            lock.release()  # (wakes the next waiter, which leaves the same way)
+            return False
+        try:
+            if delay:
+                wait = self._last.get(origin, 0.0) + delay - time.monotonic()
+                while wait > 0:
+                    await asyncio.sleep(wait)
+                    wait = self._last.get(origin, 0.0) + delay - time.monotonic()
+                self._last[origin] = time.monotonic()
+        except BaseException:
+            lock.release()
+            raise
+        self._held.setdefault(url, []).append(lock)
+        self.allowed += 1
+        return True
+
+    def release(self, url: str) -> None:
+        held = self._held.get(url)
+        if not held:
+            return  # a script of another host: nothing held
+        lock = held.pop(0)
+        if not held:
+            del self._held[url]
+        if lock.locked():
+            lock.release()
+
+    def page_done(self, page_url: str) -> None:
+        """The page's render ended: its requests are over, and a request of it still waiting
+        for its slot is refused (its tab is gone) instead of waiting for ever."""
+        lock = self._page_locks.pop(page_url, None)
+        if lock is not None and lock.locked():
+            for url, held in list(self._held.items()):  # (those the renderer did not release)
+                if lock in held:
+                    held.remove(lock)
+                    if not held:
+                        del self._held[url]
+            lock.release()
+
+    def headers_for(self, url: str) -> dict[str, str]:
+        if self._crawled(url) is None:
+            return {}  # another host: nothing of the crawl's
+        headers = dict(self._static_headers)
+        try:
+            _, kwargs = self.fetcher.session_request(url)
+        except (ValueError, OSError):
+            return headers
+        for name, value in kwargs.get("headers") or ():
+            if name.lower() not in _NOT_FOR_THE_BROWSER:
+                headers[name] = value
+        cookie = _cookie_header(self.fetcher, url)
+        if cookie:
+            headers["Cookie"] = cookie
+        return headers
+
+
+def _header_list(config: CrawlConfig) -> list[tuple[str, str]]:
+    from crawler.http.options import header_list  # noqa: PLC0415  (only with --render)
+
+    return header_list(config)
+
+
+def _cookie_header(fetcher: Fetcher, url: str) -> str:
+    """The Cookie header the crawl's jar would send to ``url`` ("" without a jar or cookie)."""
+    if not fetcher.config.cookies and not fetcher.config.save_cookies:
+        return ""
+    try:
+        from yarl import URL  # noqa: PLC0415  (aiohttp's path: the jar lives there)
+
+        jar = fetcher.session.cookie_jar
+        cookies = jar.filter_cookies(URL(url))
+    except Exception:
+        return ""
+    return "; ".join(f"{name}={morsel.value}" for name, morsel in cookies.items())

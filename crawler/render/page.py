@@ -1,0 +1,320 @@
+"""One page in the browser: fulfil its document, route its requests, wait, snapshot.
+
+A `PageRun` owns one browser tab for one render. Its route handler is the only way out of the
+tab: the page's own document is fulfilled from the body the crawl fetched (no second GET),
+any other document is aborted (the page stays: navigations away, frames, reloads), and every
+other request is blocked or handed to the crawl's gate (`policy.decide`). Dialogs are
+dismissed, popups closed by the renderer. The budget is an asyncio deadline in this process:
+nothing the page's scripts do can stretch it (a page spinning its main thread gets its script
+terminated over the DevTools protocol so that the snapshot can still be taken).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from crawler.render.model import (
+    RENDER_CRASH,
+    RENDER_ERROR,
+    RENDER_TIMEOUT,
+    Rendered,
+    RenderOptions,
+    RequestGate,
+)
+from crawler.render.policy import Verdict, decide, document_headers
+from crawler.render.snapshot import QUIET_FOR, SNAPSHOT
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, CDPSession, Page, Request, Route
+
+POLL = 0.05  # seconds between looks at the page while waiting for it to settle
+SNAPSHOT_GRACE = 1.0  # seconds the snapshot may take after the budget (a busy page)
+CLOSE_GRACE = 5.0  # seconds a tab may take to close before the browser counts as stuck
+
+
+class BrowserGone(Exception):
+    """The browser died or stopped answering: the renderer restarts it."""
+
+
+class Tab:
+    """A browser tab kept for many renders, one at a time; its handlers forward to the render.
+
+    A tab is reused (a new document replaces the old one's scripts, timers and state; the
+    renderer process of the site stays warm) until its page crashed, had its scripts stopped,
+    or did not settle; then it is closed and a fresh one opened.
+    """
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.run: PageRun | None = None
+        self.crashed = False
+        self.spoiled = False  # scripts disabled, or left running: not for another page
+        self.cdp: CDPSession | None = None
+        page.on("crash", self._on_crash)
+        page.on("dialog", _on_dialog)
+        page.on("requestfinished", self._on_request_end)
+        page.on("requestfailed", self._on_request_end)
+
+    @classmethod
+    async def open(cls, context: BrowserContext) -> Tab:
+        page = await context.new_page()
+        tab = cls(page)
+        try:
+            # Opened before any page script runs: attaching to a busy page would hang.
+            tab.cdp = await context.new_cdp_session(page)
+            await page.route("**/*", tab.forward)
+        except BaseException:
+            await _quietly(page.close())
+            raise
+        return tab
+
+    def _on_crash(self, _page: Any) -> None:
+        self.crashed = True
+
+    def _on_request_end(self, request: Request) -> None:
+        if self.run is not None:
+            self.run.request_ended(request)
+
+    async def forward(self, route: Route) -> None:
+        run = self.run
+        if run is None:  # between renders: whatever the old document still asks for
+            await _quietly(route.abort("blockedbyclient"))
+            return
+        await run.route(route)
+
+    @property
+    def reusable(self) -> bool:
+        return not (self.crashed or self.spoiled or self.page.is_closed())
+
+
+class PageRun:
+    """The render of one page in a tab (see the module docstring)."""
+
+    def __init__(
+        self,
+        tab: Tab,
+        options: RenderOptions,
+        gate: RequestGate,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        browser_alive: asyncio.Event,
+    ) -> None:
+        self._tab = tab
+        self._page = tab.page
+        self._options = options
+        self._gate = gate
+        self._url = url
+        self._document = url.split("#", 1)[0]  # as the browser's request has it
+        self._body = body
+        self._headers = document_headers(headers)
+        self._alive = browser_alive  # cleared when the browser disconnects
+        self._served = False  # the page's own document was fulfilled
+        self._inflight: dict[Request, str] = {}  # allowed requests not yet ended -> url
+        self._asking = 0  # requests waiting for the gate
+        self._last_activity = time.monotonic()
+        self.requests = 0
+        self.blocked = 0
+        self._finished = False  # release_all ran: nothing more is sent for this render
+
+    @property
+    def _crashed(self) -> bool:
+        return self._tab.crashed
+
+    def request_ended(self, request: Request) -> None:
+        url = self._inflight.pop(request, None)
+        if url is not None:
+            self._last_activity = time.monotonic()
+            self._gate.release(url)
+
+    async def route(self, route: Route) -> None:
+        """Every request of the tab (and of its frames) comes here first."""
+        request = route.request
+        try:
+            if (
+                not self._served
+                and request.is_navigation_request()
+                and request.frame == self._page.main_frame
+                and request.url.split("#", 1)[0] == self._document
+            ):
+                self._served = True
+                await route.fulfill(status=200, headers=self._headers, body=self._body)
+                return
+            verdict = decide(request.url, request.resource_type, self._page.url)
+            if verdict is Verdict.ABORT_NAVIGATION:
+                self.blocked += 1
+                await route.abort("aborted")  # ERR_ABORTED: no error page, the page stays
+                return
+            if verdict is Verdict.BLOCK:
+                self.blocked += 1
+                await route.abort("blockedbyclient")
+                return
+            await self._through_gate(route, request)
+        except Exception:  # the tab closed under the handler: nothing to answer any more
+            return
+
+    async def _through_gate(self, route: Route, request: Request) -> None:
+        url = request.url
+        self._asking += 1
+        self._last_activity = time.monotonic()
+        try:
+            allowed = await self._gate.allow(url, request.resource_type, self._url)
+        finally:
+            self._asking -= 1
+        if allowed and self._finished:
+            # The render ended while the gate made the request wait: it is not sent, and
+            # the slot it was given goes back at once.
+            self._gate.release(url)
+            allowed = False
+        if not allowed:
+            self.blocked += 1
+            await route.abort("blockedbyclient")
+            return
+        self._inflight[request] = url
+        self.requests += 1
+        headers = {**request.headers, **self._gate.headers_for(url)}
+        if self._options.user_agent:
+            headers["user-agent"] = self._options.user_agent
+        try:
+            await route.continue_(headers=headers)
+        except Exception:
+            self.request_ended(request)  # never sent: free its slot now
+            raise
+
+    def release_all(self) -> None:
+        """Free the gate's slots of requests still in flight (the render is over).
+
+        A request still waiting for the gate is refused when its answer comes.
+        """
+        self._finished = True
+        for url in self._inflight.values():
+            self._gate.release(url)
+        self._inflight.clear()
+
+    # -- the render --
+
+    async def run(self) -> Rendered:
+        """Load, wait until settled or the budget ends, snapshot."""
+        deadline = time.monotonic() + self._options.timeout
+        error: str | None = None
+        detail = ""
+        try:
+            async with asyncio.timeout_at(_loop_time(deadline)):
+                if self._page.url.split("#", 1)[0] == self._document:
+                    # A reused tab on this very document: going there again would only move
+                    # to the fragment, not load the page anew.
+                    await self._page.goto("about:blank")
+                await self._page.goto(self._url, wait_until="commit")
+                await self._page.wait_for_load_state("domcontentloaded")
+                await self._settle()
+        except TimeoutError:
+            error, detail = RENDER_TIMEOUT, f"not settled within {self._options.timeout:g} s"
+            self._tab.spoiled = True  # its scripts may go on: the tab is not reused
+        except Exception as exc:  # playwright.Error: crashed, closed, navigation failed
+            if self._crashed or not self._alive.is_set():
+                return self._failed(RENDER_CRASH, _first_line(exc))
+            error, detail = RENDER_ERROR, _first_line(exc)
+        if self._crashed or not self._alive.is_set():
+            return self._failed(RENDER_CRASH, "the renderer died")
+        snap = await self._snapshot()
+        if snap is None:
+            if self._crashed or not self._alive.is_set():
+                return self._failed(RENDER_CRASH, "the renderer died")
+            return self._failed(error or RENDER_ERROR, detail or "no DOM to snapshot")
+        html, final_url, ids = snap
+        return Rendered(
+            html=html,
+            final_url=final_url,
+            error=error,
+            detail=detail,
+            ids=ids,
+            requests=self.requests,
+            blocked=self.blocked,
+        )
+
+    async def _settle(self) -> None:
+        """Return once no request has been in flight and the DOM quiet for `idle` seconds."""
+        idle = self._options.idle
+        while True:
+            if self._crashed or not self._alive.is_set():
+                raise BrowserGone("the renderer died")
+            busy = self._inflight or self._asking
+            quiet_net = time.monotonic() - self._last_activity
+            if not busy and quiet_net >= idle:
+                quiet_dom = float(await self._page.evaluate(QUIET_FOR)) / 1000
+                if quiet_dom >= idle:
+                    return
+                await asyncio.sleep(max(POLL, idle - quiet_dom))
+                continue
+            await asyncio.sleep(max(POLL, idle - quiet_net) if not busy else POLL)
+
+    async def _snapshot(self) -> tuple[bytes, str, frozenset[str]] | None:
+        """The DOM as HTML, the document's URL and ids; None if the page has none to give."""
+        if not self._served:
+            return None
+        for attempt in range(2):
+            try:
+                value = await asyncio.wait_for(self._page.evaluate(SNAPSHOT), SNAPSHOT_GRACE)
+            except TimeoutError:
+                if attempt == 0 and await self._interrupt_scripts():
+                    continue
+                return None
+            except Exception:
+                return None
+            html = str(value["html"]).encode("utf-8", "surrogatepass")
+            return html, str(value["url"]), frozenset(str(i) for i in value["ids"])
+        return None
+
+    async def _interrupt_scripts(self) -> bool:
+        """Stop the script holding the page's main thread (an endless loop), if any."""
+        session = self._tab.cdp
+        self._tab.spoiled = True
+        if session is None:
+            return False
+        try:
+            await asyncio.wait_for(session.send("Runtime.terminateExecution"), SNAPSHOT_GRACE)
+            await asyncio.wait_for(
+                session.send("Emulation.setScriptExecutionDisabled", {"value": True}),
+                SNAPSHOT_GRACE,
+            )
+        except Exception:
+            return False
+        return True
+
+    def _failed(self, error: str, detail: str) -> Rendered:
+        return Rendered(
+            html=None,
+            final_url=self._url,
+            error=error,
+            detail=detail,
+            requests=self.requests,
+            blocked=self.blocked,
+        )
+
+
+def _loop_time(deadline: float) -> float:
+    """A `time.monotonic` deadline on the running loop's clock."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (deadline - time.monotonic())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _on_dialog(dialog: Any) -> None:
+    # alert/confirm/prompt dismissed at once (a page must not wait on them); beforeunload
+    # accepted, so that the next render's navigation leaves the page.
+    action = dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss()
+    asyncio.get_running_loop().create_task(_quietly(action))
+
+
+async def _quietly(awaitable: Any) -> None:
+    try:
+        await awaitable
+    except Exception:
+        return

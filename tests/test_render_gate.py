@@ -1,0 +1,152 @@
+"""The crawl's RequestGate (crawler/core/render_gate.py) without a browser: the calls the
+renderer's route handler makes, against the real robots.txt cache and fetcher of a crawl
+of the local test site (robots.txt disallows /private/)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from crawler.config import CrawlConfig
+from crawler.core.render_gate import CrawlGate
+from crawler.core.robots import RobotsCache, robots_agent
+from crawler.http.client import Fetcher
+from crawler.urls.policy import UrlPolicy
+from tests.render_site import RenderSite, start
+
+
+@pytest.fixture
+async def site() -> AsyncIterator[tuple[str, str, RenderSite]]:
+    render_site = RenderSite(pages=4)
+    url, other, runners = await start(render_site)
+    yield url, other, render_site
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def make_gate(seed: str, **options: object) -> tuple[CrawlGate, Fetcher]:
+    config = CrawlConfig(seeds=(seed,), render="auto", **options).validated()  # type: ignore[arg-type]
+    fetcher = Fetcher(config)
+    policy = UrlPolicy.from_config(config)
+    robots = RobotsCache(fetcher, robots_agent(config), policy.in_scope)
+    return CrawlGate(config, fetcher, robots, policy), fetcher
+
+
+async def test_robots_txt_of_the_crawl_decides(site: tuple[str, str, RenderSite]) -> None:
+    url, _other, render_site = site
+    gate, fetcher = await make_gate(url + "/")
+    try:
+        page = url + "/app/robots"
+        assert not await gate.allow(url + "/private/data.json", "fetch", page)
+        assert await gate.allow(url + "/api/robots-ok.json", "fetch", page)
+        gate.release(url + "/api/robots-ok.json")
+        assert gate.refused["robots"] == 1 and gate.allowed == 1
+        assert render_site.log.paths() == ["/robots.txt"]  # the gate fetches nothing else
+    finally:
+        await fetcher.close()
+
+
+async def test_ignore_robots_lets_it_through(site: tuple[str, str, RenderSite]) -> None:
+    url, _other, _site = site
+    gate, fetcher = await make_gate(url + "/", ignore_robots=True)
+    try:
+        assert await gate.allow(url + "/private/data.json", "fetch", url + "/app/robots")
+    finally:
+        await fetcher.close()
+
+
+async def test_other_hosts_get_scripts_only(site: tuple[str, str, RenderSite]) -> None:
+    url, other, render_site = site
+    gate, fetcher = await make_gate(url + "/")
+    try:
+        page = url + "/app/scope"
+        assert await gate.allow(other + "/cdn/lib.js", "script", page)
+        gate.release(other + "/cdn/lib.js")
+        assert not await gate.allow(other + "/api/other.json", "fetch", page)
+        assert not await gate.allow(other + "/landing", "document", page)
+        assert not await gate.allow("ftp://127.0.0.1/x", "script", page)
+        assert gate.refused["scope"] == 2
+        assert render_site.log.paths("other") == []  # not even its robots.txt
+    finally:
+        await fetcher.close()
+
+
+async def test_one_request_at_a_time_for_a_page(site: tuple[str, str, RenderSite]) -> None:
+    url, _other, _site = site
+    gate, fetcher = await make_gate(url + "/")
+    try:
+        page = url + "/app/polite"
+        first = url + "/api/slow/0.json"
+        assert await gate.allow(first, "fetch", page)
+        second = asyncio.ensure_future(gate.allow(url + "/api/slow/1.json", "fetch", page))
+        other_page = asyncio.ensure_future(gate.allow(url + "/api/links.json", "fetch", url))
+        await asyncio.sleep(0.2)
+        assert not second.done()  # the page's slot is taken by its first request
+        assert other_page.done() and other_page.result()  # another page has its own lease
+        gate.release(first)
+        assert await asyncio.wait_for(second, 5)
+    finally:
+        await fetcher.close()
+
+
+async def test_the_delay_spaces_the_browsers_requests(site: tuple[str, str, RenderSite]) -> None:
+    url, _other, _site = site
+    gate, fetcher = await make_gate(url + "/", delay=0.3)
+    try:
+        page = url + "/app/polite"
+        gate.page_fetched(page)
+        starts = []
+        for i in range(3):
+            target = f"{url}/api/slow/{i}.json"
+            assert await gate.allow(target, "fetch", page)
+            starts.append(time.monotonic())
+            gate.release(target)
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert all(gap >= 0.29 for gap in gaps), gaps
+    finally:
+        await fetcher.close()
+
+
+async def test_credentials_only_where_the_crawl_sends_them(
+    site: tuple[str, str, RenderSite],
+) -> None:
+    url, other, _site = site
+    gate, fetcher = await make_gate(
+        url + "/",
+        headers=("X-Api-Key: s3cret-value", "Accept-Language: fr"),
+        auth="user:pass",
+        scope="subdomains",
+    )
+    try:
+        mine = gate.headers_for(url + "/api/me.json")
+        assert mine["X-Api-Key"] == "s3cret-value"
+        assert mine["Authorization"].startswith("Basic ")
+        assert mine["Accept-Language"] == "fr"
+        assert "User-Agent" not in mine and "Accept" not in mine  # the browser's own
+        assert gate.headers_for(other + "/cdn/lib.js") == {}  # another host: nothing
+    finally:
+        await fetcher.close()
+
+
+async def test_a_request_still_waiting_when_the_render_ends_is_refused(
+    site: tuple[str, str, RenderSite],
+) -> None:
+    url, _other, _site = site
+    gate, fetcher = await make_gate(url + "/")
+    try:
+        page = url + "/hostile/forever"
+        assert await gate.allow(url + "/api/tick.json?1", "fetch", page)  # never released
+        waiting = asyncio.ensure_future(gate.allow(url + "/api/tick.json?2", "fetch", page))
+        also = asyncio.ensure_future(gate.allow(url + "/api/tick.json?3", "fetch", page))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        gate.page_done(page)  # its tab is gone: nothing of it may wait for ever
+        assert await asyncio.wait_for(waiting, 2) is False
+        assert await asyncio.wait_for(also, 2) is False
+        gate.release(url + "/api/tick.json?1")  # a late release of the first is harmless
+        assert await gate.allow(url + "/api/tick.json?4", "fetch", page)  # a new render of it
+    finally:
+        await fetcher.close()
