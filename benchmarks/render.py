@@ -28,8 +28,10 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -224,7 +226,10 @@ def _memory(pids: list[int]) -> tuple[int, int]:
 
 def measure(argv: list[str], pages: int) -> dict[str, object]:
     """Run ``argv`` (a child that prints one JSON line) and measure its process tree."""
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=ROOT)
+    # (in a scratch directory: crawlee writes its storage/ into the working directory)
+    scratch = tempfile.mkdtemp(prefix="render-bench-")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=scratch, env=env)
     peak = [0, 0]
     done = threading.Event()
 
@@ -241,6 +246,7 @@ def measure(argv: list[str], pages: int) -> dict[str, object]:
     total = time.monotonic() - started
     done.set()
     sampler.join()
+    shutil.rmtree(scratch, ignore_errors=True)
     assert child.stdout is not None
     out = child.stdout.read().decode().strip().splitlines()
     if status != 0 or not out:

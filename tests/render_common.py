@@ -6,7 +6,6 @@ import asyncio
 import ctypes
 import os
 import shutil
-import time
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -84,16 +83,16 @@ class Site:
         self.pages = pages
         self.host = host
         self.hits: Counter[str] = Counter()
+        self.full_hits: Counter[str] = Counter()  # by path and query
         self.request_headers: dict[str, dict[str, str]] = {}
         self.server: TestServer | None = None
         self.delays: dict[str, float] = {}
         self.port: int | None = None
-        self.last_hit = 0.0
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path_qs
         self.hits[request.path] += 1
-        self.last_hit = time.monotonic()
+        self.full_hits[path] += 1
         self.request_headers[request.path] = dict(request.headers)
         if request.path in self.delays:
             await asyncio.sleep(self.delays[request.path])

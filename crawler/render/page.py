@@ -85,6 +85,25 @@ class Tab:
             return
         await run.route(route)
 
+    async def seal(self) -> None:
+        """Stop the tab's scripts and cut its network before it closes.
+
+        Closing a tab takes its request interception down before the tab is gone: a page
+        still sending (a timer's fetch) would reach the network unasked in that window.
+        """
+        if self.cdp is None or self.crashed or self.page.is_closed():
+            return
+        offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        for method, params in (
+            ("Emulation.setScriptExecutionDisabled", {"value": True}),
+            ("Network.enable", {}),
+            ("Network.emulateNetworkConditions", offline),
+        ):
+            try:
+                await asyncio.wait_for(self.cdp.send(method, params), SNAPSHOT_GRACE)
+            except Exception:
+                return
+
     @property
     def reusable(self) -> bool:
         return not (self.crashed or self.spoiled or self.page.is_closed())
@@ -119,6 +138,7 @@ class PageRun:
         self.requests = 0
         self.blocked = 0
         self._finished = False  # release_all ran: nothing more is sent for this render
+        self._waiting: set[Route] = set()  # requests held while the gate decides
 
     @property
     def _crashed(self) -> bool:
@@ -159,11 +179,13 @@ class PageRun:
     async def _through_gate(self, route: Route, request: Request) -> None:
         url = request.url
         self._asking += 1
+        self._waiting.add(route)
         self._last_activity = time.monotonic()
         try:
             allowed = await self._gate.allow(url, request.resource_type, self._url)
         finally:
             self._asking -= 1
+            self._waiting.discard(route)
         if allowed and self._finished:
             # The render ended while the gate made the request wait: it is not sent, and
             # the slot it was given goes back at once.
@@ -183,6 +205,16 @@ class PageRun:
         except Exception:
             self.request_ended(request)  # never sent: free its slot now
             raise
+
+    async def abort_waiting(self) -> None:
+        """Refuse the requests still waiting for the gate (the render is over).
+
+        Left paused, they would be let go by Chromium itself when the tab's interception
+        ends (its close): sent without the gate's say.
+        """
+        self._finished = True
+        for route in list(self._waiting):
+            await _quietly(route.abort("blockedbyclient"))
 
     def release_all(self) -> None:
         """Free the gate's slots of requests still in flight (the render is over).

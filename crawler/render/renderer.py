@@ -206,6 +206,7 @@ class Renderer:
         finally:
             tab.run = None
             run.release_all()
+            await run.abort_waiting()
         keep = (
             result.error is None
             and tab.reusable
@@ -215,6 +216,7 @@ class Renderer:
         if keep:
             generation.idle.append(tab)
         else:
+            await tab.seal()
             if not await _close_quietly(tab.page) and not tab.crashed:
                 generation.alive.clear()  # a tab that will not close: the browser is stuck
             self._own_pages.discard(tab.page)
