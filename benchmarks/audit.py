@@ -74,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         nginx.stop()
     base = best.get("crawl")
     print(f"\n{args.pages} pages, concurrency {args.concurrency}, best of {args.runs}")
-    print(f"{'command':8} {'pages':>6} {'wall s':>8} {'CPU s':>7} {'RSS MB':>7} {'wall x':>7} {'RSS x':>6}")
+    print(
+        f"{'command':8} {'pages':>6} {'wall s':>8} {'CPU s':>7} {'RSS MB':>7}"
+        f" {'wall x':>7} {'RSS x':>6}"
+    )
     for name, run in best.items():
         wall_x = run.wall / base.wall if base else float("nan")
         rss_x = run.rss_mb / base.rss_mb if base else float("nan")

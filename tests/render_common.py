@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import importlib.util
 import os
 import shutil
 from collections import Counter
@@ -17,12 +18,9 @@ from aiohttp.test_utils import TestServer
 HAVE_CHROMIUM = bool(os.environ.get("CRAWLER_CHROMIUM")) or bool(
     Path("/usr/bin/chromium").exists() or shutil.which("chromium")
 )
-try:
-    import playwright  # noqa: F401
-
-    HAVE_PLAYWRIGHT = True
-except ImportError:
-    HAVE_PLAYWRIGHT = False
+# found, not imported: the render extra is not the test extra (tests/test_cli.py checks that
+# every module the tests import is installed by the test extra)
+HAVE_PLAYWRIGHT = importlib.util.find_spec("playwright") is not None
 
 needs_browser = [
     pytest.mark.browser,
