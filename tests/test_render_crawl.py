@@ -183,12 +183,6 @@ async def test_hostile_pages_keep_their_links_and_the_crawl_goes_on(
     assert foreign == []  # no tab of another crawl's browser is still running
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="crawler.render: when a never-settling page's render ends, a few of its requests"
-    " that the gate allowed reach the server without headers_for having been asked (the"
-    " crawl's headers missing): they went around PageRun's continue; fails now and then",
-)
 async def test_every_browser_request_carries_the_crawls_headers(
     site: tuple[str, str, RenderSite],
 ) -> None:
