@@ -322,10 +322,10 @@ for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'workers', '(' .. now, '+inf
   reports[#reports + 1] = w
   reports[#reports + 1] = redis.call('HGET', P .. 'ws', w) or ''
 end
+-- (the live workers' inboxes only: a dead worker's messages are hints nobody reads, the
+-- requests are in the shards, found by a load or an idle owner's heal)
 local inbox = 0
-for _, w in ipairs(redis.call('ZRANGE', P .. 'workers', 0, -1)) do
-  inbox = inbox + redis.call('XLEN', P .. 'in:' .. w)
-end
+for w, _ in pairs(live) do inbox = inbox + redis.call('XLEN', P .. 'in:' .. w) end
 local orphans = tonumber(ARGV[1]) - redis.call('HLEN', P .. 'own')
 local own = redis.call('HVALS', P .. 'own')
 for i = 1, #own do
