@@ -865,6 +865,7 @@ async def test_read_status_and_settings(
     )
     await asyncio.sleep(0.6)  # B's report (REPORT_GAP)
     await a.add_counters({"links_found": 7})
+    assert await a.counters() == {"links_found": 7}  # (written with the next completions, or now)
     before = command(redis_server, "DBSIZE")
     status = RedisState.read_status(url, "st")
     assert command(redis_server, "DBSIZE") == before  # read only
@@ -996,3 +997,25 @@ async def test_any_restart_of_redis_turns_the_epoch(
     assert a.epoch > epoch
     assert not a.seen(a.fingerprint("http://a.test/0"))
     assert a.seen(a.fingerprint("http://a.test/1"))
+
+
+async def test_named_counters_ride_with_their_completions(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # the engine adds a batch's counters just before completing it: one call writes both,
+    # so a page's counters are in Redis exactly when its completion is (counted once)
+    a = await workers.open()
+    await offer(a, "http://a.test/0", "http://a.test/1")
+    leases = await a.lease(10, T0)
+    await a.add_counters({"links_found": 5, "redirects": 1})
+    assert RedisState.read_status(redis_server.url, "t").counters == {}  # not written alone
+    calls = a.calls
+    await a.complete_many([(x, Outcome()) for x in leases], T0)
+    assert a.calls == calls + 1
+    status = RedisState.read_status(redis_server.url, "t")
+    assert status.counters == {"links_found": 5, "redirects": 1}
+    assert status.counts.done == 2
+    await a.add_counters({"links_found": 2})
+    await a.close()  # written at close too
+    assert RedisState.read_status(redis_server.url, "t").counters["links_found"] == 7

@@ -116,7 +116,8 @@ integer(P .. 'n')
 integer(P .. 'a')
 hash(P .. 'cfg', '^[%d%.eE%+%-]+$', 'a number')
 for _, k in ipairs({'c', 'f', 'k', 'rate'}) do hash(P .. k, '^%-?%d+$', 'an integer') end
-for k, t in pairs({h = 'hash', ws = 'hash', own = 'hash', cx = 'zset', workers = 'zset'}) do
+for k, t in pairs({h = 'hash', kw = 'hash', ws = 'hash', own = 'hash', cx = 'zset',
+                   workers = 'zset'}) do
   ktype(P .. k, t)
 end
 return 1
@@ -175,7 +176,8 @@ _BAD = re.compile(r"BADSTATE (\d+) ")
 # A key's suffix (after the crawl's prefix) -> the type the crawl keeps there.
 _FIXED_TYPES = {
     "v": "string", "fpkey": "string", "created": "string", "cfg": "hash", "n": "string",
-    "c": "hash", "f": "hash", "k": "hash", "a": "string", "rate": "hash", "ws": "hash", "h": "hash",
+    "c": "hash", "f": "hash", "k": "hash", "a": "string", "rate": "hash", "ws": "hash",
+    "h": "hash", "kw": "hash",
     "own": "hash", "cx": "zset", "workers": "zset", "settings": "string",
 }  # fmt: skip
 _PREFIX_TYPES = (("in:", "stream"), ("r:", "string"))

@@ -21,7 +21,9 @@ masters, the crawl-wide keys in one more slot.
 ``P c``                   hash: queued (requests not completed: queued, held or in flight),
                           done, recovered
 ``P f``                   hash: failed by error kind
-``P k``                   hash: the crawl's named counters
+``P k``                   hash: the crawl's named counters (layout 1's; read, not written)
+``P kw``                  hash: worker run -> its named counters' totals ("name=n" lines),
+                          written with its completions; the crawl's are their sum
 ``P h``                   hash host -> requests queued or done (max_pages_per_host only)
 ``P a``                   page budget used (max_pages): leases granted - given back - skips
 ``P rate``                hash: 10-second bucket -> completions (pages/s in status)
@@ -98,18 +100,19 @@ local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'per_host', 'delay
 return {ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2]}
 """
 
-# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: one a candidate, "key index \t bucket \t member
-# \t fp \t queue \t host \t value" -> flags: "1" new and queued, "2" new not queued, "0" seen
+# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: max_pages_per_host (as the last heartbeat read
+# it), then one a candidate, "key index \t bucket \t member \t fp \t queue \t host \t
+# value" -> flags: "1" new and queued, "2" new not queued, "0" seen
 # (dedup and enqueue in one step: a fingerprint is never seen without its request queued)
 _PUT = (
     BAD_STATE_LUA
     + r"""
 local P = KEYS[1]
-local BUDGET = tonumber(redis.call('HGET', P .. 'cfg', 'budget')) or 0
+local BUDGET = tonumber(ARGV[1]) or 0
 local flags = {}
 local new, queued = 0, 0
 local FIELDS = '^(%d+)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
-for i = 1, #ARGV do
+for i = 2, #ARGV do
   local _, _, ki, bucket, member, fp, q, host, value = string.find(ARGV[i], FIELDS)
   local S = KEYS[tonumber(ki)]
   if redis.call('SADD', P .. 's:' .. bucket, member) == 1 then
@@ -136,13 +139,16 @@ return table.concat(flags)
 """
 )
 
-# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: now, then triples (key index, fp, error kind or
-# "") -> completed (those still open: a request completed twice counts once)
+# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: now, this worker's counters field in ``P kw``
+# and their totals ("" if unchanged), then triples (key index, fp, error kind or "") ->
+# completed (those still open: a request completed twice counts once). The named counters
+# of these pages are written in the same step as their completions: counted once.
 _COMPLETE = r"""
 local P = KEYS[1]
 local done = 0
 local failed = {}
-for i = 2, #ARGV, 3 do
+if ARGV[2] ~= '' then redis.call('HSET', P .. 'kw', ARGV[2], ARGV[3]) end
+for i = 4, #ARGV, 3 do
   if redis.call('HDEL', KEYS[tonumber(ARGV[i])] .. 'p', ARGV[i + 1]) == 1 then
     done = done + 1
     local kind = ARGV[i + 2]
@@ -154,8 +160,9 @@ if done > 0 then
   redis.call('HINCRBY', P .. 'c', 'done', done)
   redis.call('HINCRBY', P .. 'c', 'queued', -done)
   local b = math.floor(tonumber(ARGV[1]) / 10)
-  redis.call('HINCRBY', P .. 'rate', b, done)
-  if redis.call('HLEN', P .. 'rate') > 16 then
+  -- old buckets go when a new one starts (once in 10 s, not every call)
+  local r = P .. 'rate'
+  if redis.call('HINCRBY', r, b, done) == done and redis.call('HLEN', r) > 16 then
     for _, k in ipairs(redis.call('HKEYS', P .. 'rate')) do
       if (tonumber(k) or 0) < b - 12 then redis.call('HDEL', P .. 'rate', k) end
     end
@@ -223,8 +230,9 @@ return out
 
 # KEYS[1] P; ARGV: worker id, seconds it counts as alive, claim seconds, its report
 # ("queued leased busy origins") -> {server time, live workers (flat), claims (flat shard,
-# worker), 1, per_host, delay}: the heartbeat, renewing all this worker's claims at once
-# (``P cx``: a claim lapses when its holder's heartbeat stopped for the claim seconds)
+# worker), max_pages_per_host, per_host, delay}: the heartbeat, renewing all this worker's
+# claims at once (``P cx``: a claim lapses when its holder's heartbeat stopped for the
+# claim seconds)
 _BEAT = (
     _NOW
     + r"""
@@ -241,10 +249,9 @@ for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'workers', '-inf', now - 60)
   redis.call('DEL', P .. 'in:' .. w)
 end
 redis.call('ZREMRANGEBYSCORE', P .. 'cx', '-inf', now - 3600)
-local renewed = 1
 local live = redis.call('ZRANGEBYSCORE', P .. 'workers', '(' .. now, '+inf')
-local cfg = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay')
-return {string.format('%.6f', now), live, redis.call('HGETALL', P .. 'own'), renewed,
+local cfg = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay', 'budget')
+return {string.format('%.6f', now), live, redis.call('HGETALL', P .. 'own'), cfg[3] or '',
         cfg[1] or '', cfg[2] or ''}
 """
 )

@@ -28,9 +28,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
-from crawler.state._redis_check import damaged
+from crawler.state._redis_check import MAX_FIELDS, damaged
 from crawler.state._redis_link import BACKOFF_MAX, BACKOFF_MIN, RedisLink, redis_errors
 from crawler.state._redis_owner import (
     Item,
@@ -39,7 +41,7 @@ from crawler.state._redis_owner import (
     parse_value,
     payload_of,
 )
-from crawler.state._redis_status import tally_of
+from crawler.state._redis_status import counter_blob, counters_of, tally_of
 from crawler.state.base import Counts
 
 __all__ = ["FORWARD_GAP", "LOAD_PAGE", "ShardLink"]
@@ -66,6 +68,9 @@ class ShardLink(RedisLink):
     _sprefix: list[str]
     _mine: dict[int, Item]
     _delays: dict[str, float]
+    _counted: Counter[str]
+    _counted_dirty: bool
+    _kfield: str
 
     def _init_shard_link(self) -> None:
         self._outbox: dict[str, dict[int, list[str]]] = {}
@@ -76,6 +81,7 @@ class ShardLink(RedisLink):
         self._budgeted = False
         self._reload = False
         self._rebalance = asyncio.Event()
+        self._member_lock = asyncio.Lock()
 
     # -- heartbeat and claims --
 
@@ -87,13 +93,19 @@ class ShardLink(RedisLink):
         )
 
     async def _membership(self) -> None:
-        """One heartbeat: renew, see the live workers and claims, claim, release, load."""
+        """One heartbeat: renew, see the live workers and claims, claim, release, load (one
+        at a time: a heartbeat asked for while one runs waits for it)."""
+        async with self._member_lock:
+            await self._membership_now()
+
+    async def _membership_now(self) -> None:
         book = self.book
         me = self.worker_id
         alive = repr(self.heartbeat * 3.0)
-        now_s, live, own_flat, _renewed, per_host, delay = await self._script(
+        now_s, live, own_flat, host_budget, per_host, delay = await self._script(
             "beat", self._wid, alive, repr(self.lease_timeout), self._report()
         )
+        self._host_budget = int(host_budget or 0)
         if per_host:
             book.queues._per_host = max(1, int(per_host))
         if delay:
@@ -214,6 +226,25 @@ class ShardLink(RedisLink):
                 return
 
     # -- writes --
+
+    async def add_counters(self, deltas: Mapping[str, int]) -> None:
+        """Added here; written (this run's totals, one field) with the next completions, in
+        the same atomic step (the engine adds a batch's counters just before completing
+        it), or by ``counters`` or ``close``."""
+        self._counted.update(deltas)
+        self._counted_dirty = bool(deltas) or self._counted_dirty
+
+    async def _flush_counters(self) -> None:
+        if self._counted_dirty:
+            self._counted_dirty = False
+            blob = counter_blob(dict(self._counted))
+            await self._cmd(lambda pipe: pipe.hset(self.prefix + "kw", self._kfield, blob))
+
+    async def counters(self) -> dict[str, int]:
+        await self._flush_counters()
+        (raw,) = await self._script("read", "k", "h", MAX_FIELDS)
+        (kw,) = await self._cmd(lambda pipe: pipe.hgetall(self.prefix + "kw"))
+        return counters_of(self.location, self.prefix, raw, kw)
 
     async def _requeue(self, items: list[tuple[Item, int, float]], recovered: int = 0) -> None:
         """Write requests back in line (attempts, not_before) in their shards' ``S p``."""

@@ -23,12 +23,42 @@ from crawler.state._redis_check import (
     int_hash,
     json_object,
     read_args,
+    text_of,
 )
 from crawler.state._redis_link import reason, redacted
 from crawler.state._redis_scripts import DEFAULT_NAME, SCRIPTS, VERSION, prefix_of
 from crawler.state.base import Counts, StateError
 
-__all__ = ["RedisStatus", "Tally", "counts_of", "read_settings", "read_status", "tally_of"]
+__all__ = [
+    "RedisStatus",
+    "Tally",
+    "counter_blob",
+    "counters_of",
+    "counts_of",
+    "read_settings",
+    "read_status",
+    "tally_of",
+]
+
+
+def counter_blob(totals: dict[str, int]) -> str:
+    """A worker run's named counters as ``P kw`` keeps them."""
+    return "\n".join(f"{name}={n}" for name, n in totals.items() if "\n" not in name)
+
+
+def counters_of(where: str, prefix: str, k: Any, kw: Any) -> dict[str, int]:
+    """The crawl's named counters: ``P k`` (as the ``read`` script returns it) plus every
+    worker run's totals in ``P kw`` (HGETALL)."""
+    out = int_hash(where, prefix + "k", k)
+    items = kw.items() if isinstance(kw, dict) else zip(kw[::2], kw[1::2], strict=True)
+    for _field, blob in items:
+        text = text_of(where, prefix + "kw", bytes(blob))
+        for line in text.split("\n") if text else ():
+            name, sep, n = line.rpartition("=")
+            if not sep:
+                raise damaged(where, prefix + "kw", "holds a line that is not name=number")
+            out[name] = out.get(name, 0) + as_int(where, prefix + "kw", n)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +167,7 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
         shards = int_hash(where, p + "cfg", [x.split(b".")[0] for x in cfg]).get("shards", 0)
         try:
             tally = tally_of(where, p, client.eval(SCRIPTS["tally"], 1, p, shards), "", 0)
+            kw = client.hgetall(p + "kw")
             memory = int(client.info("memory").get("used_memory", 0))
         except (rexc.RedisError, OSError) as e:
             found = bad_state(where, str(e)) if isinstance(e, rexc.ResponseError) else None
@@ -155,7 +186,7 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
         version=int(VERSION),
         counts=tally.counts,
         hosts=int(hosts) or tally.counts.origins,
-        counters=int_hash(where, p + "k", k),
+        counters=counters_of(where, p, k, kw),
         settings=stored,
         seeds=list(seeds),
         created=born,

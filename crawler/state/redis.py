@@ -42,16 +42,10 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
   answers again; a restart (a new ``run_id``) or an outage starts a new ``epoch`` (the engine's
   admission then offers again what it may have lost) and for two heartbeats no lapsed claim
   is taken (every live owner renews first). This worker's shards are then read again.
-* **Seen set**: exact 64-bit fingerprints (``crawler.urls.fingerprint``, keyed with a key stored
-  in the crawl at creation so every worker and run agrees), never a key per URL: the top
-  ``seen_bits`` bits (16 by default) pick one of 2**16 small SETs of integers, the other 48
-  bits are the member; stored as intsets, 8 bytes a member, 15.7-16.0 bytes a URL at 1M URLs
-  (``benchmarks/redis_memory.py``; tests/test_state_redis.py holds < 20). No Bloom filter: a
-  false positive would be a page never fetched.
-* **Persistence** is Redis's: with AOF ``appendfsync everysec`` a crash of Redis loses up to
-  the last second of writes (links offered in it are offered again after the epoch turns, or
-  lost unless found again); every script's effects are one MULTI/EXEC in the AOF, so the state
-  stays consistent.
+* **Seen set**: exact 64-bit keyed fingerprints in 2**``seen_bits`` small SETs of integers
+  (intsets: 15.7-16.0 bytes a URL at 1M URLs); no Bloom filter (a false positive would be a
+  page never fetched). **Persistence** is Redis's (``docs/distributed.md``): every script's
+  effects are one MULTI/EXEC in the AOF, so the state stays consistent whatever is lost.
 
 The parts: this module is ``RedisState`` (open and close, the frontier calls, counters, robots
 and settings); ``crawler.state._redis_shards`` the heartbeat, the claims, the loads and the
@@ -70,17 +64,16 @@ import os
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crawler.state._redis_check import (
-    MAX_FIELDS,
     MAX_ROBOTS_VALUE,
     MAX_SETTINGS,
     as_int,
     bad_state,
     damaged,
-    int_hash,
     json_object,
 )
 from crawler.state._redis_link import HEARTBEAT_MAX, reason, redacted, redis_errors
@@ -94,7 +87,7 @@ from crawler.state._redis_scripts import (
     shard_prefix,
 )
 from crawler.state._redis_shards import ShardLink
-from crawler.state._redis_status import RedisStatus, read_settings, read_status
+from crawler.state._redis_status import RedisStatus, counter_blob, read_settings, read_status
 from crawler.state.base import (
     Candidate,
     Counts,
@@ -199,6 +192,10 @@ class RedisState(ShardLink):
         self._quiet_until = 0.0  # monotonic: no lapsed claim taken before then
         self._closed = True
         self._init_shard_link()
+        self._host_budget = 0  # max_pages_per_host, as the last heartbeat read it
+        self._counted: Counter[str] = Counter()  # this run's named counters (totals)
+        self._counted_dirty = False
+        self._kfield = self.worker_id
         #: Script and command calls sent (round trips), for benchmarks.
         self.calls = 0
 
@@ -280,11 +277,16 @@ class RedisState(ShardLink):
         self._bits = bits
         self.book = ShardBook(shards, max(1, per_host), float(delay))
         self._sprefix = [shard_prefix(self.name, k) for k in range(shards)]
+        self._host_budget = max(0, max_pages_per_host)
         self._event = asyncio.Event()
         self._rebalance = asyncio.Event()
+        self._member_lock = asyncio.Lock()
         self._closed = False
         self._outage = False
         self._mine.clear()
+        self._counted = Counter()
+        self._counted_dirty = False
+        self._kfield = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"  # this run's counters
         # lease ids: unique to this open (a lease of an earlier open ends nothing here)
         self._next_id = int.from_bytes(os.urandom(5), "big") << 16
         try:
@@ -319,6 +321,7 @@ class RedisState(ShardLink):
         async def leave() -> None:
             if self._delays:
                 await self._flush_delays()
+            await self._flush_counters()
             await self._flush_outbox()
             if self._mine:
                 held = list(self._mine.values())
@@ -377,7 +380,7 @@ class RedisState(ShardLink):
             chunk = candidates[start : start + OFFER_CHUNK]
             keys: list[str] = [self.prefix]
             index: dict[int, int] = {}
-            args: list[Any] = []
+            args: list[Any] = [self._host_budget]
             shards: list[int] = []
             values: list[str] = []
             for c in chunk:
@@ -453,7 +456,9 @@ class RedisState(ShardLink):
             await self._flush_delays()
         keys: list[str] = [self.prefix]
         index: dict[int, int] = {}
-        args: list[Any] = [repr(now)]
+        dirty, self._counted_dirty = self._counted_dirty, False
+        blob = counter_blob(dict(self._counted)) if dirty else ""
+        args: list[Any] = [repr(now), self._kfield if dirty else "", blob]
         skipped = 0
         ended: list[Item] = []
         for lease, outcome in done:
@@ -474,6 +479,8 @@ class RedisState(ShardLink):
             await self._flush_outbox()
         if ended:
             await self._script_keys("complete", keys, *args)
+        elif dirty:
+            self._counted_dirty = True
         if skipped and self._budgeted:
             await self._script("admit", 0, -skipped)
         for item in ended:
@@ -526,21 +533,6 @@ class RedisState(ShardLink):
         return await self._counts()
 
     # -- the crawl's counters, robots rules and settings --
-
-    async def add_counters(self, deltas: Mapping[str, int]) -> None:
-        if not deltas:
-            return
-        key = self.prefix + "k"
-
-        def build(pipe: Any) -> None:
-            for name, delta in deltas.items():
-                pipe.hincrby(key, name, delta)
-
-        await self._cmd(build)
-
-    async def counters(self) -> dict[str, int]:
-        (raw,) = await self._script("read", "k", "h", MAX_FIELDS)
-        return int_hash(self.location, self.prefix + "k", raw)
 
     async def get_robots(self, origin: str) -> StoredRobots | None:
         key = "r:" + origin
