@@ -2,8 +2,9 @@
 
 A crawl in Redis is split into a fixed number of virtual shards by a hash of the origin
 (``shard_of``). Each shard is owned by one live worker: the one that wins rendezvous hashing
-(highest ``blake2b(worker, shard)``) over the workers whose heartbeat has not lapsed, and that
-holds the shard's claim in Redis (``P own``, a lease renewed by its heartbeat). So:
+(highest ``blake2b(worker, shard)``) over the workers whose heartbeat has not lapsed, the
+shards with work spread evenly (``balance``), and that holds the shard's claim in Redis
+(``P own``, renewed by its heartbeat). So:
 
 * **Politeness by construction**: every origin belongs to one shard and every shard to one
   worker, so the per-host cap, the delay, a Crawl-delay and a Retry-After are this worker's
@@ -36,6 +37,7 @@ from crawler.state.frontier import OriginQueues
 __all__ = [
     "Item",
     "ShardBook",
+    "balance",
     "pack_value",
     "parse_value",
     "payload_of",
@@ -70,6 +72,30 @@ def rendezvous(live: list[str], shards: int) -> list[str]:
 def payload_of(kind: int, referrer: str | None, url: str) -> str:
     """What a request carries that the scripts never read: kind, referrer, URL."""
     return f"{kind}\t{'' if referrer is None else len(referrer)}\t{referrer or ''}{url}"
+
+
+def balance(workers: list[str], active: set[int], shards: int) -> list[str]:
+    """Each shard's owner-to-be. A shard without work goes to its rendezvous winner; the
+    shards with work (``active``) are spread evenly: at most ``ceil(active / workers)`` a
+    worker, each in shard order to the highest-scoring worker with room. It depends on the
+    live workers and the shards with work only (not on who holds what now, which changes
+    during a hand-over), so every worker computes the same from the same reports.
+
+    Why: origins are owned whole, and hashing 16 busy origins over 16 workers leaves some
+    with three or four and others with none (a balls-into-bins maximum): the crawl lasts as
+    long as the busiest worker (benchmarks/CLUSTER.md)."""
+    winners = rendezvous(workers, shards)
+    if not active or len(workers) < 2:
+        return winners
+    cap = -(-len(active) // len(workers))
+    load = dict.fromkeys(workers, 0)
+    for k in sorted(active):
+        for w in sorted(workers, key=lambda w: _score(w, k), reverse=True):
+            if load[w] < cap:
+                winners[k] = w
+                load[w] += 1
+                break
+    return winners
 
 
 def pack_value(attempts: int, not_before: float, depth: int, origin: str, payload: str) -> str:
@@ -119,7 +145,8 @@ class ShardBook:
         self.owners: list[str] = [""] * shards  # claim holders as of the last heartbeat
         self.live: list[str] = []
         self.live_before: list[str] = []  # the live workers of the heartbeat before
-        self.winners: list[str] = []  # each shard's rendezvous winner, as of the last plan
+        self.winners: list[str] = []  # each shard's owner-to-be, as of the last plan
+        self.handed: set[int] = set()  # released with open requests, not claimed since
         #: a shard this worker lets go has nothing out any more: release it now
         self.let_go = False
         self._gen = 0
@@ -227,13 +254,18 @@ class ShardBook:
 
     # -- membership --
 
-    def plan(self, me: str, live: list[str], own: dict[int, str]) -> tuple[list[int], list[int]]:
+    def plan(
+        self, me: str, live: list[str], own: dict[int, str], active: set[int] | None = None
+    ) -> tuple[list[int], list[int]]:
         """From a heartbeat's view: (shards to claim, shards to release now). Shards lost
         (their claim now someone else's) are dropped; shards another live worker wins are
-        marked leaving and released once nothing of theirs is out."""
+        marked leaving and released once nothing of theirs is out. ``active``: the shards
+        with open requests, as the workers last reported them (see ``balance``)."""
         self.live = live
         self.owners = [own.get(k, "") for k in range(self.shards)]
-        winners = self.winners = rendezvous(sorted(set(live) | {me}), self.shards)
+        workers = sorted(set(live) | {me})
+        self.handed = {k for k in self.handed if own.get(k, "") in ("", me)}
+        winners = self.winners = balance(workers, active or set(), self.shards)
         claim: list[int] = []
         release: list[int] = []
         for k in range(self.shards):
@@ -252,6 +284,19 @@ class ShardBook:
                 self.drop(k)
                 claim.append(k)
         return claim, release
+
+    def active_shards(self) -> list[int]:
+        """The shards held here with open requests, and those released with open requests
+        that nobody else has claimed yet (for the report: so that every worker's ``balance``
+        sees the same shards with work while they change hands)."""
+        return sorted({k for k, held in self.held.items() if held.open} | self.handed)
+
+    def hand_over(self, k: int) -> None:
+        """Shard ``k`` is released: dropped here, reported with work until claimed."""
+        held = self.held.get(k)
+        if held is not None and held.open:
+            self.handed.add(k)
+        self.drop(k)
 
     def owner(self, k: int) -> str:
         """The live worker holding shard ``k`` as last seen ("" if none)."""

@@ -229,9 +229,10 @@ return out
 )
 
 # KEYS[1] P; ARGV: worker id, seconds it counts as alive, claim seconds, its report
-# ("queued leased busy origins") -> {server time, live workers (flat), claims (flat shard,
-# worker), max_pages_per_host, per_host, delay}: the heartbeat, renewing all this worker's
-# claims at once (``P cx``: a claim lapses when its holder's heartbeat stopped for the
+# ("queued leased busy origins shards-with-work") -> {server time, live workers (flat),
+# claims (flat shard, worker), max_pages_per_host, per_host, delay, the workers' reports
+# (flat)}: the heartbeat, renewing all this worker's claims at once (``P cx``: a claim
+# lapses when its holder's heartbeat stopped for the
 # claim seconds)
 _BEAT = (
     _NOW
@@ -252,7 +253,7 @@ redis.call('ZREMRANGEBYSCORE', P .. 'cx', '-inf', now - 3600)
 local live = redis.call('ZRANGEBYSCORE', P .. 'workers', '(' .. now, '+inf')
 local cfg = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay', 'budget')
 return {string.format('%.6f', now), live, redis.call('HGETALL', P .. 'own'), cfg[3] or '',
-        cfg[1] or '', cfg[2] or ''}
+        cfg[1] or '', cfg[2] or '', redis.call('HGETALL', P .. 'ws')}
 """
 )
 

@@ -90,6 +90,7 @@ class ShardLink(RedisLink):
         return (
             f"{book.backlog()} {len(self._mine)} {1 if self._busy else 0}"
             f" {len(book.queues.working_origins()) if self._busy else 0}"
+            f" {','.join(map(str, book.active_shards())) or '-'}"
         )
 
     async def _membership(self) -> None:
@@ -102,7 +103,7 @@ class ShardLink(RedisLink):
         book = self.book
         me = self.worker_id
         alive = repr(self.heartbeat * 3.0)
-        now_s, live, own_flat, host_budget, per_host, delay = await self._script(
+        now_s, live, own_flat, host_budget, per_host, delay, reports = await self._script(
             "beat", self._wid, alive, repr(self.lease_timeout), self._report()
         )
         self._host_budget = int(host_budget or 0)
@@ -115,7 +116,16 @@ class ShardLink(RedisLink):
             for i in range(0, len(own_flat), 2)
         }
         names = [w.decode("utf-8", "replace") for w in live]
-        claim, release = book.plan(me, names, own)
+        active: set[int] = set()
+        living = set(names)
+        for i in range(0, len(reports), 2):
+            parts = reports[i + 1].split()
+            if reports[i].decode("utf-8", "replace") in living and len(parts) >= 5:
+                with contextlib.suppress(ValueError):
+                    active.update(int(k) for k in parts[4].split(b",") if k != b"-")
+        active = {k for k in active if 0 <= k < book.shards}
+        active.update(book.active_shards())
+        claim, release = book.plan(me, names, own, active)
         if set(names) != set(book.live_before):
             book.live_before = names
             if not book.held or claim:  # (just open, or joined: tell the others at once)
@@ -123,7 +133,7 @@ class ShardLink(RedisLink):
         if release:
             await self._script("release", self._wid, "0", *release)
             for k in release:
-                book.drop(k)
+                book.hand_over(k)
             # the winners claim them now, not at their next heartbeat
             await self._tell_members(sorted({book.winners[k] for k in release} - {me}))
         reload, self._reload = self._reload, False
