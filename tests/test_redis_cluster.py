@@ -466,7 +466,9 @@ def test_three_workers_one_killed_redis_restarted(
     site_factory: Callable[..., SiteServer],
     tmp_path: Path,
 ) -> None:
-    site = site_factory(pages=300, origins=3, seed=1, latency=0.06)
+    # six origins: each origin's shard has one owner, so a joiner works only if it owns one
+    # (the seeder owns all six with odds 1/3**6)
+    site = site_factory(pages=300, origins=6, seed=1, latency=0.06)
     cluster = _kill_and_restart(
         clusters, redis_server, site, tmp_path, kill_after=60, restart_after=150
     )
@@ -540,16 +542,63 @@ def test_redis_losing_its_last_second_loses_no_page(
     print(f"redis rolled back 1 s: {summary(cluster, starts)}")
 
 
+def test_workers_joining_mid_crawl_take_shards_and_the_cap_holds(
+    clusters: list[Cluster],
+    redis_server: RedisServer,  # noqa: F811
+    site_factory: Callable[..., SiteServer],
+    tmp_path: Path,
+) -> None:
+    """One worker crawls alone (it owns every shard); two join mid-crawl: the shards they win
+    change hands (the owner stops leasing from them, lets what it has out end, releases them)
+    and they work on them; the site never sees more than --per-host requests in progress to
+    one origin, over the three workers, while shards move; nothing is lost or fetched twice."""
+    site = site_factory(pages=400, origins=12, seed=6, latency=0.05)
+    cluster = Cluster(redis_server, site, tmp_path)
+    clusters.append(cluster)
+    first = cluster.start(seed=True)
+    wait_requests(site, 60, cluster.workers)
+    joiners = [cluster.start(seed=False), cluster.start(seed=False)]
+    for w in [first, *joiners]:
+        assert w.wait() == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
+    starts = check_cluster_crawl(cluster)  # (the per-host peak as the site counted it)
+    print(summary(cluster, starts))
+    gets = Counter(w for s in starts.values() for _, w in s)
+    assert all(gets[w.label] > 0 for w in joiners), gets  # each joiner won shards and worked
+
+
+def test_one_origin_four_workers(
+    clusters: list[Cluster],
+    redis_server: RedisServer,  # noqa: F811
+    site_factory: Callable[..., SiteServer],
+    tmp_path: Path,
+) -> None:
+    """A single-origin crawl with four workers: the origin's shard has one owner, which
+    fetches it all within --per-host; the others find nothing to lease, wait on their inboxes
+    without polling, and stop by themselves when the crawl is done."""
+    site = site_factory(pages=120, origins=1, seed=7, latency=0.03)
+    cluster = Cluster(redis_server, site, tmp_path)
+    clusters.append(cluster)
+    cluster.start(seed=True)
+    wait_requests(site, 3, cluster.workers)
+    for _ in range(3):
+        cluster.start(seed=False)
+    for w in cluster.workers:
+        assert w.wait() == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
+    starts = check_cluster_crawl(cluster)
+    print(summary(cluster, starts))
+    assert len({w for s in starts.values() for _, w in s}) >= 1
+
+
 def test_worker_started_first_waits_and_joins(
     clusters: list[Cluster],
     redis_server: RedisServer,  # noqa: F811
     site_factory: Callable[..., SiteServer],
     tmp_path: Path,
 ) -> None:
-    """A worker started on an empty database waits for the crawl, then works on it. (Three
-    origins x PER_HOST slots: more than the seeder's CONCURRENCY, so one is left for the
-    joiner: a worker that finishes a page may take its freed slot again first.)"""
-    site = site_factory(pages=150, origins=3, seed=3, latency=0.08)
+    """A worker started on an empty database waits for the crawl, then works on it. (Ten
+    origins: each origin's shard has one owner, and the joiner owns none of them with odds
+    1/2**10.)"""
+    site = site_factory(pages=150, origins=10, seed=3, latency=0.08)
     cluster = Cluster(redis_server, site, tmp_path)
     clusters.append(cluster)
     joiner = cluster.start(seed=False)

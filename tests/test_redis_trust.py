@@ -28,6 +28,8 @@ import redis
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from crawler.state._redis_owner import pack_value, shard_of
+from crawler.state._redis_scripts import DEFAULT_SHARDS, shard_prefix
 from tests.conftest import ServeApp
 from tests.redisserver import RedisServer, redis_server
 from tests.test_cli import no_traceback, run
@@ -66,18 +68,22 @@ def _client(server: RedisServer) -> redis.Redis:
     return redis.Redis.from_url(server.url)
 
 
-def _push(r: redis.Redis, origin: str, url: str, depth: int = 1) -> None:
-    """Queue ``url`` under ``origin`` as the offer script would (crawler/state/_redis_scripts.py:
-    the item ``attempts \\t kind \\t len(referrer) \\t referrer + url``), as anyone who can
-    write to Redis can."""
+def _push(r: redis.Redis, origin: str, url: str, depth: int = 1) -> str:
+    """Queue ``url`` under ``origin`` as the put script would (crawler/state/_redis_scripts.py:
+    a field of the origin's shard's open requests ``S p``), as anyone who can write to Redis
+    can. Returns the hash's key."""
+    global _SERIAL
+    _SERIAL += 1
+    key = shard_prefix(NAME, shard_of(origin, DEFAULT_SHARDS)) + "p"
+    value = pack_value(0, 0.0, depth, origin, f"0\t\t{url}")
     pipe = r.pipeline(transaction=True)
-    pipe.rpush(f"{P}q:{origin}\t{depth}", f"0\t0\t\t{url}".encode())
-    pipe.zadd(f"{P}qd:{origin}", {str(depth): depth})
+    pipe.hset(key, str(_SERIAL), value.encode())
     pipe.hincrby(f"{P}c", "queued", 1)
-    pipe.hincrby(f"{P}o:{origin}", "w", 1)
-    pipe.hset(f"{P}o:{origin}", "s", "1")
-    pipe.rpush(f"{P}ready", origin)
     pipe.execute()
+    return key
+
+
+_SERIAL = 1000
 
 
 async def _crawled(site: str, server: RedisServer, *more: str) -> None:
@@ -120,7 +126,7 @@ async def test_a_url_pushed_into_a_queue_is_checked_again_before_it_is_fetched(
     assert "refused a leased URL outside the crawl's scope" in done.err
     failed = r.hgetall(f"{P}f")
     assert failed == {b"out_of_scope": b"3", b"robots_disallowed": b"1"}, failed
-    assert r.hget(f"{P}c", "queued") == b"0" and r.hget(f"{P}c", "leased") == b"0"
+    assert r.hget(f"{P}c", "queued") == b"0"  # every request pushed was completed
 
 
 async def _expect_damaged(server: RedisServer, key: str, what: str) -> None:
@@ -185,15 +191,18 @@ async def test_a_queued_request_that_cannot_be_read_is_exit_2_naming_its_queue(
     site = f"http://127.0.0.1:{(await serve(_site(hits))).port}"
     await _crawled(site, redis_server)
     r = _client(redis_server)
-    queue = f"{P}q:{site}\\t1"  # (the key's tab, as the message shows it)
-    for item in (b"garbage", b"0\tnot a request", b"0\t" + b"x" * (5 << 20)):
-        r.delete(f"{P}q:{site}\t1")
-        _push(r, site, site + "/fine")
-        r.lset(f"{P}q:{site}\t1", 0, item)
+    for item in (
+        b"garbage",
+        b"0\tnot a request",
+        b"0\t\t1\t" + site.encode() + b"\t0\t" + b"x" * (5 << 20),
+    ):
+        key = _push(r, site, site + "/fine")
+        r.hset(key, str(_SERIAL), item)
         done = await run("crawl", "--state", redis_server.url, "--name", NAME, "-q")
         no_traceback(done)
         assert done.rc == 2, done.err
-        assert f"the crawl state in Redis is damaged: key {queue} holds a request" in done.err
+        assert f"the crawl state in Redis is damaged: key {key} holds a request" in done.err
+        r.hdel(key, str(_SERIAL))
     assert "/fine" not in hits
 
 

@@ -826,18 +826,10 @@ async def test_an_abandoned_state_gives_its_leases_back(backend: Backend) -> Non
     leased = json.loads(out)
     state = await backend.open(per_host=100)
     counts = await state.counts()
-    now = time.time()
     if backend.shared:
-        # the holder may be a live worker: its leases stay its own until they expire
-        assert (counts.recovered, counts.leased, counts.queued) == (0, 2, 37)
-        now = 1800000000.0 + backend.lease_timeout + 0.001  # past their expiry
-        assert len(await state.lease(1, now - 0.002)) == 1  # not yet: 37 others only
-        assert (await state.counts()).recovered == 0
-        got = await drain(state, now)
-        counts = await state.counts()
-        assert counts.recovered == 2
-        assert len(got) == 38 and leased[0] not in got
-        assert set(leased[1:]) <= set(got)
+        # the holder may be a live worker: its shards (and what it had out) stay its own until
+        # its claims lapse (Redis: tests/test_state_redis.py takes them over); nothing is lost
+        assert (counts.seen, counts.queued + counts.leased, counts.done) == (40, 39, 1)
         return
     assert counts.recovered == 2
     assert (counts.seen, counts.queued, counts.leased, counts.done) == (40, 39, 0, 1)

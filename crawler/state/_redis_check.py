@@ -113,11 +113,11 @@ sized(P .. 'fpkey', SMALL)
 sized(P .. 'created', SMALL)
 sized(P .. 'settings', SETTINGS)
 integer(P .. 'n')
-integer(P .. 'ids')
+integer(P .. 'a')
 hash(P .. 'cfg', '^[%d%.eE%+%-]+$', 'a number')
 for _, k in ipairs({'c', 'f', 'k', 'rate'}) do hash(P .. k, '^%-?%d+$', 'an integer') end
-for k, t in pairs({h = 'hash', L = 'hash', ready = 'list', sleep = 'zset', held = 'zset',
-                   E = 'zset', workers = 'zset'}) do
+for k, t in pairs({h = 'hash', kw = 'hash', ws = 'hash', own = 'hash', cx = 'zset',
+                   workers = 'zset'}) do
   ktype(P .. k, t)
 end
 return 1
@@ -176,11 +176,11 @@ _BAD = re.compile(r"BADSTATE (\d+) ")
 # A key's suffix (after the crawl's prefix) -> the type the crawl keeps there.
 _FIXED_TYPES = {
     "v": "string", "fpkey": "string", "created": "string", "cfg": "hash", "n": "string",
-    "c": "hash", "f": "hash", "k": "hash", "h": "hash", "ready": "list", "sleep": "zset",
-    "held": "zset", "L": "hash", "E": "zset", "ids": "string", "rate": "hash",
-    "workers": "zset", "settings": "string",
+    "c": "hash", "f": "hash", "k": "hash", "a": "string", "rate": "hash", "ws": "hash",
+    "h": "hash", "kw": "hash",
+    "own": "hash", "cx": "zset", "workers": "zset", "settings": "string",
 }  # fmt: skip
-_PREFIX_TYPES = (("s:", "set"), ("o:", "hash"), ("qd:", "zset"), ("q:", "list"), ("r:", "string"))
+_PREFIX_TYPES = (("in:", "stream"), ("r:", "string"))
 
 
 def expected_type(suffix: str) -> str | None:

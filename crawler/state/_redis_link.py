@@ -1,11 +1,10 @@
-"""One worker's link to Redis: calls retried through outages, heartbeat and wake-ups.
+"""One worker's link to Redis: calls retried through outages, restarts seen.
 
 ``RedisLink`` is the part of ``RedisState`` (a mixin: it holds no state of its own, it
 reads and sets the worker's) that talks to Redis: a script (EVALSHA, loaded again on
 NOSCRIPT) or a pipeline of commands is retried with exponential backoff while Redis is
-unreachable, an outage or a restart of Redis (a new ``run_id``) starts a new epoch, and two
-background tasks run while the state is open: the heartbeat that renews this worker's
-leases and keeps it in the list of workers, and the reader of the crawl's wake channel.
+unreachable, and an outage or a restart of Redis (a new ``run_id``) starts a new epoch.
+The background tasks (heartbeat, inbox) are ``crawler.state._redis_shards``'s.
 """
 
 from __future__ import annotations
@@ -87,11 +86,10 @@ class RedisLink:
     _wid: bytes
     _r: Any
     _sha: dict[str, str]
-    _mine: dict[int, tuple[int, bytes]]
     _run_id: str | None
     _event: asyncio.Event
     _tasks: list[asyncio.Task[None]]
-    _pubsub: Any
+    _reload: bool
     _outage: bool
     _quiet_until: float
     _closed: bool
@@ -138,6 +136,7 @@ class RedisLink:
         new epoch cannot collide with ids Redis hands out a second time)."""
         self.epoch += 1
         self._local = MemorySeenSet()
+        self._reload = True  # this worker's shards are read again at its next heartbeat
 
     async def _on_connect(self, conn: Any) -> None:
         """Every new connection: note the server's ``run_id``. redis-py reconnects by itself
@@ -161,24 +160,29 @@ class RedisLink:
         self._run_id = run_id
 
     async def _script(self, name: str, *args: Any) -> Any:
-        """Run script ``name`` (EVALSHA; loaded again on NOSCRIPT), retried on outages."""
+        """Run script ``name`` on the crawl's prefix, retried on outages."""
+        return await self._script_keys(name, [self.prefix], *args)
+
+    async def _script_keys(self, name: str, keys: list[str], *args: Any) -> Any:
+        """Run script ``name`` on ``keys`` (EVALSHA; loaded again on NOSCRIPT), retried on
+        outages."""
         import redis.exceptions as rexc  # noqa: PLC0415
 
         async def call() -> Any:
             self.calls += 1
             try:
-                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
+                return await self._r.evalsha(self._sha[name], len(keys), *keys, *args)
             except rexc.NoScriptError:
                 self._sha[name] = await self._r.script_load(SCRIPTS[name])
                 self.calls += 1
-                return await self._r.evalsha(self._sha[name], 1, self.prefix, *args)
+                return await self._r.evalsha(self._sha[name], len(keys), *keys, *args)
 
         try:
             return await self._retrying(call)
         except rexc.ResponseError as e:
             raise await self._refused(name, e) from None
 
-    async def _cmd(self, build: Callable[[Any], None]) -> list[Any]:
+    async def _cmd(self, build: Callable[[Any], object]) -> list[Any]:
         """Commands queued by ``build(pipeline)``, one round trip, retried on outages."""
         import redis.exceptions as rexc  # noqa: PLC0415
 
@@ -252,67 +256,12 @@ class RedisLink:
             if not cursor:
                 return None
 
-    # -- background: heartbeat and wake-ups, stopped by close --
-
-    async def _beat(self) -> None:
-        expires = time.time() + self.lease_timeout
-        alive = repr(self.heartbeat * 3.0)
-        ids = [rid for rid, _ in self._mine.values()]
-        await self._script("heartbeat", self._wid, alive, repr(expires), *ids)
-
-    async def _heartbeat_loop(self) -> None:
-        # the flag as well as the cancel: redis-py may turn a cancel in a read into an error
-        while not self._closed:
-            await asyncio.sleep(self.heartbeat)
-            try:
-                await self._beat()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("%s: heartbeat failed", self.location, exc_info=True)
-
-    async def _listen(self) -> None:
-        """Read the wake channel; another worker's message sets the local event."""
-        channel = self.prefix + "wake"
-        errors = redis_errors()
-        pause = BACKOFF_MIN
-        again = False
-        while not self._closed:
-            pubsub = self._pubsub = self._r.pubsub()
-            try:
-                await pubsub.subscribe(channel)
-                if again:  # what was published while the connection was down is unknown
-                    self._event.set()
-                pause = BACKOFF_MIN
-                while not self._closed:
-                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=30.0)
-                    if msg is not None and msg.get("data") != self._wid:
-                        self._event.set()
-            except errors:
-                again = True
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, BACKOFF_MAX)
-            finally:
-                self._pubsub = None
-                try:
-                    await pubsub.aclose()
-                except Exception:  # noqa: S110  (a broken connection: nothing to close)
-                    pass
-
     async def _stop_tasks(self) -> None:
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
         if not tasks:
             return
-        _, pending = await asyncio.wait(tasks, timeout=0.5)
-        if pending and self._pubsub is not None:
-            # redis-py's pub/sub read can swallow a cancel that lands as a message arrives:
-            # closing its connection ends the read for sure
-            try:
-                await self._pubsub.aclose()
-            except Exception:  # noqa: S110  (closing a broken connection)
-                pass
-            _, pending = await asyncio.wait(pending, timeout=2.0)
+        _, pending = await asyncio.wait(tasks, timeout=2.0)
         for task in pending:
             log.warning("%s: a background task did not stop: %r", self.location, task)

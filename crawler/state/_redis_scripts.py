@@ -1,197 +1,92 @@
-"""The Lua scripts of the Redis crawl state (``crawler.state.redis``): each one atomic call.
+"""The Lua scripts of the Redis crawl state (``crawler.state.redis``) and its key layout.
 
-Every script gets one key, the crawl's prefix ``P`` (``prefix_of(NAME)``: ``crawler:{NAME}:``;
-the braces are a Redis Cluster hash tag, so that every key of a crawl lives in one slot), and
-builds its key names from it. Layout (``o`` an origin, ``d`` a depth):
+Version 2 (issue 23): the crawl is split into ``shards`` virtual shards (256 by default,
+fixed at creation) by a hash of the origin (the politeness key); each shard is owned by one
+live worker (``crawler.state._redis_owner``), which holds the shard's queue and politeness in
+memory and leases from it without a Redis call. What stays in Redis is what a takeover must
+find: every request not yet completed (``S p``), and the seen fingerprints (``P s:<hex>``).
+
+Two kinds of prefix. ``P`` = ``crawler:{NAME}:`` holds the crawl-wide keys; ``S`` =
+``crawler:{NAME:sK}:`` those of shard K (``shard_prefix(NAME, K)``). The braces are Redis
+Cluster hash tags: each shard is its own slot, so a crawl's shards spread over a cluster's
+masters, the crawl-wide keys in one more slot.
 
 ========================  ====================================================================
 ``P v``                   format version (string)
 ``P fpkey``               the fingerprint key (16 random bytes, SET NX at creation)
 ``P created``             server time the crawl was created
 ``P cfg``                 hash: per_host, delay, budget (max_pages_per_host; the last opener's
-                          values, read by every script), bits (seen-set bucket bits, fixed)
-``P s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits;
-                          the bucket is its top bits), intset-encoded while small
+                          values), bits (seen-set bucket bits), shards (both fixed)
 ``P n``                   URLs seen (count)
-``P c``                   hash of counts: queued, leased, done, origins, recovered
+``P c``                   hash: queued (requests not completed: queued, held or in flight),
+                          done, recovered
 ``P f``                   hash: failed by error kind
-``P k``                   hash: the crawl's named counters
-``P h``                   hash: host -> requests queued or done (budget; hosts in status)
-``P o:<o>``               hash per origin: b (leases open), l (last start), d (own delay),
-                          s ("1": in line, ready or asleep), w (queued + held + leased)
-``P qd:<o>``              ZSET of the depths with queued requests of the origin
-``P q:<o>\\t<d>``          LIST of the origin's queued requests at depth d (FIFO)
-``P ready``               LIST of origins that may start a request now (round-robin)
-``P sleep``               ZSET origin -> time its delay has passed
-``P held``                ZSET retried request -> not_before
-``P L``                   hash: lease id -> the leased request
-``P E``                   ZSET lease id -> expiry
-``P ids``                 lease id counter
+``P k``                   hash: the crawl's named counters (layout 1's; read, not written)
+``P kw``                  hash: worker run -> its named counters' totals ("name=n" lines),
+                          written with its completions; the crawl's are their sum
+``P h``                   hash host -> requests queued or done (max_pages_per_host only)
+``P a``                   page budget used (max_pages): leases granted - given back - skips
 ``P rate``                hash: 10-second bucket -> completions (pages/s in status)
 ``P workers``             ZSET worker id -> server time its heartbeat lapses
-``P wake``                pub/sub channel: published by offers, completions, retries
+``P ws``                  hash worker id -> "queued leased busy" (its last report)
+``P own``                 hash shard -> the worker that claims it
+``P cx``                  ZSET worker -> server time its claims lapse unless renewed
+``P in:<worker>``         STREAM: the worker's inbox (new requests of its shards, from others)
 ``P settings``            the crawl's settings (JSON)
 ``P r:<o>``               the origin's robots.txt (with a TTL)
+``P s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits; the
+                          bucket is its top bits), intset-encoded while small
+``S p``                   hash fingerprint -> request not completed: ``attempts \\t
+                          not_before \\t depth \\t origin \\t payload``
+``S d``                   hash origin -> own delay (robots.txt Crawl-delay)
 ========================  ====================================================================
 
-Requests as stored: a queued item is ``attempts \\t payload``; a lease is ``origin \\t depth
-\\t attempts \\t payload``; a held retry is ``id \\t origin \\t depth \\t attempts \\t
-payload``. The payload (kind, referrer, URL) is opaque to the scripts.
+The payload (``kind \\t len(referrer) \\t referrer + url``) is opaque to the scripts. A
+script that reads what it cannot split, or a value over ``MAX_ITEM`` bytes, answers an error
+naming the key (``crawler.state._redis_check``).
 
-Invariant: an origin is in line (``s`` = "1": once in ``ready`` or ``sleep``) iff it has
-queued requests and fewer than per_host leases open. Delays are checked again when an
-origin comes out of ``ready``, so that a Crawl-delay learnt meanwhile holds.
-
-What the scripts read is not trusted (anyone who can write to Redis can write there): a record
-they cannot split, or a request or origin name over ``MAX_ITEM`` bytes, is an error reply
-naming the key (``crawler.state._redis_check``), never a Lua error or a value sent whole.
+Scripts on one shard's keys get them as ``KEYS``: on one Redis server a script may take
+several shards at once (one round trip for a chunk of links of many shards); the keys are
+declared, so that a cluster client can route a script of one shard to its master.
 """
 
 from __future__ import annotations
 
 from crawler.state._redis_check import BAD_STATE_LUA, CHECK, MAX_ITEM, READ
 
-__all__ = ["DEFAULT_NAME", "SCRIPTS", "VERSION", "prefix_of"]
+__all__ = ["DEFAULT_NAME", "DEFAULT_SHARDS", "SCRIPTS", "VERSION", "prefix_of", "shard_prefix"]
 
 #: The key layout's version (``P v``); another one is refused.
-VERSION = "1"
+VERSION = "2"
 #: The crawl name when none is given (``--name``).
 DEFAULT_NAME = "default"
+#: Virtual shards of a new crawl (fixed then).
+DEFAULT_SHARDS = 256
 
 
 def prefix_of(name: str | None) -> str:
-    """The key prefix of crawl ``name``."""
+    """The crawl-wide key prefix of crawl ``name``."""
     return f"crawler:{{{name or DEFAULT_NAME}}}:"
 
 
-_COMMON = (
-    BAD_STATE_LUA
-    + f"local MAX_ITEM = {MAX_ITEM}\n"
-    + r"""
-local P = KEYS[1]
-local C = P .. 'c'
-local cfgv = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay', 'budget')
-local PER_HOST = tonumber(cfgv[1]) or 8
-local DELAY = tonumber(cfgv[2]) or 0
-local BUDGET = tonumber(cfgv[3]) or 0
+def shard_prefix(name: str | None, shard: int) -> str:
+    """The key prefix of shard ``shard`` of crawl ``name`` (a hash tag of its own)."""
+    return f"crawler:{{{name or DEFAULT_NAME}:s{shard}}}:"
 
-local function okey(o) return P .. 'o:' .. o end
 
-local function eff_delay(own)
-  local d = tonumber(own) or 0
-  if d < DELAY then d = DELAY end
-  return d
-end
-
--- put an origin in line if it has queued work and a free slot (at most once)
-local function schedule(o)
-  local ok = okey(o)
-  local st = redis.call('HMGET', ok, 's', 'b', 'l', 'd')
-  if st[1] == '1' then return end
-  if (tonumber(st[2]) or 0) >= PER_HOST then return end
-  if redis.call('EXISTS', P .. 'qd:' .. o) == 0 then return end
-  redis.call('HSET', ok, 's', '1')
-  local d = eff_delay(st[4])
-  local last = tonumber(st[3]) or 0
-  if d <= 0 or last == 0 then
-    redis.call('RPUSH', P .. 'ready', o)
-  else
-    redis.call('ZADD', P .. 'sleep', last + d, o)
-  end
-end
-
-local function add_work(o, n)
-  local w = redis.call('HINCRBY', okey(o), 'w', n)
-  if n > 0 and w == n then
-    redis.call('HINCRBY', C, 'origins', 1)
-    redis.call('PERSIST', okey(o))  -- it had work no more and was to be forgotten
-  end
-  if n < 0 and w <= 0 then redis.call('HINCRBY', C, 'origins', -1) end
-  return w
-end
-
--- queue an item (attempts \t payload) of origin o at depth d
-local function push(o, d, item)
-  redis.call('RPUSH', P .. 'q:' .. o .. '\t' .. d, item)
-  redis.call('ZADD', P .. 'qd:' .. o, d, d)
-  redis.call('HINCRBY', C, 'queued', 1)
-  schedule(o)
-end
-
--- end an open lease: nil if it is not open (completed already, or expired and requeued), or
--- if its request is not `url` (an id handed out again after Redis lost its last writes)
-local function end_lease(id, url)
-  local rec = redis.call('HGET', P .. 'L', id)
-  if not rec then return nil end
-  if url and url ~= '' and string.sub(rec, -#url) ~= url then return nil end
-  redis.call('HDEL', P .. 'L', id)
-  redis.call('ZREM', P .. 'E', id)
-  redis.call('HINCRBY', C, 'leased', -1)
-  local o = string.match(rec, '^([^\t]*)')
-  redis.call('HINCRBY', okey(o), 'b', -1)
-  return o, rec
-end
-
--- a request handed back: its next lease is one more attempt; held until hold_until if given
-local function requeue(id, rec, hold_until)
-  local _, _, o, d, att, payload = string.find(rec, '^([^\t]*)\t(%d+)\t(%d+)\t(.*)$')
-  if not o then bad(P .. 'L', ' holds a lease that is not "origin, depth, attempts, request"') end
-  local item = tostring(tonumber(att) + 1) .. '\t' .. payload
-  if hold_until then
-    redis.call('ZADD', P .. 'held', hold_until, id .. '\t' .. o .. '\t' .. d .. '\t' .. item)
-    redis.call('HINCRBY', C, 'queued', 1)
-  else
-    push(o, d, item)
-  end
-  schedule(o)
-end
-
--- forget an idle origin (nothing queued or open, no own delay) once its delay has passed:
--- at once, or by a TTL of what is left of it (new work before then cancels the TTL)
-local function forget(o, now)
-  local ok = okey(o)
-  local st = redis.call('HMGET', ok, 'w', 'd', 'l')
-  if (tonumber(st[1]) or 0) > 0 or st[2] then return end
-  local left = (tonumber(st[3]) or 0) + DELAY - now
-  if left > 0 then
-    redis.call('PEXPIRE', ok, math.ceil(left * 1000))
-  else
-    redis.call('DEL', ok)
-  end
-end
-
--- the earliest time a waiting request becomes leasable: an origin's delay or a not_before
-local function due()
-  local best = nil
-  local s = redis.call('ZRANGE', P .. 'sleep', 0, 0, 'WITHSCORES')
-  if s[2] then best = tonumber(s[2]) end
-  local h = redis.call('ZRANGE', P .. 'held', 0, 0, 'WITHSCORES')
-  if h[2] then
-    local t = tonumber(h[2])
-    if not best or t < best then best = t end
-  end
-  if best then return string.format('%.6f', best) end
-  return ''
-end
-
-local function count_done(now, n)
-  local b = math.floor(now / 10)
-  redis.call('HINCRBY', P .. 'rate', b, n)
-  if redis.call('HLEN', P .. 'rate') > 16 then
-    for _, k in ipairs(redis.call('HKEYS', P .. 'rate')) do
-      if (tonumber(k) or 0) < b - 12 then redis.call('HDEL', P .. 'rate', k) end
-    end
-  end
+_NOW = r"""
+local function server_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
 end
 """
-)
 
-# ARGV: version, fingerprint key, per_host, delay, budget, bucket bits, server-time flag
-# -> {version found, fingerprint key, bucket bits}
+# KEYS[1] P; ARGV: version, fingerprint key, per_host, delay, budget, bits, shards
+# -> {version found, fingerprint key, bits, shards}
 _INIT = r"""
 local P = KEYS[1]
 local v = redis.call('GET', P .. 'v')
-if v and v ~= ARGV[1] then return {v, '', ''} end
+if v and v ~= ARGV[1] then return {v, '', '', ''} end
 if not v then
   redis.call('SET', P .. 'v', ARGV[1])
   local t = redis.call('TIME')
@@ -200,273 +95,280 @@ end
 redis.call('SET', P .. 'fpkey', ARGV[2], 'NX')
 redis.call('HSET', P .. 'cfg', 'per_host', ARGV[3], 'delay', ARGV[4], 'budget', ARGV[5])
 redis.call('HSETNX', P .. 'cfg', 'bits', ARGV[6])
-return {ARGV[1], redis.call('GET', P .. 'fpkey'), redis.call('HGET', P .. 'cfg', 'bits')}
+redis.call('HSETNX', P .. 'cfg', 'shards', ARGV[7])
+local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'per_host', 'delay', 'budget')
+return {ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2]}
 """
 
-# ARGV: worker id, then one per candidate: "bucket \t member \t queue \t depth \t origin \t
-# host \t payload" (one argument, not seven: packing arguments is most of a client's cost)
-# -> {due, flags ("1" new, "0" seen before, one a candidate)}
-_OFFER = (
-    _COMMON
+# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: max_pages_per_host (as the last heartbeat read
+# it), then one a candidate, "key index \t bucket \t member \t fp \t queue \t host \t
+# value" -> flags: "1" new and queued, "2" new not queued, "0" seen
+# (dedup and enqueue in one step: a fingerprint is never seen without its request queued)
+_PUT = (
+    BAD_STATE_LUA
     + r"""
+local P = KEYS[1]
+local BUDGET = tonumber(ARGV[1]) or 0
 local flags = {}
 local new, queued = 0, 0
-local work, order, depths = {}, {}, {}
-local FIELDS = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
+local FIELDS = '^(%d+)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
 for i = 2, #ARGV do
-  local _, _, bucket, member, q, d, o, host, payload = string.find(ARGV[i], FIELDS)
+  local _, _, ki, bucket, member, fp, q, host, value = string.find(ARGV[i], FIELDS)
+  local S = KEYS[tonumber(ki)]
   if redis.call('SADD', P .. 's:' .. bucket, member) == 1 then
     new = new + 1
-    flags[#flags + 1] = '1'
-    if q == '1' then
-      if BUDGET <= 0 or (tonumber(redis.call('HGET', P .. 'h', host)) or 0) < BUDGET then
-        redis.call('HINCRBY', P .. 'h', host, 1)
-        redis.call('RPUSH', P .. 'q:' .. o .. '\t' .. d, '0\t' .. payload)
-        local od = o .. '\t' .. d
-        if not depths[od] then
-          redis.call('ZADD', P .. 'qd:' .. o, d, d)
-          depths[od] = true
-        end
-        if not work[o] then
-          work[o] = 0
-          order[#order + 1] = o
-        end
-        work[o] = work[o] + 1
-        queued = queued + 1
-      end
+    local take = q == '1'
+    if take and BUDGET > 0 then
+      take = (tonumber(redis.call('HGET', P .. 'h', host)) or 0) < BUDGET
+      if take then redis.call('HINCRBY', P .. 'h', host, 1) end
+    end
+    if take then
+      redis.call('HSET', S .. 'p', fp, value)
+      queued = queued + 1
+      flags[#flags + 1] = '1'
+    else
+      flags[#flags + 1] = '2'
     end
   else
     flags[#flags + 1] = '0'
   end
 end
--- once per origin and per depth, not per URL: the origins in the order they came
-if queued > 0 then
-  redis.call('HINCRBY', C, 'queued', queued)
-  for _, o in ipairs(order) do
-    add_work(o, work[o])
-    schedule(o)
-  end
-  redis.call('PUBLISH', P .. 'wake', ARGV[1])
-end
+if queued > 0 then redis.call('HINCRBY', P .. 'c', 'queued', queued) end
 if new > 0 then redis.call('INCRBY', P .. 'n', new) end
-return {due(), table.concat(flags)}
+return table.concat(flags)
 """
 )
 
-# ARGV: now, n, expires, budget (0: none), reclaim ("0": take no expired lease back) ->
-# {due, recovered, then per lease: id, origin, depth, item}
-_LEASE = (
-    _COMMON
+# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: now, this worker's counters field in ``P kw``
+# and their totals ("" if unchanged), then triples (key index, fp, error kind or "") ->
+# completed (those still open: a request completed twice counts once). The named counters
+# of these pages are written in the same step as their completions: counted once.
+_COMPLETE = r"""
+local P = KEYS[1]
+local done = 0
+local failed = {}
+if ARGV[2] ~= '' then redis.call('HSET', P .. 'kw', ARGV[2], ARGV[3]) end
+for i = 4, #ARGV, 3 do
+  if redis.call('HDEL', KEYS[tonumber(ARGV[i])] .. 'p', ARGV[i + 1]) == 1 then
+    done = done + 1
+    local kind = ARGV[i + 2]
+    if kind ~= '' then failed[kind] = (failed[kind] or 0) + 1 end
+  end
+end
+for kind, n in pairs(failed) do redis.call('HINCRBY', P .. 'f', kind, n) end
+if done > 0 then
+  redis.call('HINCRBY', P .. 'c', 'done', done)
+  redis.call('HINCRBY', P .. 'c', 'queued', -done)
+  local b = math.floor(tonumber(ARGV[1]) / 10)
+  -- old buckets go when a new one starts (once in 10 s, not every call)
+  local r = P .. 'rate'
+  if redis.call('HINCRBY', r, b, done) == done and redis.call('HLEN', r) > 16 then
+    for _, k in ipairs(redis.call('HKEYS', P .. 'rate')) do
+      if (tonumber(k) or 0) < b - 12 then redis.call('HDEL', P .. 'rate', k) end
+    end
+  end
+end
+return done
+"""
+
+# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: "recovered" count, then triples (key index, fp,
+# value): a request back in line (retried, given back, or a new attempt after a takeover):
+# rewritten only while it is still open -> rewritten
+_REQUEUE = r"""
+local n = 0
+for i = 2, #ARGV, 3 do
+  local p = KEYS[tonumber(ARGV[i])] .. 'p'
+  if redis.call('HEXISTS', p, ARGV[i + 1]) == 1 then
+    redis.call('HSET', p, ARGV[i + 1], ARGV[i + 2])
+    n = n + 1
+  end
+end
+local r = tonumber(ARGV[1]) or 0
+if r > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'recovered', r) end
+return n
+"""
+
+# KEYS: shard prefixes; ARGV: triples (key index, origin, delay or "" to drop) -> 1
+_DELAY = r"""
+for i = 1, #ARGV, 3 do
+  local d = KEYS[tonumber(ARGV[i])] .. 'd'
+  if ARGV[i + 2] == '' then
+    redis.call('HDEL', d, ARGV[i + 1])
+  else
+    redis.call('HSET', d, ARGV[i + 1], ARGV[i + 2])
+  end
+end
+return 1
+"""
+
+# KEYS: shard prefixes; ARGV: cursor, count -> per key {cursor, flat fp/value pairs, flat
+# delays (on the first page only)}: shards' open requests, read by their new owner (one call
+# for many shards: most hold little)
+_LOAD = (
+    BAD_STATE_LUA
+    + f"local MAX_ITEM = {MAX_ITEM}\n"
     + r"""
-local now = tonumber(ARGV[1])
-local n = tonumber(ARGV[2])
--- leases whose holder did not complete or renew them in time go back to their queue
--- (not by a worker just back from an outage: ARGV[5] "0")
-local recovered = 0
-local expired = {}
-if ARGV[5] ~= '0' then
-  expired = redis.call('ZRANGEBYSCORE', P .. 'E', '-inf', now, 'LIMIT', 0, 256)
-end
-for _, id in ipairs(expired) do
-  local o, rec = end_lease(id)
-  if o then
-    requeue(id, rec, nil)
-    recovered = recovered + 1
-  else
-    redis.call('ZREM', P .. 'E', id)
-  end
-end
-if recovered > 0 then redis.call('HINCRBY', C, 'recovered', recovered) end
--- retried requests whose not_before has come
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', P .. 'held', '-inf', now, 'LIMIT', 0, 256)) do
-  redis.call('ZREM', P .. 'held', m)
-  local _, _, o, d, item = string.find(m, '^[^\t]*\t([^\t]*)\t(%d+)\t(.*)$')
-  if not o then bad(P .. 'held', ' holds a retry that is not "id, origin, depth, request"') end
-  redis.call('HINCRBY', C, 'queued', -1)
-  push(o, d, item)
-end
--- origins whose delay has passed join the line
-for _, o in ipairs(redis.call('ZRANGEBYSCORE', P .. 'sleep', '-inf', now, 'LIMIT', 0, n + 64)) do
-  redis.call('ZREM', P .. 'sleep', o)
-  redis.call('RPUSH', P .. 'ready', o)
-end
--- a crawl-wide page budget (max_pages): no lease past done (robots skips aside) + leased
-local budget = tonumber(ARGV[4]) or 0
-if budget > 0 then
-  local c = redis.call('HMGET', C, 'done', 'leased')
-  local skipped = tonumber(redis.call('HGET', P .. 'f', 'robots_disallowed')) or 0
-  local room = budget - ((tonumber(c[1]) or 0) - skipped + (tonumber(c[2]) or 0))
-  if room < n then n = room end
-end
-local out = {'', recovered}
-local got = 0
-while got < n do
-  local o = redis.call('LPOP', P .. 'ready')
-  if not o then break end
-  if #o > MAX_ITEM then bad(P .. 'ready', ' holds an origin of ' .. #o .. ' bytes') end
-  local ok = okey(o)
-  local st = redis.call('HMGET', ok, 'b', 'l', 'd')
-  local busy = tonumber(st[1]) or 0
-  local d = eff_delay(st[3])
-  local allowed = (tonumber(st[2]) or 0) + d
-  local qd = P .. 'qd:' .. o
-  if busy >= PER_HOST then
-    redis.call('HSET', ok, 's', '0')
-  elseif d > 0 and allowed > now then
-    redis.call('ZADD', P .. 'sleep', allowed, o)
-  else
-    local depth = redis.call('ZRANGE', qd, 0, 0)[1]
-    local item = nil
-    if depth then
-      local q = P .. 'q:' .. o .. '\t' .. depth
-      item = redis.call('LPOP', q)
-      if redis.call('EXISTS', q) == 0 then redis.call('ZREM', qd, depth) end
-      if item and (#item > MAX_ITEM or not string.match(item, '^%d+\t')) then
-        bad(q, ' holds a request not "attempts, request" of at most ' .. MAX_ITEM .. ' bytes')
-      end
-    end
-    if not item then
-      redis.call('HSET', ok, 's', '0')
-    else
-      local id = redis.call('INCR', P .. 'ids')
-      redis.call('HSET', P .. 'L', id, o .. '\t' .. depth .. '\t' .. item)
-      redis.call('ZADD', P .. 'E', ARGV[3], id)
-      busy = busy + 1
-      redis.call('HSET', ok, 'b', busy, 'l', ARGV[1])
-      out[#out + 1] = id
-      out[#out + 1] = o
-      out[#out + 1] = depth
-      out[#out + 1] = item
-      got = got + 1
-      if busy >= PER_HOST or redis.call('EXISTS', qd) == 0 then
-        redis.call('HSET', ok, 's', '0')
-      elseif d > 0 then
-        redis.call('ZADD', P .. 'sleep', now + d, o)
-      else
-        redis.call('RPUSH', P .. 'ready', o)
-      end
+local out = {}
+for _, S in ipairs(KEYS) do
+  ktype(S .. 'p', 'hash')
+  local page = redis.call('HSCAN', S .. 'p', ARGV[1], 'COUNT', ARGV[2])
+  local flat = page[2]
+  for i = 1, #flat, 2 do
+    local v = flat[i + 1]
+    if #v > MAX_ITEM or #flat[i] > 32 or not string.match(flat[i], '^%d+$')
+        or not string.match(v, '^%d+\t[%d%.]*\t%d+\t[^\t]+\t%d+\t%d*\t') then
+      bad(S .. 'p', ' holds a request this crawler cannot read')
     end
   end
+  local delays = {}
+  if ARGV[1] == '0' and ktype(S .. 'd', 'hash') then delays = redis.call('HGETALL', S .. 'd') end
+  out[#out + 1] = {page[1], flat, delays}
 end
-if got > 0 then
-  redis.call('HINCRBY', C, 'queued', -got)
-  redis.call('HINCRBY', C, 'leased', got)
-end
-out[1] = due()
 return out
 """
 )
 
-# ARGV: worker id, now, then triples: lease id, its URL, error kind ("" for success)
-# -> {due, completed}
-_COMPLETE = (
-    _COMMON
+# KEYS[1] P; ARGV: worker id, seconds it counts as alive, claim seconds, its report
+# ("queued leased busy origins shards-with-work") -> {server time, live workers (flat),
+# claims (flat shard, worker), max_pages_per_host, per_host, delay, the workers' reports
+# (flat)}: the heartbeat, renewing all this worker's claims at once (``P cx``: a claim
+# lapses when its holder's heartbeat stopped for the
+# claim seconds)
+_BEAT = (
+    _NOW
     + r"""
-local now = tonumber(ARGV[2])
-local done = 0
-for i = 3, #ARGV, 3 do
-  local o = end_lease(ARGV[i], ARGV[i + 1])
-  if o then
-    done = done + 1
-    if ARGV[i + 2] ~= '' then redis.call('HINCRBY', P .. 'f', ARGV[i + 2], 1) end
-    if add_work(o, -1) <= 0 then forget(o, now) else schedule(o) end
+local P = KEYS[1]
+local now = server_now()
+local wid = ARGV[1]
+redis.call('ZADD', P .. 'workers', now + tonumber(ARGV[2]), wid)
+redis.call('HSET', P .. 'ws', wid, ARGV[4])
+redis.call('ZADD', P .. 'cx', now + tonumber(ARGV[3]), wid)
+-- workers gone for a minute: their report and inbox go (their shards are claimed again)
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'workers', '-inf', now - 60)) do
+  redis.call('ZREM', P .. 'workers', w)
+  redis.call('HDEL', P .. 'ws', w)
+  redis.call('DEL', P .. 'in:' .. w)
+end
+redis.call('ZREMRANGEBYSCORE', P .. 'cx', '-inf', now - 3600)
+local live = redis.call('ZRANGEBYSCORE', P .. 'workers', '(' .. now, '+inf')
+local cfg = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay', 'budget')
+return {string.format('%.6f', now), live, redis.call('HGETALL', P .. 'own'), cfg[3] or '',
+        cfg[1] or '', cfg[2] or '', redis.call('HGETALL', P .. 'ws')}
+"""
+)
+
+# KEYS[1] P; ARGV: worker id, claim seconds, quiet ("1": take no lapsed claim), shards ->
+# the shards now claimed by this worker: free ones, its own, lapsed ones (unless quiet)
+_CLAIM = (
+    _NOW
+    + r"""
+local P = KEYS[1]
+local now = server_now()
+local wid = ARGV[1]
+local out = {}
+for i = 4, #ARGV do
+  local k = ARGV[i]
+  local holder = redis.call('HGET', P .. 'own', k)
+  local take = not holder or holder == wid
+  if not take and ARGV[3] ~= '1' then
+    take = (tonumber(redis.call('ZSCORE', P .. 'cx', holder)) or 0) < now
+  end
+  if take then
+    redis.call('HSET', P .. 'own', k, wid)
+    out[#out + 1] = k
   end
 end
-if done > 0 then
-  redis.call('HINCRBY', C, 'done', done)
-  count_done(now, done)
-  redis.call('PUBLISH', P .. 'wake', ARGV[1])
-end
-return {due(), done}
+return out
 """
 )
 
-# ARGV: worker id, now, not_before, lease id, its URL -> {due, 1 if it was open}
-# (not_before <= now: queued at once)
-_RETRY = (
-    _COMMON
-    + r"""
-local now = tonumber(ARGV[2])
-local nb = tonumber(ARGV[3])
-local o, rec = end_lease(ARGV[4], ARGV[5])
-if not o then return {due(), 0} end
-if nb > now then requeue(ARGV[4], rec, ARGV[3]) else requeue(ARGV[4], rec, nil) end
-redis.call('PUBLISH', P .. 'wake', ARGV[1])
-return {due(), 1}
-"""
-)
-
-# ARGV: worker id, then pairs: lease id, its URL -> {due, given back}: a worker's clean stop
-# hands its open leases back at once (they count as recovered), so nobody waits for them
-_GIVE_BACK = (
-    _COMMON
-    + r"""
+# KEYS[1] P; ARGV: worker id, leaving ("1": out of the workers), shards -> released
+_RELEASE = r"""
+local P = KEYS[1]
+local wid = ARGV[1]
 local n = 0
-for i = 2, #ARGV, 2 do
-  local o, rec = end_lease(ARGV[i], ARGV[i + 1])
-  if o then
-    requeue(ARGV[i], rec, nil)
+for i = 3, #ARGV do
+  if redis.call('HGET', P .. 'own', ARGV[i]) == wid then
+    redis.call('HDEL', P .. 'own', ARGV[i])
     n = n + 1
   end
 end
-if n > 0 then
-  redis.call('HINCRBY', C, 'recovered', n)
-  redis.call('PUBLISH', P .. 'wake', ARGV[1])
-end
-return {due(), n}
-"""
-)
-
-# ARGV: pairs origin, delay: an origin's own delay (robots Crawl-delay); <= the crawl's
-# delay: dropped
-_SET_DELAY = (
-    _COMMON
-    + r"""
-for i = 1, #ARGV, 2 do
-  local ok = okey(ARGV[i])
-  if tonumber(ARGV[i + 1]) > DELAY then
-    redis.call('HSET', ok, 'd', ARGV[i + 1])
-    redis.call('PERSIST', ok)
-  else
-    redis.call('HDEL', ok, 'd')
-  end
-end
-return due()
-"""
-)
-
-# ARGV: worker id, seconds it counts as alive, lease expiry, lease ids -> renewed
-# (ZADD XX GT: only the holder's open leases, never shortened)
-_HEARTBEAT = r"""
-local P = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-redis.call('ZADD', P .. 'workers', now + tonumber(ARGV[2]), ARGV[1])
-redis.call('ZREMRANGEBYSCORE', P .. 'workers', '-inf', now - 3600)
-local n = 0
-for i = 4, #ARGV do
-  n = n + redis.call('ZADD', P .. 'E', 'XX', 'GT', 'CH', ARGV[3], ARGV[i])
+if ARGV[2] == '1' then
+  redis.call('ZREM', P .. 'workers', wid)
+  redis.call('ZREM', P .. 'cx', wid)
+  redis.call('HDEL', P .. 'ws', wid)
+  redis.call('DEL', P .. 'in:' .. wid)
 end
 return n
 """
 
-# ARGV: worker id (leaving)
-_LEAVE = r"""
-redis.call('ZREM', KEYS[1] .. 'workers', ARGV[1])
+# KEYS[1] P; ARGV: worker id, its report -> 1 (a worker turning busy or idle says so)
+_REPORT = r"""
+redis.call('HSET', KEYS[1] .. 'ws', ARGV[1], ARGV[2])
 return 1
+"""
+
+# KEYS[1] P; ARGV: shards -> {c (flat), f (flat), n, reports of live workers (flat), requests
+# in inboxes, shards without a live claim}: where the whole crawl stands, in one step
+_TALLY = (
+    BAD_STATE_LUA
+    + _NOW
+    + r"""
+local P = KEYS[1]
+local now = server_now()
+local function h(key)
+  if ktype(key, 'hash') then return redis.call('HGETALL', key) end
+  return {}
+end
+local c, f = h(P .. 'c'), h(P .. 'f')
+local n = false
+if ktype(P .. 'n', 'string') then n = redis.call('GET', P .. 'n') end
+local live = {}
+local reports = {}
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'workers', '(' .. now, '+inf')) do
+  live[w] = true
+  reports[#reports + 1] = w
+  reports[#reports + 1] = redis.call('HGET', P .. 'ws', w) or ''
+end
+-- (the live workers' inboxes only: a dead worker's messages are hints nobody reads, the
+-- requests are in the shards, found by a load or an idle owner's heal)
+local inbox = 0
+for w, _ in pairs(live) do inbox = inbox + redis.call('XLEN', P .. 'in:' .. w) end
+local orphans = tonumber(ARGV[1]) - redis.call('HLEN', P .. 'own')
+local own = redis.call('HVALS', P .. 'own')
+for i = 1, #own do
+  if not live[own[i]] then orphans = orphans + 1 end
+end
+return {c, f, n, reports, inbox, orphans}
+"""
+)
+
+# KEYS[1] P; ARGV: budget, n -> granted: n < 0 gives back; else at most what is left of it
+_ADMIT = r"""
+local n = tonumber(ARGV[2])
+if n < 0 then return redis.call('INCRBY', KEYS[1] .. 'a', n) and 0 end
+local used = tonumber(redis.call('GET', KEYS[1] .. 'a')) or 0
+local room = tonumber(ARGV[1]) - used
+if room < n then n = room end
+if n <= 0 then return 0 end
+redis.call('INCRBY', KEYS[1] .. 'a', n)
+return n
 """
 
 #: name -> Lua source (loaded once with SCRIPT LOAD, run with EVALSHA, re-loaded on NOSCRIPT)
 SCRIPTS: dict[str, str] = {
     "init": _INIT,
-    "offer": _OFFER,
-    "lease": _LEASE,
+    "put": _PUT,
     "complete": _COMPLETE,
-    "retry": _RETRY,
-    "give_back": _GIVE_BACK,
-    "set_delay": _SET_DELAY,
-    "heartbeat": _HEARTBEAT,
-    "leave": _LEAVE,
+    "requeue": _REQUEUE,
+    "delay": _DELAY,
+    "load": _LOAD,
+    "beat": _BEAT,
+    "claim": _CLAIM,
+    "release": _RELEASE,
+    "report": _REPORT,
+    "tally": _TALLY,
+    "admit": _ADMIT,
     "check": CHECK,
     "read": READ,
 }

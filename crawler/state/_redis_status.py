@@ -23,12 +23,42 @@ from crawler.state._redis_check import (
     int_hash,
     json_object,
     read_args,
+    text_of,
 )
 from crawler.state._redis_link import reason, redacted
-from crawler.state._redis_scripts import DEFAULT_NAME, VERSION, prefix_of
+from crawler.state._redis_scripts import DEFAULT_NAME, SCRIPTS, VERSION, prefix_of
 from crawler.state.base import Counts, StateError
 
-__all__ = ["RedisStatus", "counts_of", "read_settings", "read_status"]
+__all__ = [
+    "RedisStatus",
+    "Tally",
+    "counter_blob",
+    "counters_of",
+    "counts_of",
+    "read_settings",
+    "read_status",
+    "tally_of",
+]
+
+
+def counter_blob(totals: dict[str, int]) -> str:
+    """A worker run's named counters as ``P kw`` keeps them."""
+    return "\n".join(f"{name}={n}" for name, n in totals.items() if "\n" not in name)
+
+
+def counters_of(where: str, prefix: str, k: Any, kw: Any) -> dict[str, int]:
+    """The crawl's named counters: ``P k`` (as the ``read`` script returns it) plus every
+    worker run's totals in ``P kw`` (HGETALL)."""
+    out = int_hash(where, prefix + "k", k)
+    items = kw.items() if isinstance(kw, dict) else zip(kw[::2], kw[1::2], strict=True)
+    for _field, blob in items:
+        text = text_of(where, prefix + "kw", bytes(blob))
+        for line in text.split("\n") if text else ():
+            name, sep, n = line.rpartition("=")
+            if not sep:
+                raise damaged(where, prefix + "kw", "holds a line that is not name=number")
+            out[name] = out.get(name, 0) + as_int(where, prefix + "kw", n)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,17 +157,21 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
     where = f"{redacted(url)} name={name}"
     client = _sync_client(url)
     try:
-        found, c, f, n, hosts, k, settings, created, rate, now, workers = _read(
+        found, cfg, hosts, k, settings, created, rate, now, workers = _read(
             client, where, name,
-            ("c", "h", MAX_FIELDS), ("f", "h", MAX_FIELDS), ("n", "s", 64), ("h", "l", 0),
+            ("cfg", "h", MAX_FIELDS), ("h", "l", 0),
             ("k", "h", MAX_FIELDS), ("settings", "s", MAX_SETTINGS), ("created", "s", 64),
             ("rate", "h", MAX_FIELDS), ("", "t", 0), ("workers", "w", 0),
         )  # fmt: skip
         _check_version(where, name, found, missing_ok=False)
+        shards = int_hash(where, p + "cfg", [x.split(b".")[0] for x in cfg]).get("shards", 0)
         try:
+            tally = tally_of(where, p, client.eval(SCRIPTS["tally"], 1, p, shards), "", 0)
+            kw = client.hgetall(p + "kw")
             memory = int(client.info("memory").get("used_memory", 0))
         except (rexc.RedisError, OSError) as e:
-            raise StateError(f"{where}: cannot read: {reason(e)}") from e
+            found = bad_state(where, str(e)) if isinstance(e, rexc.ResponseError) else None
+            raise found or StateError(f"{where}: cannot read: {reason(e)}") from e
     finally:
         client.close()
     stored = None if settings is None else json_object(where, p + "settings", settings)
@@ -150,15 +184,66 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
         location=where,
         name=name,
         version=int(VERSION),
-        counts=counts_of(where, p, c, f, n),
-        hosts=int(hosts),
-        counters=int_hash(where, p + "k", k),
+        counts=tally.counts,
+        hosts=int(hosts) or tally.counts.origins,
+        counters=counters_of(where, p, k, kw),
         settings=stored,
         seeds=list(seeds),
         created=born,
         workers=int(workers),
         pages_per_second=_rate(int_hash(where, p + "rate", rate), server_now, born),
         redis_memory=memory,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The whole crawl as the ``tally`` script reads it: ``counts`` (queued: open requests
+    less those the workers last reported out; leased: those; origins: with work, summed over
+    the workers' reports), whether another worker is busy, requests waiting in inboxes,
+    shards without a live claim."""
+
+    counts: Counts
+    open_requests: int
+    others_busy: bool
+    inbox: int
+    orphans: int
+
+
+def tally_of(where: str, prefix: str, raw: Any, me: str, mine: int) -> Tally:
+    """The ``tally`` script's answer; worker ``me`` (if any) counts ``mine`` leases out and
+    its own report is left aside."""
+    c, f, n, reports, inbox, orphans = raw
+    leased = mine
+    origins = 0
+    others_busy = False
+    for i in range(0, len(reports), 2):
+        if reports[i].decode("utf-8", "replace") == me:
+            continue
+        parts = reports[i + 1].split()
+        if len(parts) >= 4:
+            try:
+                leased += max(0, int(parts[1]))
+                others_busy = others_busy or parts[2] == b"1"
+                origins += max(0, int(parts[3]))
+            except ValueError:
+                continue
+    counts = counts_of(where, prefix, c, f, n)
+    opened = counts.queued
+    return Tally(
+        Counts(
+            queued=max(0, opened - leased),
+            leased=leased,
+            done=counts.done,
+            failed=counts.failed,
+            seen=counts.seen,
+            origins=origins,
+            recovered=counts.recovered,
+        ),
+        opened,
+        others_busy,
+        int(inbox),
+        int(orphans),
     )
 
 

@@ -1,102 +1,93 @@
 """RedisState: the crawl state in Redis, shared by any number of worker processes.
 
-``open_state("redis://HOST:PORT/DB", name=NAME)`` (also ``rediss://`` and ``unix://``). All of
-one crawl's keys live under ``crawler:{NAME}:`` (NAME "default" unless given; the braces are
-a Redis Cluster hash tag); the layout is in ``crawler.state._redis_scripts``. redis-py's
-asyncio client, one connection pool per worker (the pub/sub wake-up channel included),
-imported only when a Redis URL is used.
+``open_state("redis://HOST:PORT/DB", name=NAME)`` (also ``rediss://`` and ``unix://``). The
+key layout (version 2) is in ``crawler.state._redis_scripts``: crawl-wide keys under
+``crawler:{NAME}:``, each of the crawl's virtual shards under ``crawler:{NAME:sK}:``.
+redis-py's asyncio client, one connection pool per worker, imported only when a Redis URL is
+used.
 
-What each worker gets (issue 11):
+How it scales (issue 23): every origin belongs to one of ``shards`` virtual shards (a hash of
+the origin, fixed at creation), every shard to one live worker (rendezvous hashing over the
+live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``). So:
 
-* **Atomic scripts** (Lua, SCRIPT LOAD once, EVALSHA, loaded again on NOSCRIPT after a
-  restart): ``offer_many`` dedups and enqueues a chunk in one call; ``lease`` hands out up to
-  n requests in one call with politeness across every worker (fewer than ``per_host`` open
-  leases of one origin cluster-wide, the delay or the origin's own Crawl-delay or a
-  ``retry`` ``not_before`` between two starts to one origin, origins round-robin, lowest
-  depth first inside one); ``complete_many`` and ``retry`` are one call a batch.
-* **Crawl-wide politeness settings**: per_host, delay and max_pages_per_host given to
-  ``open`` are stored in the crawl (the last opener's win) and read by every script.
-* **Leases** expire ``lease_timeout`` seconds after they start (default
-  ``max(60, 3 x request timeout)``) and go back to their queue when a later ``lease`` call
-  of any worker finds them expired: a worker that dies loses nothing (at-least-once;
-  duplicates at most what it had leased). A live worker renews its own leases in the
-  background every ``lease_timeout / 3`` (at most every 5 s), so a slow fetch stays its own;
-  the same heartbeat keeps it in the crawl's list of workers alive. A clean ``close`` hands
-  its open leases back at once. After an outage (nobody could renew anything meanwhile) a
-  worker takes no lease back as expired for two of the longest heartbeats (11 s; or one
-  ``lease_timeout`` if shorter), time for every live worker's heartbeat to renew its own.
-  Expiry compares the workers' wall clocks (``now``): keep
-  them within a small part of ``lease_timeout`` of each other (NTP).
-* **Seen set**: exact 64-bit fingerprints (``crawler.urls.fingerprint``, keyed with a key stored
-  in the crawl at creation so every worker and run agrees), never a key per URL nor URL
-  strings: the top ``seen_bits`` bits (16 by default) pick one of 2**16 small Redis SETs of
-  integers, the other 48 bits are the member. Redis stores such a set as an *intset*, 8
-  bytes a member, while it has at most ``set-max-intset-entries`` (512 by default) members:
-  at 1M URLs the fullest of 2**16 buckets held 35-40 and the set took 15.7-16.0 bytes a URL
-  (``benchmarks/redis_memory.py``; tests/test_state_redis.py holds < 20); by the same
-  spread they stay under 512 up to about 25M URLs (an estimate). No Bloom filter: a false
-  positive would be a page never fetched.
-  ``seen(fp)`` is a bounded local cache of fingerprints this worker has offered.
-* **Wake-ups without polling**: offers, completions and retries publish on the crawl's
-  channel; ``wait`` blocks on a local event set by this worker's own calls or by a
-  background reader of that channel (messages of other workers).
-* **Outages**: a connection error or timeout in any call is retried with exponential
-  backoff (0.1 s doubling to 5 s), a warning logged once per outage and "reconnected" when
-  Redis answers again; the crawl carries on (scripts loaded again if Redis lost them). A
-  call whose reply was lost may have run: a lease then expires and is handed out again, an
-  offer's links count as seen rather than new, a named counter may count twice.
-* **Persistence** is Redis's: with AOF ``appendfsync everysec`` a crash of Redis loses up
-  to the last second of writes (leases of that second come back when they expire; links
-  offered in it are lost unless found again); ``always`` loses nothing but costs an fsync a
-  write; RDB snapshots alone lose everything since the last snapshot. Whatever is lost, the
-  state stays consistent: Redis writes a script's effects to the AOF as one MULTI/EXEC, and
-  on loading drops a block a crash cut short (``aof-load-truncated yes``, the default); a
-  lease id handed out again after such a loss cannot end another worker's lease (leases are
-  ended by id and URL).
+* **Leasing is local**: a worker leases only from its own shards, with their politeness
+  (per-host cap, delay, Crawl-delay, Retry-After) in local timers (the memory state's
+  ``OriginQueues``): no Redis call a lease, and the per-host cap holds cluster-wide by
+  construction (one owner an origin).
+* **Offers dedup exactly in Redis, in one atomic step with the enqueue** (the ``put`` script:
+  ``SADD`` to the seen bucket, ``HSET`` into the shard's open requests), one round trip a chunk
+  of links whatever their shards; the answer (new or not) is exact and immediate, because the
+  engine lists each new internal URL once, by the worker that found it. A bounded local cache
+  of every fingerprint this worker offered or was sent makes a repeated link cost nothing.
+  A new request of a shard this worker owns goes straight into its queues; one of another
+  owner's shard is sent to that owner point to point, batched (one ``XADD`` a destination every
+  ``FORWARD_GAP`` seconds to its inbox stream), after it is safe in Redis: the inbox is how
+  the owner hears of it, not where it is kept. An owner that misses a message (a stale view of
+  the owners, an inbox of a worker gone) finds the request when it checks its shards while
+  idle (``heal``), and any new owner when it loads the shard.
+* **Completions and retries** are one script call a batch (``HDEL`` of the open request, the
+  counts), never a broadcast: there is no ``PUBLISH`` at all. A worker wakes on its own inbox
+  (``XREAD BLOCK``), its own pages and its own timers.
+* **The crawl's end**: ``P c queued`` counts the open requests of every shard, kept in the same
+  atomic steps as the requests themselves, so "nothing queued and nothing leased anywhere" is
+  one read (``tally``); the dispatcher's grace period covers a worker about to offer.
+* **Membership**: a worker that joins wins shards by rendezvous; their owner stops leasing
+  from them, lets what it has out end, and releases the claims; the winner claims and loads
+  them at its next heartbeat. A worker that dies stops renewing: its claims lapse after
+  ``lease_timeout`` and the winners among the living load its shards, its requests in flight
+  included (at-least-once: duplicates at most what it had in flight). A clean ``close``
+  writes back what it had out and releases its claims at once.
+* **Outages**: a connection error or timeout in any call is retried with exponential backoff
+  (0.1 s doubling to 5 s), a warning logged once per outage and "reconnected" when Redis
+  answers again; a restart (a new ``run_id``) or an outage starts a new ``epoch`` (the engine's
+  admission then offers again what it may have lost) and for two heartbeats no lapsed claim
+  is taken (every live owner renews first). This worker's shards are then read again.
+* **Seen set**: exact 64-bit keyed fingerprints in 2**``seen_bits`` small SETs of integers
+  (intsets: 15.7-16.0 bytes a URL at 1M URLs); no Bloom filter (a false positive would be a
+  page never fetched). **Persistence** is Redis's (``docs/distributed.md``): every script's
+  effects are one MULTI/EXEC in the AOF, so the state stays consistent whatever is lost.
 
-The parts: this module is ``RedisState`` itself (open and close, the frontier calls, the
-seen cache, counters, robots.txt and settings); its base ``RedisLink``
-(``crawler.state._redis_link``) makes the calls with retries and runs the heartbeat and the
-wake-up reader; ``crawler.state._redis_scripts`` holds the scripts and the key layout, and
-``crawler.state._redis_status`` reads a crawl from outside (``read_status``).
-
-Memory per origin: a hash and a queue per origin with work, forgotten when it has none left
-(unless it has its own Crawl-delay); ``P h`` keeps a count per host (the budget and status).
-robots.txt bodies are kept ``ROBOTS_TTL`` seconds.
+The parts: this module is ``RedisState`` (open and close, the frontier calls, counters, robots
+and settings); ``crawler.state._redis_shards`` the heartbeat, the claims, the loads and the
+inbox; ``crawler.state._redis_link`` the calls with retries; ``crawler.state._redis_owner`` the
+shards held and their queues in memory; ``crawler.state._redis_scripts`` the scripts and the
+layout; ``crawler.state._redis_status`` reads a crawl from outside.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crawler.state._redis_check import (
-    MAX_FIELDS,
     MAX_ROBOTS_VALUE,
     MAX_SETTINGS,
     as_int,
     bad_state,
     damaged,
-    int_hash,
     json_object,
-    read_args,
 )
-from crawler.state._redis_link import (
-    HEARTBEAT_MAX,
-    RedisLink,
-    reason,
-    redacted,
-    redis_errors,
+from crawler.state._redis_link import HEARTBEAT_MAX, reason, redacted, redis_errors
+from crawler.state._redis_owner import Item, ShardBook, pack_value, payload_of
+from crawler.state._redis_scripts import (
+    DEFAULT_NAME,
+    DEFAULT_SHARDS,
+    SCRIPTS,
+    VERSION,
+    prefix_of,
+    shard_prefix,
 )
-from crawler.state._redis_scripts import DEFAULT_NAME, SCRIPTS, VERSION, prefix_of
-from crawler.state._redis_status import RedisStatus, counts_of, read_settings, read_status
+from crawler.state._redis_shards import ShardLink
+from crawler.state._redis_status import RedisStatus, counter_blob, read_settings, read_status
 from crawler.state.base import (
     Candidate,
     Counts,
@@ -107,6 +98,7 @@ from crawler.state.base import (
     wait_event,
 )
 from crawler.urls.fingerprint import KEY_BYTES, Fingerprinter, new_key
+from crawler.urls.policy import origin_of
 from crawler.urls.seen import MemorySeenSet
 
 __all__ = [
@@ -124,11 +116,8 @@ log = logging.getLogger(__name__)
 ROBOTS_TTL = 86400
 #: Candidates per offer script call (one round trip each).
 OFFER_CHUNK = 512
-#: Seconds ``close`` tries to hand leases back while Redis is unreachable.
+#: Seconds ``close`` tries to write back what it had out while Redis is unreachable.
 CLOSE_TIMEOUT = 10.0
-# Lease.id = epoch << _EPOCH_SHIFT | Redis's lease id (an INCR counter: far below 2**40).
-_EPOCH_SHIFT = 40
-_ID_MASK = (1 << _EPOCH_SHIFT) - 1
 
 
 def default_lease_timeout(request_timeout: float) -> float:
@@ -136,38 +125,19 @@ def default_lease_timeout(request_timeout: float) -> float:
     return max(60.0, 3.0 * request_timeout)
 
 
-def _url_bytes(url: str) -> bytes:
-    # a lease is ended by its id AND its URL: an id Redis handed out again after losing its
-    # last writes (a crash with appendfsync everysec) must not end another worker's lease
-    return url.encode("utf-8", "surrogatepass")
-
-
-def _decode(payload: str) -> tuple[int, str | None, str]:
-    # "kind \t len(referrer) or "" \t referrer + url", as offer_many packs it
-    kind, n, rest = payload.split("\t", 2)
-    if n == "":
-        return int(kind), None, rest
-    k = int(n)
-    return int(kind), rest[:k], rest[k:]
-
-
-def _due(raw: Any) -> float | None:
-    if not raw:
-        return None
-    return float(raw)
-
-
-class RedisState(RedisLink):
+class RedisState(ShardLink):
     """The CrawlState in Redis (see the module docstring).
 
     Args:
         url: ``redis://[user:password@]host:port/db``, ``rediss://...``, ``unix:///path``.
         name: the crawl name (key prefix ``crawler:{NAME}:``), "default" if None.
-        lease_timeout: seconds a lease lasts unless renewed; 0: ``default_lease_timeout``.
+        lease_timeout: seconds a dead worker's shards wait before another worker takes them
+            (its claims lapse); 0: ``default_lease_timeout``.
         request_timeout: the crawl's request timeout (for the automatic lease timeout).
         seen_bits: seen-set bucket bits (2**bits buckets); fixed when the crawl is created.
         heartbeat: seconds between renewals; None: ``min(lease_timeout / 3, 5)``.
         local_seen: fingerprints the local ``seen`` cache holds before it starts over.
+        shards: virtual shards of a new crawl (fixed when the crawl is created).
     """
 
     shared = True
@@ -184,9 +154,12 @@ class RedisState(RedisLink):
         seen_bits: int = 16,
         heartbeat: float | None = None,
         local_seen: int = 1 << 20,
+        shards: int = DEFAULT_SHARDS,
     ) -> None:
         if not 1 <= seen_bits <= 32:
             raise ValueError(f"seen_bits must be in 1..32, not {seen_bits}")
+        if not 1 <= shards <= 65536:
+            raise ValueError(f"shards must be in 1..65536, not {shards}")
         self.url = url
         self.name = name or DEFAULT_NAME
         self.location = f"{redacted(url)} name={self.name}"
@@ -194,6 +167,7 @@ class RedisState(RedisLink):
         self.lease_timeout = lease_timeout or default_lease_timeout(request_timeout)
         self.heartbeat = heartbeat or min(self.lease_timeout / 3.0, HEARTBEAT_MAX)
         self._seen_bits_wanted = seen_bits
+        self._shards_wanted = shards
         self._bits = seen_bits
         self._local_max = max(1024, local_seen)
         self._local = MemorySeenSet()
@@ -202,23 +176,26 @@ class RedisState(RedisLink):
         self._r: Any = None
         self._sha: dict[str, str] = {}
         self._fp: Fingerprinter | None = None
-        self._due: float | None = None
-        # open leases of this worker: Lease.id -> (Redis's lease id, URL). Lease.id carries
-        # the epoch in its high bits: Redis back from an AOF without its last second may hand
-        # out an id again, and this worker may still hold the first lease of that id.
-        self._mine: dict[int, tuple[int, bytes]] = {}
-        #: Incremented each time Redis answers again after a failure: it may have restarted
-        #: without its last writes (appendfsync everysec), so what this worker knows to be
-        #: seen may be lost there. The engine's admission empties its caches when it changes.
+        self.book = ShardBook(shards, 8, 0.0)
+        self._sprefix: list[str] = []
+        #: open leases of this worker: Lease.id -> its item
+        self._mine: dict[int, Item] = {}
+        self._next_id = 0
+        #: Incremented each time Redis answers again after a failure, or restarted: it may
+        #: have lost its last writes. The engine's admission empties its caches when it changes.
         self.epoch = 0
         self._run_id: str | None = None  # the server's run_id: a new one means a restart
         self._delays: dict[str, float] = {}  # set_delay calls not yet written
         self._event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._pubsub: Any = None
         self._outage = False
-        self._quiet_until = 0.0  # monotonic: no expired leases taken back before then
+        self._quiet_until = 0.0  # monotonic: no lapsed claim taken before then
         self._closed = True
+        self._init_shard_link()
+        self._host_budget = 0  # max_pages_per_host, as the last heartbeat read it
+        self._counted: Counter[str] = Counter()  # this run's named counters (totals)
+        self._counted_dirty = False
+        self._kfield = self.worker_id
         #: Script and command calls sent (round trips), for benchmarks.
         self.calls = 0
 
@@ -228,7 +205,8 @@ class RedisState(RedisLink):
     # -- lifecycle --
 
     async def open(self, *, per_host: int, delay: float, max_pages_per_host: int) -> None:
-        """Connect, create or check the crawl, store the politeness settings crawl-wide.
+        """Connect, create or check the crawl, store the politeness settings crawl-wide,
+        claim and load this worker's shards.
 
         Raises:
             StateError: Redis unreachable (the URL, password hidden, and the reason), a
@@ -254,7 +232,7 @@ class RedisState(RedisLink):
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
             await self.check_keys()
-            found, key, bits = await client.evalsha(
+            found, key, bits, shards = await client.evalsha(
                 self._sha["init"],
                 1,
                 self.prefix,
@@ -264,6 +242,7 @@ class RedisState(RedisLink):
                 repr(float(delay)),
                 max(0, max_pages_per_host),
                 self._seen_bits_wanted,
+                self._shards_wanted,
             )
         except (rexc.RedisError, OSError, StateError) as e:
             self._r = None
@@ -279,37 +258,59 @@ class RedisState(RedisLink):
             raise StateError(
                 f"{self.location}: the crawl {self.name!r} has key layout version"
                 f" {found.decode('utf-8', 'replace')!r}, this crawler reads version"
-                f" {VERSION!r}: use another --name or another database"
+                f" {VERSION!r} (crawls made by an older crawler cannot be continued: finish"
+                " it with that version, or use another --name or another database)"
             )
         p = self.prefix
         bits = as_int(self.location, p + "cfg", bits)
-        if len(key) != KEY_BYTES or not 1 <= bits <= 32:
+        shards = as_int(self.location, p + "cfg", shards)
+        if len(key) != KEY_BYTES or not 1 <= bits <= 32 or not 1 <= shards <= 65536:
             self._r = None
             await client.aclose()
             what = f"holds {len(key)} bytes, not {KEY_BYTES}" if len(key) != KEY_BYTES else ""
             raise damaged(
                 self.location,
                 p + ("fpkey" if what else "cfg"),
-                what or f"holds bits = {bits}, not 1 to 32",
+                what or f"holds bits = {bits}, shards = {shards}: not 1 to 32, 1 to 65536",
             )
         self._fp = Fingerprinter(key)
         self._bits = bits
+        self.book = ShardBook(shards, max(1, per_host), float(delay))
+        self._sprefix = [shard_prefix(self.name, k) for k in range(shards)]
+        self._host_budget = max(0, max_pages_per_host)
         self._event = asyncio.Event()
+        self._rebalance = asyncio.Event()
+        self._member_lock = asyncio.Lock()
         self._closed = False
         self._outage = False
         self._mine.clear()
-        await self._beat()
+        self._counted = Counter()
+        self._counted_dirty = False
+        self._kfield = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"  # this run's counters
+        # lease ids: unique to this open (a lease of an earlier open ends nothing here)
+        self._next_id = int.from_bytes(os.urandom(5), "big") << 16
+        try:
+            await self._membership()
+        except BaseException:
+            # (a shard Redis holds damaged, say): what it claimed is free again at once
+            self._closed = True
+            with contextlib.suppress(Exception):
+                await self._script("release", self._wid, "1", *range(self.book.shards))
+            self._r = None
+            await client.aclose()
+            raise
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._heartbeat_loop()),
-            loop.create_task(self._listen()),
+            loop.create_task(self._inbox_loop()),
         ]
 
     async def close(self) -> None:
-        """Hand open leases back, leave the workers list, close the pool. Safe twice.
+        """Write back what is out, release the claims, leave the workers, close the pool.
+        Safe twice.
 
         With Redis unreachable it gives up after ``CLOSE_TIMEOUT`` seconds (a warning):
-        the leases then come back when they expire."""
+        the claims then lapse and the shards are taken over."""
         if self._closed:
             return
         self._closed = True
@@ -320,14 +321,19 @@ class RedisState(RedisLink):
         async def leave() -> None:
             if self._delays:
                 await self._flush_delays()
+            await self._flush_counters()
+            await self._flush_outbox()
             if self._mine:
-                held = [x for pair in self._mine.values() for x in pair]
+                held = list(self._mine.values())
                 self._mine.clear()
-                await self._script("give_back", self._wid, *held)
-            await self._script("leave", self._wid)
+                await self._requeue(
+                    [(item, item[8] + 1, 0.0) for item in held], recovered=len(held)
+                )
+            await self._script("release", self._wid, "1", *self.book.held)
+            await self._tell_members(self.book.live)  # their shards now: claim them at once
 
         try:
-            # bounded: with Redis down, the leases expire by themselves
+            # bounded: with Redis down, the claims lapse by themselves
             await asyncio.wait_for(leave(), CLOSE_TIMEOUT)
         except errors as e:
             log.warning("%s: could not hand leases back at close: %s", self.location, reason(e))
@@ -343,7 +349,7 @@ class RedisState(RedisLink):
         return self._fp(url)
 
     def seen(self, fp: int) -> bool:
-        """True if this worker offered ``fp`` before (a local, bounded cache)."""
+        """True if this worker offered ``fp`` before or was sent it (a local, bounded cache)."""
         return self._local.contains_fp(fp)
 
     def probe_parts(self) -> tuple[MemorySeenSet, Fingerprinter] | None:
@@ -366,70 +372,79 @@ class RedisState(RedisLink):
         shift = 64 - self._bits
         low = (1 << shift) - 1
         width = f"0{(self._bits + 3) // 4}x"
+        book = self.book
+        sprefix = self._sprefix
+        queued_here = False
+        now = time.time()
         for start in range(0, len(candidates), OFFER_CHUNK):
             chunk = candidates[start : start + OFFER_CHUNK]
-            args: list[Any] = [self._wid]
+            keys: list[str] = [self.prefix]
+            index: dict[int, int] = {}
+            args: list[Any] = [self._host_budget]
+            shards: list[int] = []
+            values: list[str] = []
             for c in chunk:
-                ref = c.referrer
                 fp = c.fp
+                origin = c.origin or origin_of(c.url)
+                k = book.shard(origin)
+                ki = index.get(k)
+                if ki is None:
+                    ki = index[k] = len(keys) + 1
+                    keys.append(sprefix[k])
+                value = pack_value(0, 0.0, c.depth, origin, payload_of(c.kind, c.referrer, c.url))
+                shards.append(k)
+                values.append(value)
                 args.append(
-                    (
-                        f"{fp >> shift:{width}}\t{fp & low}\t{1 if c.queue else 0}\t{c.depth}"
-                        f"\t{c.origin}\t{c.host}\t{c.kind}\t{'' if ref is None else len(ref)}"
-                        f"\t{ref or ''}{c.url}"
-                    ).encode("utf-8", "surrogatepass")
+                    f"{ki}\t{fp >> shift:{width}}\t{fp & low}\t{fp}\t{1 if c.queue else 0}"
+                    f"\t{c.host}\t{value}".encode("utf-8", "surrogatepass")
                 )
-            due, flags = await self._script("offer", *args)
-            self._set_due(due)
-            accepted += [c for c, f in zip(chunk, flags, strict=True) if f == 0x31]
+            flags = await self._script_keys("put", keys, *args)
+            for c, k, value, flag in zip(chunk, shards, values, flags, strict=True):
+                if flag == 0x30:  # "0": seen before
+                    continue
+                accepted.append(c)
+                if flag != 0x31:  # "2": new, not queued
+                    continue
+                origin = c.origin or origin_of(c.url)
+                parsed = (0, 0.0, c.depth, origin, c.kind, c.referrer, c.url)
+                if book.add(k, c.fp, parsed, now):
+                    queued_here = True
+                elif book.active(k) is None:
+                    self._forward(k, c.fp, value)
             self._remember([c.fp for c in chunk])
-        if accepted:
+        if queued_here:
             self._event.set()
+            self._busy_changed()
         return accepted
 
-    def _set_due(self, raw: Any) -> None:
-        self._due = _due(raw)
-
     async def lease(self, n: int, now: float, *, budget: int = 0) -> list[Lease]:
-        """The protocol's ``lease``; ``budget`` > 0 is a crawl-wide page budget (max_pages)
-        checked in the same atomic step: no lease once done (robots skips aside) plus leased
-        reaches it, whichever worker asks."""
+        """The protocol's ``lease``, from this worker's own shards (no Redis call);
+        ``budget`` > 0 is a crawl-wide page budget (max_pages) taken in one atomic step
+        (``P a``: leases granted, less those given back and robots.txt skips)."""
         if n <= 0:
             return []
         if self._delays:
             await self._flush_delays()
+        items = self.book.pop(n, now)
+        if budget > 0 and items:
+            self._budgeted = True
+            granted = int(await self._script("admit", budget, len(items)))
+            if granted < len(items):
+                for item in items[granted:]:  # back in line, their slots freed
+                    self.book.ended(item, now, completed=False)
+                    self.book.queues.push_item(item[6], item[4], item)
+                items = items[:granted]
         expires = now + self.lease_timeout
-        quiet = self._outage or time.monotonic() < self._quiet_until  # (an outage seen here)
-        reclaim = 0 if quiet else 1
-        raw = await self._script("lease", repr(now), n, repr(expires), max(0, budget), reclaim)
-        self._set_due(raw[0])
         out: list[Lease] = []
-        for i in range(2, len(raw), 4):
-            try:
-                lease_id = int(raw[i])
-                origin = raw[i + 1].decode("utf-8", "surrogatepass")
-                depth = int(raw[i + 2])
-                attempts, payload = raw[i + 3].decode("utf-8", "surrogatepass").split("\t", 1)
-                kind, referrer, url = _decode(payload)
-                tries = int(attempts)
-            except (ValueError, IndexError, TypeError, AttributeError, UnicodeDecodeError):
-                o, d = (
-                    x.decode("utf-8", "replace") if isinstance(x, bytes) else x
-                    for x in raw[i + 1 : i + 3]
-                )
-                queue = f"{self.prefix}q:{o}\t{d}"
-                raise damaged(
-                    self.location, ascii(queue)[1:-1], "holds a request this crawler cannot read"
-                ) from None
-            local_id = (self.epoch << _EPOCH_SHIFT) | lease_id
-            out.append(Lease(local_id, url, depth, referrer, origin, kind, tries, expires))
-            self._mine[local_id] = (lease_id, url.encode("utf-8", "surrogatepass"))
+        for item in items:
+            self._next_id += 1
+            lease_id = self._next_id
+            self._mine[lease_id] = item
+            fp, _k, _g, url, depth, referrer, origin, kind, attempts = item
+            out.append(Lease(lease_id, url, depth, referrer, origin, kind, attempts, expires))
+        if out:
+            self._busy_changed()
         return out
-
-    def _redis_id(self, lease: Lease) -> int:
-        """Redis's id of ``lease`` (no longer held by this worker from now on)."""
-        held = self._mine.pop(lease.id, None)
-        return held[0] if held is not None else lease.id & _ID_MASK
 
     async def complete(self, lease: Lease, outcome: Outcome, now: float) -> None:
         await self.complete_many([(lease, outcome)], now)
@@ -439,71 +454,85 @@ class RedisState(RedisLink):
             return
         if self._delays:
             await self._flush_delays()
-        args: list[Any] = [self._wid, repr(now)]
+        keys: list[str] = [self.prefix]
+        index: dict[int, int] = {}
+        dirty, self._counted_dirty = self._counted_dirty, False
+        blob = counter_blob(dict(self._counted)) if dirty else ""
+        args: list[Any] = [repr(now), self._kfield if dirty else "", blob]
+        skipped = 0
+        ended: list[Item] = []
         for lease, outcome in done:
-            args += (self._redis_id(lease), _url_bytes(lease.url), outcome.error or "")
-        due, n = await self._script("complete", *args)
-        self._set_due(due)
-        if n:
-            self._event.set()
+            item = self._mine.pop(lease.id, None)
+            if item is None or item[3] != lease.url:
+                continue  # not open here (an earlier open's lease: written back at close)
+            ended.append(item)
+            k = item[1]
+            ki = index.get(k)
+            if ki is None:
+                ki = index[k] = len(keys) + 1
+                keys.append(self._sprefix[k])
+            args += (ki, item[0], outcome.error or "")
+            skipped += outcome.error == "robots_disallowed"
+        # links these pages offered to other owners are safe in Redis already: the messages
+        # telling those owners go first all the same, so that they hear of them soon
+        if self._outbox:
+            await self._flush_outbox()
+        if ended:
+            await self._script_keys("complete", keys, *args)
+        elif dirty:
+            self._counted_dirty = True
+        if skipped and self._budgeted:
+            await self._script("admit", 0, -skipped)
+        for item in ended:
+            self.book.ended(item, now, completed=True)
+        self._event.set()
+        self._busy_changed()
 
     async def retry(self, lease: Lease, not_before: float, now: float) -> None:
         if self._delays:
             await self._flush_delays()
-        rid = self._redis_id(lease)
-        due, n = await self._script(
-            "retry", self._wid, repr(now), repr(not_before), rid, _url_bytes(lease.url)
-        )
-        self._set_due(due)
-        if n:
-            self._event.set()
+        item = self._mine.pop(lease.id, None)
+        if item is None or item[3] != lease.url:
+            return  # not open here (an earlier open's lease: written back at close)
+        await self._requeue([(item, item[8] + 1, not_before if not_before > now else 0.0)])
+        if self._budgeted:
+            await self._script("admit", 0, -1)
+        if self.book.ended(item, now, completed=False):
+            again: Item = (*item[:8], item[8] + 1)
+            if self.book.active(item[1]) is not None:
+                if not_before > now:
+                    self.book.hold_back(again, not_before)
+                else:
+                    self.book.queues.push_item(again[6], again[4], again)
+            else:
+                self.book.held[item[1]].open.discard(item[0])
+        self._event.set()
+        self._busy_changed()
 
     def set_delay(self, origin: str, delay: float) -> None:
-        """Recorded here, written crawl-wide before this worker's next offer, lease,
-        completion or retry (one more round trip then, once per batch of delays)."""
+        """Applied here at once (this worker owns the origin's shard, or will write it for
+        the owner), written to the shard before this worker's next call that writes."""
         self._delays[origin] = delay
-
-    async def _flush_delays(self) -> None:
-        pending, self._delays = self._delays, {}
-        args: list[Any] = []
-        for origin, delay in pending.items():
-            args += (origin, repr(float(delay)))
-        self._set_due(await self._script("set_delay", *args))
+        self.book.queues.set_delay(origin, delay)
 
     def next_due(self, now: float) -> float | None:
-        """From the last call's answer: when a waiting origin or retry becomes leasable."""
-        due = self._due
+        """When a request of this worker's shards waiting on a delay or a ``not_before``
+        becomes leasable (local timers)."""
+        due = self.book.next_due(now)
         if due is None or due <= now:
             return None
         return due
 
     async def wait(self, timeout: float) -> None:
-        """Return when this worker or another offered, completed or retried since the last
-        ``wait`` returned (at once if so), or after ``timeout`` seconds."""
+        """Return when this worker's shards got new work (its own offers, its inbox, a
+        shard loaded) or a slot freed, since the last ``wait`` returned; or after
+        ``timeout`` seconds."""
         await wait_event(self._event, timeout)
 
     async def counts(self) -> Counts:
-        c, f, n = await self._script(
-            "read", *read_args(("c", "h", MAX_FIELDS), ("f", "h", MAX_FIELDS), ("n", "s", 64))
-        )
-        return counts_of(self.location, self.prefix, c, f, n)
+        return await self._counts()
 
     # -- the crawl's counters, robots rules and settings --
-
-    async def add_counters(self, deltas: Mapping[str, int]) -> None:
-        if not deltas:
-            return
-        key = self.prefix + "k"
-
-        def build(pipe: Any) -> None:
-            for name, delta in deltas.items():
-                pipe.hincrby(key, name, delta)
-
-        await self._cmd(build)
-
-    async def counters(self) -> dict[str, int]:
-        (raw,) = await self._script("read", "k", "h", MAX_FIELDS)
-        return int_hash(self.location, self.prefix + "k", raw)
 
     async def get_robots(self, origin: str) -> StoredRobots | None:
         key = "r:" + origin

@@ -1,0 +1,304 @@
+"""Which shards this worker owns, and their requests in memory (the Redis state's frontier).
+
+A crawl in Redis is split into a fixed number of virtual shards by a hash of the origin
+(``shard_of``). Each shard is owned by one live worker: the one that wins rendezvous hashing
+(highest ``blake2b(worker, shard)``) over the workers whose heartbeat has not lapsed, the
+shards with work spread evenly (``balance``), and that holds the shard's claim in Redis
+(``P own``, renewed by its heartbeat). So:
+
+* **Politeness by construction**: every origin belongs to one shard and every shard to one
+  worker, so the per-host cap, the delay, a Crawl-delay and a Retry-After are this worker's
+  local timers (``crawler.state.frontier.OriginQueues``, the memory state's own machinery):
+  the cap holds cluster-wide with no Redis call to lease.
+* **A takeover is a reload**: the shard's open requests (queued, held or in flight) stay in
+  Redis (``S p``) until they are completed; a new owner reads them (``load``) and leases them
+  again: the requests a dead owner had in flight are fetched once more (at-least-once,
+  duplicates at most what was in flight).
+* **Membership changes** are seen at each heartbeat (``ShardBook.plan``): a worker that joins
+  wins some shards by rendezvous; their owner stops leasing from them (``leaving``), lets the
+  requests it has out end (completed, or retried: written back), then releases the claim,
+  which the winner takes at its next heartbeat; nothing of a shard is leased by two workers at
+  once beyond what was in flight. A dead worker's claims lapse after the lease timeout and
+  are taken by the winners among the living.
+
+Items in memory are tuples ``(fp, shard, generation, url, depth, referrer, origin, kind,
+attempts)``; a shard's generation changes each time it is loaded or dropped, so that an item
+of a shard no longer held (or held anew) is dropped when it comes out of the queues.
+"""
+
+from __future__ import annotations
+
+import heapq
+from hashlib import blake2b
+from typing import Any
+
+from crawler.state.frontier import OriginQueues
+
+__all__ = [
+    "Item",
+    "ShardBook",
+    "balance",
+    "pack_value",
+    "parse_value",
+    "payload_of",
+    "rendezvous",
+    "shard_of",
+]
+
+#: fp, shard, generation, url, depth, referrer, origin, kind, attempts
+Item = tuple[int, int, int, str, int, "str | None", str, int, int]
+
+_SHARD_CACHE_MAX = 1 << 16
+
+
+def shard_of(origin: str, shards: int) -> int:
+    """The shard of ``origin``: the same in every worker (an unkeyed hash)."""
+    digest = blake2b(origin.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
+
+
+def _score(worker: str, shard: int) -> int:
+    return int.from_bytes(blake2b(f"{worker}\0{shard}".encode(), digest_size=8).digest(), "big")
+
+
+def rendezvous(live: list[str], shards: int) -> list[str]:
+    """The winner of each shard among the ``live`` workers (highest score; "" if none)."""
+    if not live:
+        return [""] * shards
+    scores = {w: [_score(w, k) for k in range(shards)] for w in live}
+    return [max(live, key=lambda w: scores[w][k]) for k in range(shards)]
+
+
+def payload_of(kind: int, referrer: str | None, url: str) -> str:
+    """What a request carries that the scripts never read: kind, referrer, URL."""
+    return f"{kind}\t{'' if referrer is None else len(referrer)}\t{referrer or ''}{url}"
+
+
+def balance(workers: list[str], active: set[int], shards: int) -> list[str]:
+    """Each shard's owner-to-be. A shard without work goes to its rendezvous winner; the
+    shards with work (``active``) are spread evenly: at most ``ceil(active / workers)`` a
+    worker, each in shard order to the highest-scoring worker with room. It depends on the
+    live workers and the shards with work only (not on who holds what now, which changes
+    during a hand-over), so every worker computes the same from the same reports.
+
+    Why: origins are owned whole, and hashing 16 busy origins over 16 workers leaves some
+    with three or four and others with none (a balls-into-bins maximum): the crawl lasts as
+    long as the busiest worker (benchmarks/CLUSTER.md)."""
+    winners = rendezvous(workers, shards)
+    if not active or len(workers) < 2:
+        return winners
+    cap = -(-len(active) // len(workers))
+    load = dict.fromkeys(workers, 0)
+    for k in sorted(active):
+        for w in sorted(workers, key=lambda w: _score(w, k), reverse=True):
+            if load[w] < cap:
+                winners[k] = w
+                load[w] += 1
+                break
+    return winners
+
+
+def pack_value(attempts: int, not_before: float, depth: int, origin: str, payload: str) -> str:
+    """A request as ``S p`` keeps it."""
+    nb = f"{not_before:.6f}" if not_before else ""
+    return f"{attempts}\t{nb}\t{depth}\t{origin}\t{payload}"
+
+
+def parse_value(value: str) -> tuple[int, float, int, str, int, str | None, str]:
+    """attempts, not_before, depth, origin, kind, referrer, url of a stored request.
+
+    Raises ValueError (or IndexError) on a value this crawler did not write."""
+    attempts, nb, depth, origin, kind, n, rest = value.split("\t", 6)
+    if n == "":
+        referrer, url = None, rest
+    else:
+        k = int(n)
+        referrer, url = rest[:k], rest[k:]
+    if not url:
+        raise ValueError("no URL")
+    return int(attempts), float(nb or 0), int(depth), origin, int(kind), referrer, url
+
+
+class _Shard:
+    __slots__ = ("gen", "leaving", "open", "out")
+
+    def __init__(self, gen: int) -> None:
+        self.gen = gen
+        self.open: set[int] = set()  # fingerprints of its requests known here, not completed
+        self.out = 0  # leased and not ended
+        self.leaving = False
+
+
+class ShardBook:
+    """The shards this worker holds, their requests in memory, and the owners' map.
+
+    Args:
+        shards: the crawl's shard count.
+        per_host, delay: the crawl's politeness (``OriginQueues``).
+    """
+
+    def __init__(self, shards: int, per_host: int, delay: float) -> None:
+        self.shards = shards
+        self.queues: OriginQueues[Item] = OriginQueues(per_host, delay)
+        self.held: dict[int, _Shard] = {}
+        self.held_back: list[tuple[float, int, Item]] = []  # retries until their not_before
+        self.owners: list[str] = [""] * shards  # claim holders as of the last heartbeat
+        self.live: list[str] = []
+        self.live_before: list[str] = []  # the live workers of the heartbeat before
+        self.winners: list[str] = []  # each shard's owner-to-be, as of the last plan
+        self.handed: set[int] = set()  # released with open requests, not claimed since
+        #: a shard this worker lets go has nothing out any more: release it now
+        self.let_go = False
+        self._gen = 0
+        self._seq = 0
+        self._origin_shard: dict[str, int] = {}
+
+    def shard(self, origin: str) -> int:
+        k = self._origin_shard.get(origin)
+        if k is None:
+            if len(self._origin_shard) >= _SHARD_CACHE_MAX:
+                self._origin_shard.clear()
+            k = self._origin_shard[origin] = shard_of(origin, self.shards)
+        return k
+
+    # -- holding --
+
+    def take(self, k: int) -> _Shard:
+        """Start holding shard ``k`` (claimed): its requests come from ``add`` and a load."""
+        self._gen += 1
+        held = self.held[k] = _Shard(self._gen)
+        return held
+
+    def drop(self, k: int) -> None:
+        """Stop holding ``k``: its items in the queues are dropped when they come out."""
+        self.held.pop(k, None)
+
+    def active(self, k: int) -> _Shard | None:
+        """Shard ``k`` if held and not leaving (new requests of it are queued here)."""
+        held = self.held.get(k)
+        return None if held is None or held.leaving else held
+
+    def add(self, k: int, fp: int, value: tuple[Any, ...], now: float) -> bool:
+        """Queue a request of held shard ``k`` unless known: ``value`` as ``parse_value``."""
+        held = self.active(k)
+        if held is None or fp in held.open:
+            return False
+        held.open.add(fp)
+        attempts, not_before, depth, origin, kind, referrer, url = value
+        item: Item = (fp, k, held.gen, url, depth, referrer, origin, kind, attempts)
+        if not_before > now:
+            self._seq += 1
+            heapq.heappush(self.held_back, (not_before, self._seq, item))
+        else:
+            self.queues.push_item(origin, depth, item)
+        return True
+
+    def hold_back(self, item: Item, not_before: float) -> None:
+        self._seq += 1
+        heapq.heappush(self.held_back, (not_before, self._seq, item))
+
+    # -- leasing --
+
+    def pop(self, n: int, now: float) -> list[Item]:
+        """Up to ``n`` requests politely leasable now from the shards held (not leaving)."""
+        back = self.held_back
+        while back and back[0][0] <= now:
+            item = heapq.heappop(back)[2]
+            if self._current(item):
+                self.queues.push_item(item[6], item[4], item)
+        out: list[Item] = []
+        queues = self.queues
+        while len(out) < n:
+            got = queues.pop_many(n - len(out), now)
+            if not got:
+                break
+            for item in got:
+                held = self.held.get(item[1])
+                if held is None or held.gen != item[2] or held.leaving:
+                    queues.release(item[6], now)  # a shard no longer leased from here
+                    continue
+                held.out += 1
+                out.append(item)
+        return out
+
+    def _current(self, item: Item) -> bool:
+        held = self.held.get(item[1])
+        return held is not None and held.gen == item[2] and not held.leaving
+
+    def ended(self, item: Item, now: float, *, completed: bool) -> bool:
+        """A leased item ended (its origin's slot freed); True if its shard is held still."""
+        self.queues.release(item[6], now)
+        held = self.held.get(item[1])
+        if held is None or held.gen != item[2]:
+            return False
+        held.out -= 1
+        if completed:
+            held.open.discard(item[0])
+        if held.leaving and held.out == 0:
+            self.let_go = True
+        return True
+
+    def next_due(self, now: float) -> float | None:
+        due = self.queues.due_time(now)
+        if self.held_back:
+            t = self.held_back[0][0]
+            due = t if due is None or t < due else due
+        return due
+
+    def backlog(self) -> int:
+        """Requests waiting here (queued or held back; those of dropped shards included)."""
+        return len(self.queues) + len(self.held_back)
+
+    def out(self) -> int:
+        return sum(h.out for h in self.held.values())
+
+    # -- membership --
+
+    def plan(
+        self, me: str, live: list[str], own: dict[int, str], active: set[int] | None = None
+    ) -> tuple[list[int], list[int]]:
+        """From a heartbeat's view: (shards to claim, shards to release now). Shards lost
+        (their claim now someone else's) are dropped; shards another live worker wins are
+        marked leaving and released once nothing of theirs is out. ``active``: the shards
+        with open requests, as the workers last reported them (see ``balance``)."""
+        self.live = live
+        self.owners = [own.get(k, "") for k in range(self.shards)]
+        workers = sorted(set(live) | {me})
+        self.handed = {k for k in self.handed if own.get(k, "") in ("", me)}
+        winners = self.winners = balance(workers, active or set(), self.shards)
+        claim: list[int] = []
+        release: list[int] = []
+        for k in range(self.shards):
+            held = self.held.get(k)
+            if held is not None and own.get(k) != me:
+                self.drop(k)  # its claim lapsed and was taken: someone else reloads it
+                held = None
+            if held is None:
+                if winners[k] == me:
+                    claim.append(k)
+            elif winners[k] != me:
+                held.leaving = True
+                if held.out == 0:
+                    release.append(k)
+            elif held.leaving:  # won back before it was released: read it afresh
+                self.drop(k)
+                claim.append(k)
+        return claim, release
+
+    def active_shards(self) -> list[int]:
+        """The shards held here with open requests, and those released with open requests
+        that nobody else has claimed yet (for the report: so that every worker's ``balance``
+        sees the same shards with work while they change hands)."""
+        return sorted({k for k, held in self.held.items() if held.open} | self.handed)
+
+    def hand_over(self, k: int) -> None:
+        """Shard ``k`` is released: dropped here, reported with work until claimed."""
+        held = self.held.get(k)
+        if held is not None and held.open:
+            self.handed.add(k)
+        self.drop(k)
+
+    def owner(self, k: int) -> str:
+        """The live worker holding shard ``k`` as last seen ("" if none)."""
+        w = self.owners[k]
+        return w if w in self.live else ""
