@@ -18,8 +18,8 @@ What it does (benchmarks/CLUSTER.md has the figures and why each choice):
    method, status, host and URI of every request.
 2. One redis-server (tests/redisserver.py: AOF everysec, no RDB), FLUSHALL + CONFIG RESETSTAT
    before each run. ``--rtt MS`` > 0: the workers reach it through benchmarks/tcp_delay.py
-   (``rtt/2`` each way, order kept, no bandwidth limit); ``redis-cli --latency`` through the
-   proxy is measured and printed.
+   (``rtt/2`` each way, order kept, no bandwidth limit); the round trip the workers see (the
+   median of 300 PINGs) is measured through it and printed.
 3. Each worker runs in a cgroup of its own with ``--quota`` of a core (cgroup v1
    ``cpu.cfs_quota_us``/``cpu.cfs_period_us`` + cpuacct, or v2 ``cpu.max`` + ``cpu.stat``,
    detected) and high ``cpu.shares``/``cpu.weight``, so that under the other users' load a
@@ -45,6 +45,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -83,20 +84,20 @@ class DelayProxy:
     """benchmarks/tcp_delay.py in front of Redis, adding ``rtt_ms`` to the round trip.
 
     The proxy's own hop (two more loopback sends and a Python event loop each way) costs about
-    0.2-0.4 ms of round trip on this machine besides the delay asked for, so the proxy is
-    started, its added round trip measured against Redis directly (``redis-cli --latency``),
-    and started again once with the delay less that overshoot: the added round trip the workers
-    see is then close to ``rtt_ms`` (``added_ms`` says what it was)."""
+    0.2 ms of round trip on this machine besides the delay asked for. So the proxy is started,
+    its added round trip measured against Redis directly (the median of 300 PINGs each way:
+    a median, because the other users' load makes the mean jump), and started again once with
+    the delay less that overshoot, by at most half the delay asked for: the added round trip
+    the workers see is then close to ``rtt_ms`` (``added_ms`` says what it was)."""
 
     def __init__(self, redis_port: int, rtt_ms: float, priority: bool) -> None:
         self.redis_port, self.priority = redis_port, priority
-        direct = redis_latency_ms(redis_port, 1.5)
         self._start(rtt_ms)
-        over = self.latency_ms(1.5) - direct - rtt_ms
+        over = ping_ms(self.port) - ping_ms(redis_port) - rtt_ms
         if over > 0.02:
             self.stop()
-            self._start(max(0.0, rtt_ms - over))
-        self.added_ms = self.latency_ms(1.5) - redis_latency_ms(redis_port, 1.5)
+            self._start(rtt_ms - min(over, rtt_ms / 2))
+        self.added_ms = ping_ms(self.port) - ping_ms(redis_port)
 
     def _start(self, delay_ms: float) -> None:
         self.proc = subprocess.Popen(
@@ -123,9 +124,13 @@ class DelayProxy:
         if self.priority:
             renice(self.proc.pid, -10)
 
-    def latency_ms(self, seconds: float = 3.0) -> float:
-        """Average PING round trip through the proxy (``redis-cli --latency``)."""
-        return redis_latency_ms(self.port, seconds)
+    def cpu_s(self) -> float:
+        """The proxy's CPU seconds so far (user+sys, /proc)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -137,20 +142,24 @@ class DelayProxy:
                 self.proc.wait()
 
 
-def redis_latency_ms(port: int, seconds: float = 3.0) -> float:
-    """``redis-cli --latency --raw`` for ``seconds``: its average (ms)."""
-    try:
-        out = subprocess.run(
-            ["redis-cli", "-p", str(port), "--latency", "--raw"],
-            capture_output=True,
-            text=True,
-            timeout=seconds,
-            check=False,
-        ).stdout
-    except subprocess.TimeoutExpired as e:  # --latency runs until stopped
-        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-    lines = [ln.split() for ln in out.splitlines() if len(ln.split()) == 4]
-    return float(lines[-1][2]) if lines else float("nan")
+def ping_ms(port: int, n: int = 300) -> float:
+    """The median round trip of ``n`` PINGs to a Redis on ``port`` (one connection, one at a
+    time, 2 ms apart as ``redis-cli --latency`` spaces them 10 ms apart), in ms."""
+    trips = []
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(n):
+            t = time.perf_counter()
+            s.sendall(b"PING\r\n")
+            reply = b""
+            while not reply.endswith(b"\r\n"):
+                chunk = s.recv(64)
+                if not chunk:
+                    raise OSError("Redis closed the connection")
+                reply += chunk
+            trips.append(1000 * (time.perf_counter() - t))
+            time.sleep(0.002)
+    return statistics.median(trips)
 
 
 class Sampler(threading.Thread):
@@ -220,10 +229,11 @@ class Result:
     redis_by_command: dict[str, int] = field(default_factory=dict)
     per_worker_gets: list[int] = field(default_factory=list)
     nginx_cpu_s: float = 0.0
+    proxy_cpu_s: float = 0.0  # tcp_delay.py's CPU seconds during the run (rtt > 0)
     exits: list[int] = field(default_factory=list)
     timed_out: bool = False
     load: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    latency_ms: float = 0.0  # redis-cli --latency through the path the workers use
+    latency_ms: float = 0.0  # median PING round trip through the path the workers use
     added_ms: float = 0.0  # what the proxy added to it (latency through it - directly)
     note: str = ""
 
@@ -268,12 +278,12 @@ def run_one(
     redis: Any,
     workdir: Path,
 ) -> Result:
-    res = Result(mode, n, rtt, args.quota, load=os.getloadavg())
+    res = Result(mode, n, rtt if mode == "redis" else 0.0, args.quota, load=os.getloadavg())
     redis.reset()
     proxy = DelayProxy(redis.port, rtt, args.priority) if (rtt > 0 and mode == "redis") else None
     state_url = f"redis://127.0.0.1:{proxy.port if proxy else redis.port}/0"
     if mode == "redis":
-        res.latency_ms = proxy.latency_ms(1.5) if proxy else redis_latency_ms(redis.port, 1.5)
+        res.latency_ms = ping_ms(proxy.port if proxy else redis.port)
         res.added_ms = proxy.added_ms if proxy else 0.0
         redis.reset()
     cmds = commands(mode, n, nginx.seeds, state_url, args)
@@ -287,6 +297,7 @@ def run_one(
     usage: dict[int, Any] = {}
     statuses: dict[int, int] = {}
     files = []
+    proxy_cpu0 = proxy.cpu_s() if proxy else 0.0
     sampler.take()
     sampler.start()
     t0 = time.time()
@@ -333,6 +344,7 @@ def run_one(
             f.close()
         sampler.stop()
         if proxy:
+            res.proxy_cpu_s = proxy.cpu_s() - proxy_cpu0
             proxy.stop()
         groups.remove()
     res.wall_s = time.time() - t0
@@ -572,7 +584,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-priority", dest="priority", action="store_false")
     ap.add_argument("--quick", action="store_true", help="4 origins, N=1,2, quota 0.2, rtt 0,1")
     ap.add_argument("--json", help="write every run and the medians here")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="report earlier --json files")
     args = ap.parse_args(argv)
+    if args.merge:
+        runs, headers = load_runs(args.merge)
+        report(runs, headers, [], args.json)
+        return 0
     if args.quick:
         args.workers = args.workers or "1,2"
         args.quota = args.quota or 0.2
@@ -630,31 +647,49 @@ def main(argv: list[str] | None = None) -> int:
         nginx.stop()
         redis.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    groups: dict[tuple[str, int, float], list[Result]] = {}
-    for r in runs:
-        groups.setdefault((r.mode, r.workers, r.rtt_ms), []).append(r)
-    meds = [median_result(v) for v in groups.values()]
-    mem = [r for r in meds if r.mode == "memory"]
-    for r in mem:  # the baseline has no rtt of its own: show it at 0
-        r.rtt_ms = 0.0
-    expected = mem[0].pages if mem else None
-    print(f"\n{tree_description(args.tree)}; redis-server {redis.version}; {os.cpu_count()} CPUs")
-    print(
+    header = (
+        f"{tree_description(args.tree)}; redis-server {redis.version}; {os.cpu_count()} CPUs\n"
         f"cluster scaling: PostgreSQL 15 manual on {args.origins} origins"
         f"{' (cross-origin sql- links)' if args.cross_links else ''}, nginx 1 worker, "
         f"quota {args.quota} core a worker ({CpuCgroups.describe()}), -c {args.concurrency} "
         f"--per-host {args.per_host}, priority {'on' if args.priority else 'off'}"
     )
-    if args.repeat > 1:
+    report(runs, [header], errors, args.json)
+    return 0
+
+
+def load_runs(paths: list[str]) -> tuple[list[Result], list[str]]:
+    """The runs and headers of earlier ``--json`` files (``--merge``)."""
+    runs, headers = [], []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        headers.append(f"{path}: {data.get('header', data.get('tree', ''))}")
+        for d in data["runs"]:
+            d["load"] = tuple(d["load"])
+            runs.append(Result(**d))
+    return runs, headers
+
+
+def report(runs: list[Result], headers: list[str], errors: list[str], out: str | None) -> None:
+    """Print every run, the medians of each (mode, N, rtt), the bars; write ``out`` (JSON)."""
+    groups: dict[tuple[str, int, float], list[Result]] = {}
+    for r in runs:
+        groups.setdefault((r.mode, r.workers, r.rtt_ms), []).append(r)
+    meds = [median_result(v) for v in groups.values()]
+    mem = [r for r in meds if r.mode == "memory"]
+    expected = mem[0].pages if mem else None
+    print("\n" + "\n".join(headers))
+    many = any(len(v) > 1 for v in groups.values())
+    if many:
         print("\nevery run:")
         print(table(runs, expected))
-    print(f"\n{'medians' if args.repeat > 1 else 'results'}:")
+    print(f"\n{'medians' if many else 'results'}:")
     print(table(meds, expected))
     print(
         "pages/s, eff, wCPU, busy, R CPU, R cmds: in the steady window (every worker has made a "
         "request .. 95% of the GETs); joined: share of GETs done before it;\nwhole: first to "
-        "last GET (pages/s) and all CPU/commands of the run / pages; lat: redis-cli --latency "
-        "avg through the workers' path, +ms: the proxy's\nadded round trip (measured)"
+        "last GET (pages/s) and all CPU/commands of the run / pages; lat: median PING round "
+        "trip through the workers' path, +ms: the proxy's\nadded round trip (measured)"
     )
     print("\nissue 23's bars (medians):")
     print("\n".join(bars(meds)) or "  (need redis N=1 and more)")
@@ -663,17 +698,16 @@ def main(argv: list[str] | None = None) -> int:
             top = sorted(r.redis_by_command.items(), key=lambda kv: -kv[1])[:6]
             print(
                 f"  N={r.workers} rtt={r.rtt_ms:g}: GETs a worker {r.per_worker_gets}; "
+                f"nginx {r.nginx_cpu_s:.1f} CPU s, proxy {r.proxy_cpu_s:.1f} CPU s; "
                 + ", ".join(f"{k} {v}" for k, v in top)
             )
     if errors:
         print(f"\nWARNING: nginx logged {len(errors)} errors:\n" + "\n".join(errors[:10]))
-    if args.json:
-        Path(args.json).write_text(
+    if out:
+        Path(out).write_text(
             json.dumps(
                 {
-                    "tree": tree_description(args.tree),
-                    "origins": args.origins,
-                    "quota": args.quota,
+                    "header": "\n".join(headers),
                     "expected_pages": expected,
                     "runs": [asdict(r) for r in runs],
                     "medians": [asdict(r) for r in meds],
@@ -681,7 +715,6 @@ def main(argv: list[str] | None = None) -> int:
                 indent=1,
             )
         )
-    return 0
 
 
 if __name__ == "__main__":
