@@ -23,7 +23,7 @@ What it does (benchmarks/CLUSTER.md has the figures and why each choice):
 3. Each worker runs in a cgroup of its own with ``--quota`` of a core (cgroup v1
    ``cpu.cfs_quota_us``/``cpu.cfs_period_us`` + cpuacct, or v2 ``cpu.max`` + ``cpu.stat``,
    detected) and high ``cpu.shares``/``cpu.weight``, so that under the other users' load a
-   worker still gets its quota; redis-server, nginx and the proxy are reniced to -10 (both:
+   worker still gets its quota; redis-server, nginx and the proxy are reniced to -20 (both:
    ``--no-priority`` to leave them alone). The first worker gets the seeds (``crawler crawl
    URLS --state redis://... --ignore-robots -c 16 --per-host 16 --max-depth 1000 -o /dev/null
    --quiet``); the others join (no URL) once nginx served its first request. ``memory``: the
@@ -66,6 +66,10 @@ from cluster_cgroups import CpuCgroups  # noqa: E402
 from cluster_site import DOC_DIR, MultiOriginNginx, ensure_manual  # noqa: E402
 
 SAMPLE_S = 0.1
+# nice of redis-server, nginx and the proxy (--no-priority: unchanged). -20, not -10: at -10
+# the runs of 16 workers varied 2x under load 10-14 from the other sessions (Redis and nginx
+# waited for a core); what they use is bounded by what the quota-limited workers drive.
+NICE = -20
 WINDOW_END = 0.95
 
 
@@ -122,7 +126,7 @@ class DelayProxy:
             raise SystemExit(f"tcp_delay.py did not start: {line!r}")
         self.port = int(line.rsplit(":", 1)[1])
         if self.priority:
-            renice(self.proc.pid, -10)
+            renice(self.proc.pid, NICE)
 
     def cpu_s(self) -> float:
         """The proxy's CPU seconds so far (user+sys, /proc)."""
@@ -621,11 +625,11 @@ def main(argv: list[str] | None = None) -> int:
     nginx = MultiOriginNginx(DOC_DIR, args.origins, args.cross_links)
     redis = redis_workers.Redis()
     if args.priority:
-        renice(nginx.proc.pid, -10)
+        renice(nginx.proc.pid, NICE)
         for pid in nginx.worker_pids():
-            renice(pid, -10)
+            renice(pid, NICE)
         assert redis.server.proc is not None
-        renice(redis.server.proc.pid, -10)
+        renice(redis.server.proc.pid, NICE)
     workdir = Path(tempfile.mkdtemp(prefix="clusterbench-run-"))
     runs: list[Result] = []
     try:
@@ -652,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
         f"cluster scaling: PostgreSQL 15 manual on {args.origins} origins"
         f"{' (cross-origin sql- links)' if args.cross_links else ''}, nginx 1 worker, "
         f"quota {args.quota} core a worker ({CpuCgroups.describe()}), -c {args.concurrency} "
-        f"--per-host {args.per_host}, priority {'on' if args.priority else 'off'}"
+        f"--per-host {args.per_host}, priority "
+        f"{f'nice {NICE}, shares high' if args.priority else 'off'}"
     )
     report(runs, [header], errors, args.json)
     return 0
