@@ -82,9 +82,14 @@ class _Direction:
         if not self.queue and self.eof_at is not None and self.eof_at <= now:
             self.eof_at = None
             self.eof_done = True
+            half_closed = False
             if sink.can_write_eof():
-                sink.write_eof()
-            if self.other is None or self.other.eof_done or not sink.can_write_eof():
+                try:
+                    sink.write_eof()
+                    half_closed = True
+                except OSError:  # the other end is gone already (ENOTCONN): just close
+                    pass
+            if self.other is None or self.other.eof_done or not half_closed:
                 sink.close()  # both ways finished: the connection is over
                 if self.other is not None and self.other.sink is not None:
                     self.other.sink.close()
