@@ -502,10 +502,15 @@ def median_result(runs: list[Result]) -> Result:
     return out
 
 
-def table(results: list[Result], expected: int | None) -> str:
+def table(
+    results: list[Result], expected: int | None, one: dict[float, float] | None = None
+) -> str:
+    """One line a result; efficiency against ``one`` (rtt -> the one-worker pages/s; by
+    default the one-worker result among ``results``)."""
     head = _row([c for c, _ in COLS])
     lines = [head, "-" * len(head)]
-    one = {r.rtt_ms: r.rate for r in results if r.mode == "redis" and r.workers == 1}
+    if one is None:
+        one = {r.rtt_ms: r.rate for r in results if r.mode == "redis" and r.workers == 1}
     for r in results:
         base = one.get(r.rtt_ms) if r.mode == "redis" else None
         lines.append(_row(_fields(r, base, expected)))
@@ -686,8 +691,9 @@ def report(runs: list[Result], headers: list[str], errors: list[str], out: str |
     print("\n" + "\n".join(headers))
     many = any(len(v) > 1 for v in groups.values())
     if many:
-        print("\nevery run:")
-        print(table(runs, expected))
+        print("\nevery run (efficiency against the median one-worker run):")
+        one = {r.rtt_ms: r.rate for r in meds if r.mode == "redis" and r.workers == 1}
+        print(table(runs, expected, one))
     print(f"\n{'medians' if many else 'results'}:")
     print(table(meds, expected))
     print(
