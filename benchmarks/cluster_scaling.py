@@ -217,7 +217,7 @@ class Result:
     quota: float
     pages: int = 0
     gets: int = 0
-    distinct: int = 0  # distinct URLs requested (any status: the manual has a few dead links)
+    distinct: int = 0  # distinct URLs requested, any status (dup = gets - distinct)
     window_s: float = 0.0
     window_gets: int = 0
     joined_at: float = 0.0  # share of the GETs done when every worker had made a request

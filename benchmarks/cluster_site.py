@@ -1,7 +1,8 @@
 """The multi-origin site of benchmarks/cluster_scaling.py: a real documentation site (the
-PostgreSQL 15 manual, Debian ``postgresql-doc-15``: 1,169 HTML pages, about 15 KB each, 18 MB)
-served by one nginx on K loopback addresses (127.0.0.1 .. 127.0.0.K, one port), so a crawl
-sees K hosts: K politeness keys, K owners in a cluster that splits hosts among its workers.
+PostgreSQL 15 manual, Debian ``postgresql-doc-15``: 1,169 HTML pages, 13.8 KB and ~22 links a
+page on average) served by one nginx on K loopback addresses (127.0.0.1 .. 127.0.0.K, one
+port), so a crawl sees K hosts: K politeness keys, K owners in a cluster that splits hosts
+among its workers.
 
 nginx as benchmarks/crawl.py runs it (its ``Nginx``: one worker, keep-alive, sendfile, a
 buffered access log, stub_status), with a server block an origin and a log line a request of
