@@ -582,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default=None, help="comma list (default 1,2,4,8,16)")
     ap.add_argument("--quota", type=float, default=None, help="cores a worker (default 0.05)")
     ap.add_argument("--origins", type=int, default=None, help="loopback origins (default 16)")
-    ap.add_argument("--rtt", default="0", help="comma list of added Redis round trips, ms")
+    ap.add_argument("--rtt", default=None, help="comma list of added Redis round trips, ms (0)")
     ap.add_argument("--modes", default="redis,memory", help="redis, memory or both")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each; medians are shown")
     ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose crawler runs")
@@ -603,10 +603,11 @@ def main(argv: list[str] | None = None) -> int:
         args.workers = args.workers or "1,2"
         args.quota = args.quota or 0.2
         args.origins = args.origins or 4
-        args.rtt = "0,1" if args.rtt == "0" else args.rtt
+        args.rtt = args.rtt or "0,1"
     args.workers = args.workers or "1,2,4,8,16"
     args.quota = args.quota or 0.05
     args.origins = args.origins or 16
+    args.rtt = args.rtt or "0"
     counts = [int(x) for x in args.workers.split(",") if x.strip()]
     rtts = [float(x) for x in args.rtt.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
