@@ -625,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"WARNING: no compiled twins (*.so) in {args.tree}/crawler: pure Python runs")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     CpuCgroups.check()
+    if shutil.which("redis-server") is None:  # as benchmarks/redis_workers.py does
+        redis_workers.crawlbench._apt_install("redis-server", "redis-server")
     ensure_manual()
     total = max(counts) * args.quota
     log(f"{max(counts)} workers x {args.quota} core = {total:.2f} cores of {os.cpu_count()}")
