@@ -14,10 +14,10 @@ RUN apt-get update \
 WORKDIR /src
 COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY crawler/ crawler/
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 # RENDER=1: Playwright's wheel too (the extra render); the browser is the runtime's chromium.
 ARG RENDER=0
-RUN if [ "$RENDER" = 1 ]; then spec=".[render]"; else spec="."; fi \
- && pip wheel --no-cache-dir --wheel-dir /wheels "$spec"
+RUN if [ "$RENDER" = 1 ]; then pip wheel --no-cache-dir --wheel-dir /wheels ".[render]"; fi
 
 # -- runtime stage: the wheels installed offline, no compiler, a non-root user --
 FROM python:3.12-slim

@@ -228,7 +228,9 @@ def test_install_steps_are_the_ones_ci_proves(instructions: list[Instruction]) -
     proved = pip_steps(ci, "$work/wheels")
     assert docker == [
         ["pip", "wheel", "--wheel-dir", "WHEELS", "."],
+        ["pip", "wheel", "--wheel-dir", "WHEELS", ".[render]"],  # RENDER=1 only
         ["pip", "install", "--no-index", "--find-links", "WHEELS", "WHEELS/crawler-*.whl"],
+        ["pip", "install", "--no-index", "--find-links", "WHEELS", "WHEELS/playwright-*.whl"],
     ]
     assert proved == docker
 

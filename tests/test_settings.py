@@ -51,6 +51,10 @@ def other_value(key: str) -> Any:
         "proxy": "http://127.0.0.1:3128",
         "warc": "crawl.warc.gz",
         "metrics_host": "0.0.0.0",
+        "ca_cert": "ca.pem",
+        "client_cert": "client.pem",
+        "client_key": "client.key",
+        "client_key_password_env": "CRAWL_KEY_PASSWORD",
     }
     return special[key]
 
@@ -119,7 +123,11 @@ def test_the_conflict_message_says_both_values_and_what_to_do() -> None:
 
 @pytest.mark.parametrize("key", sorted(PER_RUN))
 def test_a_per_run_key_given_wins_and_one_not_given_is_the_stored_one(key: str) -> None:
-    first = CrawlConfig(seeds=(SEED,), **{key: other_value(key)}).validated()
+    # keys that need another: a client key (and its pass phrase) go with a client certificate
+    cert = {"client_cert": other_value("client_cert")}
+    needs = {"client_key": cert, "client_key_password_env": cert}
+    first = CrawlConfig(seeds=(SEED,), **{key: other_value(key)}, **needs.get(key, {}))
+    first = first.validated()
     stored = roundtrip(first)
     expected = getattr(stored_config(stored), key)
     assert getattr(resume(stored, CrawlConfig(), given=set()), key) == expected
