@@ -16,10 +16,11 @@ for scripts), and calls :meth:`CrawlGate.release` when an allowed one ended. The
   browser does. A request to ANOTHER crawled origin (a script or an API of a second seed's
   host, a subdomain the scope admits) is refused: that host's slots are the frontier's
   (leased by the dispatcher, shared across workers with Redis) and the browser holds none
-  of them, so sending it would exceed that host's ``per_host``. With a delay (``--delay``, or robots.txt's Crawl-delay when longer), the browser's
-  requests to a host start at least that long apart and after the page's own fetch. (The
-  crawl's other fetches of that host are spaced by the frontier as before: rendering adds the
-  browser's requests to the host's rate, one per delay at most.)
+  of them, so sending it could exceed that host's ``per_host``. With a delay (``--delay``,
+  or robots.txt's Crawl-delay when longer), the browser's requests to a host start at least
+  that long apart and after the page's own fetch. (The crawl's other fetches of that host
+  are spaced by the frontier as before: rendering adds the browser's requests to the
+  host's rate, one per delay at most.)
 * **Credentials** (:meth:`headers_for`): what ``crawler.http`` sends to that origin and only
   there: the crawl's credential headers (``--header`` secrets, ``--auth``, ``--bearer-env``,
   ``--header-for``) for the origins they were given for, and the other ``--header`` values
