@@ -19,6 +19,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -261,3 +262,65 @@ async def cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, 
     out, err = await asyncio.wait_for(proc.communicate(), 240)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+async def test_a_killed_check_resumed_replays_the_rendered_links(
+    runners: list[web.AppRunner], tmp_path: Path
+) -> None:
+    """``crawler check --render auto --state DIR``, SIGKILLed after the rendered home page is
+    in its journal, then resumed: the report is the uninterrupted run's, the broken links
+    only the home page's scripts made (and their referrer) included."""
+    fetched: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        fetched.append(request.path)
+        if request.path == "/":
+            made = ["/js/ok", "/js/broken", "/js/ok#made-nowhere"]
+            return html(spa("home", links_script(made)))
+        await asyncio.sleep(0.3)  # slow pages: the kill lands midway
+        if "broken" in request.path:
+            raise web.HTTPNotFound()
+        i = request.path.count("/")
+        nxt = "".join(f'<a href="{request.path}/{k}">{k}</a>' for k in range(2) if i < 4)
+        return html(f"<!doctype html><title>x</title><body>{nxt}<a href=/gone-broken>g</a>")
+
+    url, runner = await serve_host("127.0.0.1", handle, HostLog())
+    runners.append(runner)
+    common = (
+        "check", url + "/", "--render", "auto", "--render-timeout", "3", "--format", "json",
+        "--concurrency", "1", "--retries", "0",
+    )  # fmt: skip
+    code, whole_out, err = await cli(*common)
+    assert code == 1, err
+    whole = json.loads(whole_out)
+    broken_targets = {p["url"] for p in whole["broken"]}
+    assert url + "/js/broken" in broken_targets  # (the run sees what only scripts made)
+
+    state = tmp_path / "state"
+    args = [sys.executable, "-m", "crawler", *common, "--state", str(state)]
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT
+    )
+    journal = state / "check-pages.jsonl"
+    try:
+        for _ in range(600):  # until the rendered home page is in the journal
+            await asyncio.sleep(0.05)
+            if journal.exists() and b"/js/broken" in journal.read_bytes():
+                break
+    finally:
+        proc.send_signal(9)
+        await proc.wait()
+    assert b"/js/broken" in journal.read_bytes()
+    fetched.clear()
+    code, out, err = await cli(*common, "--state", str(state))
+    assert code == 1, err
+    assert "/" not in fetched  # the home page came from the journal, not a new render
+    resumed = json.loads(out)
+
+    def problems(report: dict[str, Any]) -> set[tuple[Any, ...]]:
+        return {
+            (p["url"], p["error"], tuple(sorted((r["page"], r["line"]) for r in p["referrers"])))
+            for p in report["broken"] + report["warnings"]
+        }
+
+    assert problems(resumed) == problems(whole)
