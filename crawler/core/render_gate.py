@@ -11,12 +11,16 @@ for scripts), and calls :meth:`CrawlGate.release` when an allowed one ended. The
 * **robots.txt** of the crawl (``crawler.core.robots``, the cache the crawl uses, fetched if
   not known yet) for every request to a crawled host, unless ``ignore_robots``.
 * **Politeness.** The page being rendered holds its lease (its host's ``per_host`` slot)
-  until it is done; the browser's requests for it to a crawled host go ONE AT A TIME in that
-  slot, so the requests in flight to a host never exceed ``per_host`` whatever the browser
-  does. With a delay (``--delay``, or robots.txt's Crawl-delay when longer), the browser's
-  requests to a host start at least that long apart and after the page's own fetch. (The
-  crawl's other fetches of that host are spaced by the frontier as before: rendering adds the
-  browser's requests to the host's rate, one per delay at most.)
+  until it is done; the browser's requests for it to the page's own origin go ONE AT A TIME
+  in that slot, so the requests in flight to a host never exceed ``per_host`` whatever the
+  browser does. A request to ANOTHER crawled origin (a script or an API of a second seed's
+  host, a subdomain the scope admits) is refused: that host's slots are the frontier's
+  (leased by the dispatcher, shared across workers with Redis) and the browser holds none
+  of them, so sending it could exceed that host's ``per_host``. With a delay (``--delay``,
+  or robots.txt's Crawl-delay when longer), the browser's requests to a host start at least
+  that long apart and after the page's own fetch. (The crawl's other fetches of that host
+  are spaced by the frontier as before: rendering adds the browser's requests to the
+  host's rate, one per delay at most.)
 * **Credentials** (:meth:`headers_for`): what ``crawler.http`` sends to that origin and only
   there: the crawl's credential headers (``--header`` secrets, ``--auth``, ``--bearer-env``,
   ``--header-for``) for the origins they were given for, and the other ``--header`` values
@@ -64,7 +68,7 @@ class CrawlGate:
         self.robots = robots
         self.policy = policy
         self.allowed = 0
-        self.refused: dict[str, int] = {"robots": 0, "scope": 0}
+        self.refused: dict[str, int] = {"robots": 0, "scope": 0, "politeness": 0}
         # page URL -> the lock its browser requests to crawled hosts take one at a time
         self._page_locks: dict[str, asyncio.Lock] = {}
         # url -> the locks held for it (an allowed request to a crawled host), in order
@@ -95,6 +99,11 @@ class CrawlGate:
                 self.allowed += 1
                 return True
             self.refused["scope"] += 1
+            return False
+        if origin != origin_of(page_url):
+            # Another crawled host: its per_host slots are the frontier's, and the browser
+            # holds none of them (only the rendered page's lease, for the page's own origin).
+            self.refused["politeness"] += 1
             return False
         delay = self.config.delay
         if not self.config.ignore_robots:

@@ -200,11 +200,33 @@ class PageRun:
         headers = {**request.headers, **self._gate.headers_for(url)}
         if self._options.user_agent:
             headers["user-agent"] = self._options.user_agent
+        cookie = next((v for n, v in headers.items() if n.lower() == "cookie"), None)
         try:
-            await route.continue_(headers=headers)
+            if cookie is None:
+                await route.continue_(headers=headers)
+            else:
+                await self._fetch_with_cookie(route, headers)
         except Exception:
             self.request_ended(request)  # never sent: free its slot now
             raise
+
+    async def _fetch_with_cookie(self, route: Route, headers: dict[str, str]) -> None:
+        """Send a request that carries the crawl's cookie, and answer the page with it.
+
+        Chromium does not let an interception set ``Cookie`` (a forbidden header: Playwright
+        drops it from ``continue_``), so the request is sent by Playwright's own client with
+        the crawl's headers as they are, and its response fulfils the page's request. No
+        redirect is followed there: a redirect answers the page, whose next request comes
+        back through the route and the gate.
+        """
+        try:
+            response = await route.fetch(
+                headers=headers, max_redirects=0, timeout=self._options.timeout * 1000
+            )
+        except Exception:
+            await _quietly(route.abort("failed"))
+            return
+        await route.fulfill(response=response)
 
     async def abort_waiting(self) -> None:
         """Refuse the requests still waiting for the gate (the render is over).
