@@ -42,6 +42,11 @@ class Interner:
             self._strings.append(text)
         return found
 
+    @property
+    def table(self) -> dict[str, int]:
+        """The string -> id table itself, to be read (a hot loop's ``get``); not changed."""
+        return self._ids
+
     def get(self, text: str) -> int | None:
         """The id of ``text`` if it is known, else None (nothing added)."""
         return self._ids.get(text)
@@ -62,6 +67,7 @@ class OccurrenceStore:
         "_nofollow",
         "_page",
         "_raw",
+        "_tag_ids",
         "_tagattr",
         "_target",
         "pages",
@@ -80,6 +86,7 @@ class OccurrenceStore:
         self.pages = Interner()
         self.raws = Interner()
         self.tags = Interner()  # "tag\0attr"
+        self._tag_ids: dict[tuple[str, str], int] = {}  # (tag, attr) -> its id in tags
 
     def __len__(self) -> int:
         return len(self._target)
@@ -106,6 +113,45 @@ class OccurrenceStore:
         self._tagattr.append(self.tags.id(f"{tag}\0{attr}"))
         self._raw.append(self.raws.id(raw))
         self._nofollow.append(nofollow)
+
+    def add_page(
+        self,
+        page: int,
+        targets: list[int],
+        lines: list[int],
+        columns: list[int],
+        tag_attrs: list[tuple[str, str]],
+        raws: list[str],
+        nofollows: list[bool],
+    ) -> None:
+        """Keep the occurrences of one page at once (``page`` from `page_id`; the lists in
+        parallel, one item an occurrence): the same as `add` for each, a column extended
+        once a page rather than seven appends a link."""
+        try:
+            line_col = array("I", lines)
+        except OverflowError:  # (a line past 2**32: kept clamped, as `add` keeps it)
+            line_col = array("I", [min(max(v, 0), 0xFFFFFFFF) for v in lines])
+        try:
+            col_col = array("I", columns)
+        except OverflowError:
+            col_col = array("I", [min(max(v, 0), 0xFFFFFFFF) for v in columns])
+        tag_ids = self._tag_ids
+        tag_col = array("I")
+        for pair in tag_attrs:
+            tid = tag_ids.get(pair)
+            if tid is None:
+                tid = tag_ids[pair] = self.tags.id(f"{pair[0]}\0{pair[1]}")
+            tag_col.append(tid)
+        raw_ids = self.raws.table
+        new_raw = self.raws.id
+        raw_col = array("I", [raw_ids.get(r) or new_raw(r) for r in raws])
+        self._target.extend(array("I", targets))
+        self._page.extend(array("I", [page]) * len(targets))
+        self._line.extend(line_col)
+        self._col.extend(col_col)
+        self._tagattr.extend(tag_col)
+        self._raw.extend(raw_col)
+        self._nofollow.extend(array("B", nofollows))
 
     def select(self, groups: dict[int, int]) -> dict[int, list[Occurrence]]:
         """The occurrences of the targets in ``groups`` (target id -> group id), by group.
