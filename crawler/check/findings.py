@@ -202,33 +202,42 @@ class Findings:
         n = 0
         for url, raw, tag, attr, nofollow, line, column in links:
             n += 1
-            if url is None:
-                key = "\0i" + raw
-                kind, base = _INVALID, raw
-            else:
-                canon = canonical(url)
-                if canon is None:
-                    if url.startswith("data:"):
-                        continue  # inline content, not a link to anything: nothing to check
-                    key = "\0s" + url
-                    kind, base = _SCHEME, url
-                else:
-                    kind, base = _HTTP, canon
-                    key = canon
-                    if check_frags and "#" in raw:
-                        frag = raw.partition("#")[2]
-                        if frag:
-                            key = f"{canon}#{frag}"
-            tid = target_ids.get(key)
+            # A URL already known as a target's key is its own canonical form (canonical
+            # forms are canonical again, unless a "%" decodes into a new escape: such URLs,
+            # and those with a fragment to check, take the long way): no canonical() call.
+            tid = (
+                None
+                if url is None or "%" in url or "#" in url or (check_frags and "#" in raw)
+                else target_ids.get(url)
+            )
             if tid is None:
-                tid = new_target(key)
-                kinds.append(kind)
-                if kind == _HTTP:
-                    if base not in bases:
-                        bases[base] = None
-                        self._probe_early(base)
-                    if key is not base:
-                        self._frag_bases.add(base)
+                if url is None:
+                    key = "\0i" + raw
+                    kind, base = _INVALID, raw
+                else:
+                    canon = canonical(url)
+                    if canon is None:
+                        if url.startswith("data:"):
+                            continue  # inline content, not a link to anything: nothing to check
+                        key = "\0s" + url
+                        kind, base = _SCHEME, url
+                    else:
+                        kind, base = _HTTP, canon
+                        key = canon
+                        if check_frags and "#" in raw:
+                            frag = raw.partition("#")[2]
+                            if frag:
+                                key = f"{canon}#{frag}"
+                tid = target_ids.get(key)
+                if tid is None:
+                    tid = new_target(key)
+                    kinds.append(kind)
+                    if kind == _HTTP:
+                        if base not in bases:
+                            bases[base] = None
+                            self._probe_early(base)
+                        if key is not base:
+                            self._frag_bases.add(base)
             tids.append(tid)
             raws.append(raw)
             tags.append((tag, attr))
