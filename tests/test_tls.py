@@ -32,7 +32,7 @@ from aiohttp import web
 
 from crawler.config import CrawlConfig
 from crawler.http.client import Fetcher
-from crawler.http.http1 import split_http_url
+from tests.test_http1 import split_http_url
 
 NOW = datetime.datetime.now(datetime.UTC)
 DAY = datetime.timedelta(days=1)

@@ -11,7 +11,7 @@ CRAWL.md, ``--crawlers ours-aiohttp``). The fetcher's request preparation
 proxies, a WARC archive, cookies (from the first ``Set-Cookie`` on), a caller's session.
 
 This module is the wire: the request URL read into what goes on the wire
-(:func:`split_http_url`), one keep-alive :class:`Connection` and the response read on it, and
+(:func:`split_url`), one keep-alive :class:`Connection` and the response read on it, and
 the Content-Type reading aiohttp makes; the connections are kept by :mod:`crawler.http.pool`
 and driven by :mod:`crawler.http.plain`.
 
@@ -51,7 +51,6 @@ __all__ = [
     "MAX_HEADERS",
     "Connection",
     "content_type_of",
-    "split_http_url",
     "split_url",
 ]
 
@@ -89,22 +88,6 @@ def split_url(url: str) -> tuple[bool, str, int, str, str] | None:
             return bool(s), host, port, f"{host}:{port_text}", target
         return None
     return _split_url(url)
-
-
-def split_http_url(url: str) -> tuple[str, int, str, str] | None:
-    """(host, port, authority, request-target) of a plain ``http://`` URL, else None."""
-    parts = split_url(url)
-    if parts is None or parts[0]:
-        return None
-    return parts[1:]
-
-
-def _split_http_url(url: str) -> tuple[str, int, str, str] | None:
-    """The general reading of an ``http://`` URL (:func:`split_http_url` without its regex)."""
-    parts = _split_url(url)
-    if parts is None or parts[0]:
-        return None
-    return parts[1:]
 
 
 def _split_url(url: str) -> tuple[bool, str, int, str, str] | None:
