@@ -425,25 +425,27 @@ class _Body:
         self.direct = job.direct
         if job.render is not None:  # (--render: the body is kept, its chunks as they came)
             self.kept = []
+        if job.render is not None or job.keep_head:
             return self.feed_kept
-        return self.feed
+        return self.feed  # (a plain crawl: nothing kept, nothing asked a chunk)
 
     def feed_kept(self, chunk: bytes) -> Awaitable[None] | None:
+        """``feed``, keeping what ``--render`` (the chunks) or an audit (the head) needs."""
         kept = self.kept
-        if kept is not None:  # (set with this consumer)
+        if kept is not None:
             if self.found < self.job.render.keep_below:
                 kept.append(chunk)
             elif kept:
                 kept.clear()  # auto: a page of this many links is not rendered
+        head = self.page.head
+        if head is not None and len(head) < self.job.keep_head:
+            self.page.head = head + chunk[: self.job.keep_head - len(head)]
         return self.feed(chunk)
 
     def feed(self, chunk: bytes) -> Awaitable[None] | None:
         ex = self.extractor
         if ex is None:
             raise _BodyAbort("extraction failed")
-        head = self.page.head
-        if head is not None and len(head) < self.job.keep_head:
-            self.page.head = head + chunk[: self.job.keep_head - len(head)]
         items, ext = self._step(lambda: ex.feed(chunk))
         if items or ext:
             return self._take(items, ext, ex)
