@@ -150,3 +150,21 @@ async def test_a_request_still_waiting_when_the_render_ends_is_refused(
         assert await gate.allow(url + "/api/tick.json?4", "fetch", page)  # a new render of it
     finally:
         await fetcher.close()
+
+
+async def test_excluded_addresses_hold_for_the_browser(site: tuple[str, str, RenderSite]) -> None:
+    """--exclude-loopback: the seed's host stays allowed (the seeds always are), a CDN script
+    on another loopback host is refused before the browser may connect to it; nothing is
+    fetched from it."""
+    url, other, render_site = site
+    gate, fetcher = await make_gate(url + "/", exclude_loopback=True)
+    try:
+        page = url + "/app/scope"
+        assert not await gate.allow(other + "/cdn/lib.js", "script", page)
+        assert not await gate.allow("http://localhost:9/cdn/lib.js", "script", page)
+        assert gate.refused["address"] == 2
+        assert await gate.allow(url + "/api/robots-ok.json", "fetch", page)
+        gate.release(url + "/api/robots-ok.json")
+        assert render_site.log.paths("other") == []
+    finally:
+        await fetcher.close()

@@ -30,9 +30,11 @@ for scripts), and calls :meth:`CrawlGate.release` when an allowed one ended. The
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from typing import TYPE_CHECKING
 
+from crawler.http.guard import AddressGuard, host_port
 from crawler.urls.policy import origin_of
 
 if TYPE_CHECKING:
@@ -53,7 +55,8 @@ _MAX_CRAWL_DELAY = 30.0  # as crawler.core.page's MAX_CRAWL_DELAY
 class CrawlGate:
     """The crawl's ``crawler.render.RequestGate``: one per crawl, shared by the pages rendered.
 
-    Counters: ``allowed``, ``refused`` (by reason: ``robots``, ``scope``).
+    Counters: ``allowed``, ``refused`` (by reason: ``robots``, ``scope``, ``politeness``,
+    ``address``: a host that resolves to an address ``--exclude-*`` refuses).
     """
 
     def __init__(
@@ -68,7 +71,10 @@ class CrawlGate:
         self.robots = robots
         self.policy = policy
         self.allowed = 0
-        self.refused: dict[str, int] = {"robots": 0, "scope": 0, "politeness": 0}
+        self.refused: dict[str, int] = {"robots": 0, "scope": 0, "politeness": 0, "address": 0}
+        # --exclude-private/-link-local/-loopback hold for the browser too: it resolves and
+        # connects by itself, so every request's host is resolved and judged here first
+        self._guard = AddressGuard.from_config(config)
         # page URL -> the lock its browser requests to crawled hosts take one at a time
         self._page_locks: dict[str, asyncio.Lock] = {}
         # url -> the locks held for it (an allowed request to a crawled host), in order
@@ -83,6 +89,26 @@ class CrawlGate:
         """The page ``url`` was just fetched by the crawl (the delay counts from it)."""
         self._last[origin_of(url)] = time.monotonic()
 
+    async def _address_allowed(self, url: str) -> bool:
+        """Whether no address ``url``'s host resolves to is of a class the crawl excludes
+        (the seeds' hosts are always allowed, as on the crawl's own connections)."""
+        assert self._guard is not None
+        hp = host_port(url)
+        if hp is None:
+            return False
+        host, port = hp
+        if self._guard.allows_host(host, port):
+            return True
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+        except OSError:
+            return False
+        return bool(infos) and not any(
+            self._guard.refused(host, port, str(info[4][0])) for info in infos
+        )
+
     def _crawled(self, url: str) -> str | None:
         """The origin of ``url`` if the crawl's host rule admits it, else None."""
         canonical = self.policy.canonical(url)
@@ -92,6 +118,9 @@ class CrawlGate:
 
     async def allow(self, url: str, resource_type: str, page_url: str) -> bool:
         if not url.startswith(("http://", "https://")):
+            return False
+        if self._guard is not None and not await self._address_allowed(url):
+            self.refused["address"] += 1
             return False
         origin = self._crawled(url)
         if origin is None:
