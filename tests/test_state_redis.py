@@ -1040,3 +1040,22 @@ def test_shards_with_work_are_spread_evenly_over_the_workers() -> None:
     assert owners == balance(list(reversed(workers)), set(active), 256)  # any worker's view
     idle = [k for k in range(256) if k not in active]
     assert all(owners[k] == hashed[k] for k in idle)  # shards without work: by hash
+
+
+def test_a_late_copy_of_a_completed_request_is_not_queued_again() -> None:
+    """A request this worker completed, reaching it again (an inbox message sent before the
+    shard's load queued it, a load that read it before the completion's HDEL): not queued,
+    not fetched twice (seen in CI: one worker GET a page twice, 48 ms apart)."""
+    from crawler.state._redis_owner import ShardBook  # noqa: PLC0415
+
+    book = ShardBook(shards=4, per_host=2, delay=0.0)
+    origin = "http://a.test"
+    k = book.shard(origin)
+    book.take(k)
+    value = (0, 0.0, 1, origin, 0, None, origin + "/p")
+    assert book.add(k, 42, value, now=0.0)
+    assert not book.add(k, 42, value, now=0.0)  # known while open
+    (item,) = book.pop(5, now=0.0)
+    assert book.ended(item, now=0.0, completed=True)
+    assert not book.add(k, 42, value, now=0.0)  # the late copy
+    assert book.pop(5, now=0.0) == []

@@ -48,6 +48,8 @@ __all__ = [
 #: fp, shard, generation, url, depth, referrer, origin, kind, attempts
 Item = tuple[int, int, int, str, int, "str | None", str, int, int]
 
+#: Completions remembered to refuse late copies of a request (a few seconds' worth).
+_COMPLETED_MAX = 1 << 16
 _SHARD_CACHE_MAX = 1 << 16
 
 
@@ -152,6 +154,11 @@ class ShardBook:
         self._gen = 0
         self._seq = 0
         self._origin_shard: dict[str, int] = {}
+        # Requests this worker completed lately (fingerprints, oldest first): a copy of one
+        # that reaches it after its completion (an inbox message sent before the shard's load
+        # had queued it, a load or heal that read the request before the completion's HDEL
+        # was written) is not queued again.
+        self._completed: dict[int, None] = {}
 
     def shard(self, origin: str) -> int:
         k = self._origin_shard.get(origin)
@@ -181,7 +188,7 @@ class ShardBook:
     def add(self, k: int, fp: int, value: tuple[Any, ...], now: float) -> bool:
         """Queue a request of held shard ``k`` unless known: ``value`` as ``parse_value``."""
         held = self.active(k)
-        if held is None or fp in held.open:
+        if held is None or fp in held.open or fp in self._completed:
             return False
         held.open.add(fp)
         attempts, not_before, depth, origin, kind, referrer, url = value
@@ -234,6 +241,10 @@ class ShardBook:
         held.out -= 1
         if completed:
             held.open.discard(item[0])
+            done = self._completed
+            done[item[0]] = None
+            if len(done) > _COMPLETED_MAX:
+                del done[next(iter(done))]
         if held.leaving and held.out == 0:
             self.let_go = True
         return True
