@@ -1059,3 +1059,67 @@ def test_a_late_copy_of_a_completed_request_is_not_queued_again() -> None:
     assert book.ended(item, now=0.0, completed=True)
     assert not book.add(k, 42, value, now=0.0)  # the late copy
     assert book.pop(5, now=0.0) == []
+
+
+def test_a_shard_won_back_while_its_request_is_out_does_not_lease_it_twice() -> None:
+    """A shard marked leaving (another worker won it) and won back before its release is
+    read again; its request still out here is known, not queued a second time, and comes
+    back in line (with the shard's new generation) only if its lease ends unfinished. (Seen
+    in CI: one worker GET a seed twice, 0.2 ms apart, both leases having waited on the
+    origin's robots.txt.)"""
+    from crawler.state._redis_owner import ShardBook  # noqa: PLC0415
+
+    book = ShardBook(shards=4, per_host=4, delay=0.0)
+    origin = "http://a.test"
+    k = book.shard(origin)
+    me, other = "w-me", "w-other"
+    own = dict.fromkeys(range(4), me)
+    book.take(k)
+    value = (0, 0.0, 1, origin, 0, None, origin + "/p")
+    assert book.add(k, 42, value, now=0.0)
+    (item,) = book.pop(5, now=0.0)
+    # another worker wins k: leaving, not released (its request is out)
+    import crawler.state._redis_owner as owner_mod  # noqa: PLC0415
+
+    real = owner_mod.balance
+    try:
+        owner_mod.balance = lambda ws, a, n: [other] * n  # type: ignore[assignment]
+        claim, release, reread = book.plan(me, [me, other], own, {k})
+        assert (claim, release, reread) == ([], [], [])
+        assert book.active(k) is None
+        owner_mod.balance = lambda ws, a, n: [me] * n  # type: ignore[assignment]
+        claim, release, reread = book.plan(me, [me, other], own, {k})
+    finally:
+        owner_mod.balance = real
+    assert k not in claim and (release, reread) == ([], [k])  # still claimed here
+    assert not book.add(k, 42, value, now=0.0)  # the reload's copy of the request out
+    assert book.pop(5, now=0.0) == []
+    assert book.out() == 1
+    book.ended(item, now=1.0, completed=False)  # a retry
+    book.again(item, 1, 0.0, now=1.0)
+    (back,) = book.pop(5, now=1.0)
+    assert back[0] == 42 and back[8] == 1 and book.pop(5, now=1.0) == []
+    assert book.ended(back, now=2.0, completed=True)
+    assert book.out() == 0 and not book.add(k, 42, value, now=2.0)
+
+
+def test_a_shard_claimed_anew_while_its_old_request_is_out_does_not_lease_it_twice() -> None:
+    """A shard dropped here (its claim lapsed) and claimed again while a request of it is
+    still out from here: the load's copy is known, not leased twice; completed, forgotten."""
+    from crawler.state._redis_owner import ShardBook  # noqa: PLC0415
+
+    book = ShardBook(shards=4, per_host=4, delay=0.0)
+    origin = "http://a.test"
+    k = book.shard(origin)
+    book.take(k)
+    value = (0, 0.0, 1, origin, 0, None, origin + "/p")
+    assert book.add(k, 7, value, now=0.0)
+    (item,) = book.pop(5, now=0.0)
+    book.drop(k)
+    book.take(k)
+    assert not book.add(k, 7, value, now=0.0)
+    assert book.pop(5, now=0.0) == []
+    assert book.active_shards() == [k]  # known open here
+    assert book.ended(item, now=1.0, completed=True)
+    assert book.active_shards() == []
+    assert not book.add(k, 7, value, now=1.0)

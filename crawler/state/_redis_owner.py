@@ -127,7 +127,7 @@ class _Shard:
     def __init__(self, gen: int) -> None:
         self.gen = gen
         self.open: set[int] = set()  # fingerprints of its requests known here, not completed
-        self.out = 0  # leased and not ended
+        self.out: set[int] = set()  # fingerprints leased from it and not ended (any gen)
         self.leaving = False
 
 
@@ -159,6 +159,11 @@ class ShardBook:
         # had queued it, a load or heal that read the request before the completion's HDEL
         # was written) is not queued again.
         self._completed: dict[int, None] = {}
+        # Requests leased here and not ended, whatever shard object they came from: a copy
+        # of one (a shard read again while its request is out: won back while leaving, or
+        # lapsed and claimed anew) is known but not queued; it goes back in line only if the
+        # lease ends unfinished (``again``).
+        self._leased: set[int] = set()
 
     def shard(self, origin: str) -> int:
         k = self._origin_shard.get(origin)
@@ -191,6 +196,8 @@ class ShardBook:
         if held is None or fp in held.open or fp in self._completed:
             return False
         held.open.add(fp)
+        if fp in self._leased:
+            return False  # out from here now: see ``again``
         attempts, not_before, depth, origin, kind, referrer, url = value
         item: Item = (fp, k, held.gen, url, depth, referrer, origin, kind, attempts)
         if not_before > now:
@@ -221,10 +228,16 @@ class ShardBook:
                 break
             for item in got:
                 held = self.held.get(item[1])
-                if held is None or held.gen != item[2] or held.leaving:
+                if (
+                    held is None
+                    or held.gen != item[2]
+                    or held.leaving
+                    or item[0] in self._leased
+                ):
                     queues.release(item[6], now)  # a shard no longer leased from here
                     continue
-                held.out += 1
+                held.out.add(item[0])
+                self._leased.add(item[0])
                 out.append(item)
         return out
 
@@ -233,21 +246,44 @@ class ShardBook:
         return held is not None and held.gen == item[2] and not held.leaving
 
     def ended(self, item: Item, now: float, *, completed: bool) -> bool:
-        """A leased item ended (its origin's slot freed); True if its shard is held still."""
+        """A leased item ended (its origin's slot freed); True if its shard is held still.
+        Unfinished (a retry, a lease put back), it comes back in line only by ``again``."""
         self.queues.release(item[6], now)
-        held = self.held.get(item[1])
-        if held is None or held.gen != item[2]:
-            return False
-        held.out -= 1
+        fp = item[0]
+        self._leased.discard(fp)
         if completed:
-            held.open.discard(item[0])
             done = self._completed
-            done[item[0]] = None
+            done[fp] = None
             if len(done) > _COMPLETED_MAX:
                 del done[next(iter(done))]
-        if held.leaving and held.out == 0:
-            self.let_go = True
+        held = self.held.get(item[1])
+        if held is None:
+            return False
+        if fp in held.out:
+            held.out.discard(fp)
+            if held.leaving and not held.out:
+                self.let_go = True
+        if completed:
+            held.open.discard(fp)
         return True
+
+    def again(self, item: Item, attempts: int, not_before: float, now: float) -> None:
+        """An ended, unfinished request back in line here (with the shard's current
+        generation) if its shard is leased from here; a shard being let go forgets it (its
+        winner reads it from Redis, where the request was written back)."""
+        held = self.held.get(item[1])
+        if held is None:
+            return
+        if held.leaving:
+            held.open.discard(item[0])
+            return
+        held.open.add(item[0])
+        fp, k, _gen, url, depth, referrer, origin, kind, _attempts = item
+        back: Item = (fp, k, held.gen, url, depth, referrer, origin, kind, attempts)
+        if not_before > now:
+            self.hold_back(back, not_before)
+        else:
+            self.queues.push_item(origin, depth, back)
 
     def next_due(self, now: float) -> float | None:
         due = self.queues.due_time(now)
@@ -261,17 +297,20 @@ class ShardBook:
         return len(self.queues) + len(self.held_back)
 
     def out(self) -> int:
-        return sum(h.out for h in self.held.values())
+        return sum(len(h.out) for h in self.held.values())
 
     # -- membership --
 
     def plan(
         self, me: str, live: list[str], own: dict[int, str], active: set[int] | None = None
-    ) -> tuple[list[int], list[int]]:
-        """From a heartbeat's view: (shards to claim, shards to release now). Shards lost
-        (their claim now someone else's) are dropped; shards another live worker wins are
-        marked leaving and released once nothing of theirs is out. ``active``: the shards
-        with open requests, as the workers last reported them (see ``balance``)."""
+    ) -> tuple[list[int], list[int], list[int]]:
+        """From a heartbeat's view: (shards to claim, shards to release now, shards to read
+        again). Shards lost (their claim now someone else's) are dropped; shards another
+        live worker wins are marked leaving and released once nothing of theirs is out; a
+        leaving shard won back before its release is leased from again, its requests read
+        afresh (those offered here meanwhile were left to its winner) except those still
+        out. ``active``: the shards with open requests, as the workers last reported them
+        (see ``balance``)."""
         self.live = live
         self.owners = [own.get(k, "") for k in range(self.shards)]
         workers = sorted(set(live) | {me})
@@ -279,6 +318,7 @@ class ShardBook:
         winners = self.winners = balance(workers, active or set(), self.shards)
         claim: list[int] = []
         release: list[int] = []
+        reread: list[int] = []
         for k in range(self.shards):
             held = self.held.get(k)
             if held is not None and own.get(k) != me:
@@ -289,12 +329,15 @@ class ShardBook:
                     claim.append(k)
             elif winners[k] != me:
                 held.leaving = True
-                if held.out == 0:
+                if not held.out:
                     release.append(k)
-            elif held.leaving:  # won back before it was released: read it afresh
-                self.drop(k)
-                claim.append(k)
-        return claim, release
+            elif held.leaving:  # won back before it was released (still claimed here)
+                self._gen += 1  # what it had queued is dropped when it comes out
+                held.gen = self._gen
+                held.open = set(held.out)
+                held.leaving = False
+                reread.append(k)
+        return claim, release, reread
 
     def active_shards(self) -> list[int]:
         """The shards held here with open requests, and those released with open requests

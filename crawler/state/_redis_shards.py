@@ -125,7 +125,7 @@ class ShardLink(RedisLink):
                     active.update(int(k) for k in parts[4].split(b",") if k != b"-")
         active = {k for k in active if 0 <= k < book.shards}
         active.update(book.active_shards())
-        claim, release = book.plan(me, names, own, active)
+        claim, release, reread = book.plan(me, names, own, active)
         if set(names) != set(book.live_before):
             book.live_before = names
             if not book.held or claim:  # (just open, or joined: tell the others at once)
@@ -139,6 +139,8 @@ class ShardLink(RedisLink):
         reload, self._reload = self._reload, False
         if reload:
             await self._load(*book.held)
+        elif reread:
+            await self._load(*reread)
         if claim:
             quiet = self._outage or time.monotonic() < self._quiet_until
             got = await self._script(

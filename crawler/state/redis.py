@@ -432,7 +432,7 @@ class RedisState(ShardLink):
             if granted < len(items):
                 for item in items[granted:]:  # back in line, their slots freed
                     self.book.ended(item, now, completed=False)
-                    self.book.queues.push_item(item[6], item[4], item)
+                    self.book.again(item, item[8], 0.0, now)
                 items = items[:granted]
         expires = now + self.lease_timeout
         out: list[Lease] = []
@@ -497,15 +497,8 @@ class RedisState(ShardLink):
         await self._requeue([(item, item[8] + 1, not_before if not_before > now else 0.0)])
         if self._budgeted:
             await self._script("admit", 0, -1)
-        if self.book.ended(item, now, completed=False):
-            again: Item = (*item[:8], item[8] + 1)
-            if self.book.active(item[1]) is not None:
-                if not_before > now:
-                    self.book.hold_back(again, not_before)
-                else:
-                    self.book.queues.push_item(again[6], again[4], again)
-            else:
-                self.book.held[item[1]].open.discard(item[0])
+        self.book.ended(item, now, completed=False)
+        self.book.again(item, item[8] + 1, not_before, now)
         self._event.set()
         self._busy_changed()
 
