@@ -228,12 +228,7 @@ class ShardBook:
                 break
             for item in got:
                 held = self.held.get(item[1])
-                if (
-                    held is None
-                    or held.gen != item[2]
-                    or held.leaving
-                    or item[0] in self._leased
-                ):
+                if held is None or held.gen != item[2] or held.leaving or item[0] in self._leased:
                     queues.release(item[6], now)  # a shard no longer leased from here
                     continue
                 held.out.add(item[0])
