@@ -986,6 +986,62 @@ async def test_a_redis_back_without_its_last_writes_is_a_new_epoch(
     assert (counts.done, counts.leased, counts.queued) == (2, 0, 0)
 
 
+async def test_a_page_whose_offer_redis_lost_is_done_once_and_not_offered_again(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # Redis comes back without the offer of a page that is out here: its completion counts
+    # it done and writes it seen, so that a link to it offered afterwards is refused (before,
+    # the offer queued it again in Redis and this worker, remembering the completion, never
+    # leased it: the crawl never ended; seen in the cluster test that rolls Redis back 1 s)
+    a = await workers.open(lease_timeout=30.0)
+    await offer(a, "http://a.test/0")
+    await asyncio.sleep(1.5)  # everysec: the AOF on disk holds it
+    aof = redis_server.directory / "appendonlydir"
+    snapshot = redis_server.directory.parent / (redis_server.directory.name + "-snapshot")
+    shutil.copytree(aof, snapshot)
+    await offer(a, "http://b.test/lost")
+    leases = await a.lease(2, time.time())
+    assert sorted(x.url for x in leases) == ["http://a.test/0", "http://b.test/lost"]
+    redis_server.kill()
+    shutil.rmtree(aof)
+    shutil.copytree(snapshot, aof)
+    redis_server.start()
+    await a.complete_many([(x, Outcome()) for x in leases], time.time())
+    assert await offer(a, "http://b.test/lost") == []  # its page was fetched: seen
+    counts = await a.counts()
+    assert (counts.done, counts.leased, counts.queued, counts.seen) == (2, 0, 0, 2)
+    assert await a.lease(5, time.time()) == []
+
+
+async def test_a_completion_redis_lost_is_fetched_again(
+    workers: Workers,
+    redis_server: RedisServer,  # noqa: F811
+) -> None:
+    # Redis comes back with a request open that this worker completed in the lost second:
+    # the worker forgets its completions with the epoch and leases the request again
+    # (at-least-once), else it stays open in Redis and the crawl never ends
+    a = await workers.open(lease_timeout=30.0)
+    await offer(a, "http://a.test/0")
+    (lease,) = await a.lease(1, time.time())
+    await asyncio.sleep(1.5)  # everysec: the AOF on disk holds it
+    aof = redis_server.directory / "appendonlydir"
+    snapshot = redis_server.directory.parent / (redis_server.directory.name + "-snapshot")
+    shutil.copytree(aof, snapshot)
+    await a.complete_many([(lease, Outcome())], time.time())
+    redis_server.kill()
+    shutil.rmtree(aof)
+    shutil.copytree(snapshot, aof)
+    redis_server.start()
+    assert (await a.counts()).queued == 1  # (the epoch turns: read again at the heartbeat)
+    await a._membership()
+    (again,) = await a.lease(1, time.time())
+    assert again.url == "http://a.test/0"
+    await a.complete_many([(again, Outcome())], time.time())
+    counts = await a.counts()
+    assert (counts.done, counts.queued) == (1, 0)
+
+
 async def test_any_restart_of_redis_turns_the_epoch(
     workers: Workers,
     redis_server: RedisServer,  # noqa: F811

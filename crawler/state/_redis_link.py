@@ -25,6 +25,7 @@ from crawler.state._redis_check import (
     damaged,
     expected_type,
 )
+from crawler.state._redis_owner import ShardBook
 from crawler.state._redis_scripts import SCRIPTS
 from crawler.state.base import StateError
 from crawler.urls.seen import MemorySeenSet
@@ -90,6 +91,7 @@ class RedisLink:
     _event: asyncio.Event
     _tasks: list[asyncio.Task[None]]
     _reload: bool
+    book: ShardBook
     _outage: bool
     _quiet_until: float
     _closed: bool
@@ -137,6 +139,8 @@ class RedisLink:
         self.epoch += 1
         self._local = MemorySeenSet()
         self._reload = True  # this worker's shards are read again at its next heartbeat
+        # a completion it lost (its HDEL) brings the request back: fetched again, not refused
+        self.book.forget_completed()
 
     async def _on_connect(self, conn: Any) -> None:
         """Every new connection: note the server's ``run_id``. redis-py reconnects by itself

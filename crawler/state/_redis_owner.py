@@ -262,6 +262,11 @@ class ShardBook:
             held.open.discard(fp)
         return True
 
+    def forget_completed(self) -> None:
+        """Redis may have lost its last writes (a restart, an outage): a completion lost
+        there brings its request back, and it must be fetched again, not refused."""
+        self._completed.clear()
+
     def again(self, item: Item, attempts: int, not_before: float, now: float) -> None:
         """An ended, unfinished request back in line here (with the shard's current
         generation) if its shard is leased from here; a shard being let go forgets it (its

@@ -140,25 +140,36 @@ return table.concat(flags)
 )
 
 # KEYS[1] P, KEYS[2..] shard prefixes; ARGV: now, this worker's counters field in ``P kw``
-# and their totals ("" if unchanged), then triples (key index, fp, error kind or "") ->
-# completed (those still open: a request completed twice counts once). The named counters
-# of these pages are written in the same step as their completions: counted once.
+# and their totals ("" if unchanged), then fives (key index, fp, seen bucket, seen member,
+# error kind or "") -> completed (those still open: a request completed twice counts once).
+# A request not open that the seen set does not know either was offered in writes Redis lost
+# (a restart without its last second): it is added to the seen set and counted done, so that
+# an offer of it again is refused (its page was fetched) and the crawl's numbers stay whole.
+# The named counters of these pages are written in the same step as their completions.
 _COMPLETE = r"""
 local P = KEYS[1]
-local done = 0
+local done, closed, new = 0, 0, 0
 local failed = {}
 if ARGV[2] ~= '' then redis.call('HSET', P .. 'kw', ARGV[2], ARGV[3]) end
-for i = 4, #ARGV, 3 do
-  if redis.call('HDEL', KEYS[tonumber(ARGV[i])] .. 'p', ARGV[i + 1]) == 1 then
+for i = 4, #ARGV, 5 do
+  local counted = redis.call('HDEL', KEYS[tonumber(ARGV[i])] .. 'p', ARGV[i + 1]) == 1
+  if counted then
+    closed = closed + 1
+  elseif redis.call('SADD', P .. 's:' .. ARGV[i + 2], ARGV[i + 3]) == 1 then
+    new = new + 1
+    counted = true
+  end
+  if counted then
     done = done + 1
-    local kind = ARGV[i + 2]
+    local kind = ARGV[i + 4]
     if kind ~= '' then failed[kind] = (failed[kind] or 0) + 1 end
   end
 end
+if new > 0 then redis.call('INCRBY', P .. 'n', new) end
+if closed > 0 then redis.call('HINCRBY', P .. 'c', 'queued', -closed) end
 for kind, n in pairs(failed) do redis.call('HINCRBY', P .. 'f', kind, n) end
 if done > 0 then
   redis.call('HINCRBY', P .. 'c', 'done', done)
-  redis.call('HINCRBY', P .. 'c', 'queued', -done)
   local b = math.floor(tonumber(ARGV[1]) / 10)
   -- old buckets go when a new one starts (once in 10 s, not every call)
   local r = P .. 'rate'

@@ -460,6 +460,9 @@ class RedisState(ShardLink):
         blob = counter_blob(dict(self._counted)) if dirty else ""
         args: list[Any] = [repr(now), self._kfield if dirty else "", blob]
         skipped = 0
+        shift = 64 - self._bits
+        low = (1 << shift) - 1
+        width = f"0{(self._bits + 3) // 4}x"
         ended: list[Item] = []
         for lease, outcome in done:
             item = self._mine.pop(lease.id, None)
@@ -471,7 +474,8 @@ class RedisState(ShardLink):
             if ki is None:
                 ki = index[k] = len(keys) + 1
                 keys.append(self._sprefix[k])
-            args += (ki, item[0], outcome.error or "")
+            fp = item[0]
+            args += (ki, fp, f"{fp >> shift:{width}}", fp & low, outcome.error or "")
             skipped += outcome.error == "robots_disallowed"
         # links these pages offered to other owners are safe in Redis already: the messages
         # telling those owners go first all the same, so that they hear of them soon
