@@ -256,10 +256,10 @@ def test_linear_time_in_1k_chunks(impl_name: str, case: str) -> None:
     head, unit = PATHOLOGICAL[case]
     # 8x the input: about 8x the time when linear, 64x when quadratic. Loose, and retried, for
     # a shared noisy machine: a quadratic state fails every attempt.
-    # The small size grows (to 1 MiB at most) until it takes 10 ms, so that a fast
+    # The small size grows (to 4 MiB at most) until it takes 10 ms, so that a fast
     # implementation is not timed on noise.
     size = 1 << 18
-    while _time_feed(impl, head, unit, size) < 0.01 and size < 1 << 20:
+    while _time_feed(impl, head, unit, size) < 0.01 and size < 1 << 22:
         size *= 2
     ratios = []
     for _ in range(3):
