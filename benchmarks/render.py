@@ -192,7 +192,7 @@ asyncio.run(main())
 # -- measuring a child's process tree --
 
 
-def _tree(root: int) -> list[int]:
+def process_tree(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -209,7 +209,7 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def _memory(pids: list[int]) -> tuple[int, int]:
+def tree_memory(pids: list[int]) -> tuple[int, int]:
     """(PSS, RSS) sums in KiB."""
     pss = rss = 0
     for pid in pids:
@@ -235,7 +235,7 @@ def measure(argv: list[str], pages: int) -> dict[str, object]:
 
     def sample() -> None:
         while not done.is_set():
-            pss, rss = _memory(_tree(child.pid))
+            pss, rss = tree_memory(process_tree(child.pid))
             peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
             done.wait(0.2)
 
