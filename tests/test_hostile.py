@@ -688,14 +688,16 @@ async def test_hundred_megabyte_page_stops_at_size_cap(h: Harness) -> None:
     run.check_site(["/huge", "/ok/huge/early"])
 
 
+@pytest.mark.timeout(200)
 async def test_page_with_hundred_thousand_links(h: Harness) -> None:
     # Its 100,000 links are extracted and checked, but excluded from scope so never fetched
-    # (fetching that many pages is the load test's job).
+    # (fetching that many pages is the load test's job). The bound is wide: the pure-Python
+    # twin under tracemalloc takes ~20 s on a quiet 2-core machine, over 60 s at load 10.
     srv = h.server()
     run = await h.crawl(
         srv,
         "many-links",
-        bound=60,
+        bound=150,
         exclude=[r"/many/\d+$"],
         timeout=30,
         read_timeout=10,
