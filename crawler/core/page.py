@@ -144,7 +144,7 @@ class PageJob:
         if config.render != "never":
             from crawler.core.rendering import open_render  # noqa: PLC0415  (only with render)
 
-            self.render = open_render(config, fetcher, robots, policy, admission.stats)
+            self.render = open_render(config, fetcher, robots, policy, admission.stats, state)
         found = getattr(state, "discovered_by", None)
         self._discovered_by: Callable[[str], Awaitable[list[str]]] | None = (
             found if callable(found) else None

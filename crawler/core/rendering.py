@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from crawler.core.robots import RobotsCache
     from crawler.http.client import Fetcher
     from crawler.http.response import Response
+    from crawler.state import CrawlState
     from crawler.urls.policy import UrlPolicy
 
 __all__ = ["RenderStep", "open_render"]
@@ -205,6 +206,7 @@ def open_render(
     robots: RobotsCache,
     policy: UrlPolicy,
     stats: CrawlStats,
+    state: CrawlState | None = None,
 ) -> RenderStep:
     """The renderer of a crawl with ``render`` not "never" (the browser starts on the first
     page that needs it). ConfigError, naming ``render``, when Playwright or Chromium is
@@ -225,4 +227,4 @@ def open_render(
             " set $CRAWLER_CHROMIUM to the browser's path), or --render never",
             key="render",
         )
-    return RenderStep(config, CrawlGate(config, fetcher, robots, policy), stats)
+    return RenderStep(config, CrawlGate(config, fetcher, robots, policy, state), stats)

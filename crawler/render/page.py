@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crawler.render.model import (
@@ -24,7 +24,7 @@ from crawler.render.model import (
     RenderOptions,
     RequestGate,
 )
-from crawler.render.policy import Verdict, decide, document_headers
+from crawler.render.policy import SAME_SITE_TYPES, Verdict, decide, document_headers
 from crawler.render.snapshot import QUIET_FOR, SNAPSHOT
 
 if TYPE_CHECKING:
@@ -126,6 +126,8 @@ class PageRun:
         self._page = tab.page
         self._options = options
         self._gate = gate
+        crawls = getattr(gate, "crawls", None)  # (optional: see RequestGate)
+        self._crawls: Callable[[str], bool] | None = crawls if callable(crawls) else None
         self._url = url
         self._document = url.split("#", 1)[0]  # as the browser's request has it
         self._body = body
@@ -163,7 +165,10 @@ class PageRun:
                 self._served = True
                 await route.fulfill(status=200, headers=self._headers, body=self._body)
                 return
-            verdict = decide(request.url, request.resource_type, self._page.url)
+            kind = request.resource_type
+            crawls = self._crawls if kind in SAME_SITE_TYPES else None
+            crawled = crawls is not None and crawls(request.url)
+            verdict = decide(request.url, kind, self._page.url, crawled=crawled)
             if verdict is Verdict.ABORT_NAVIGATION:
                 self.blocked += 1
                 await route.abort("aborted")  # ERR_ABORTED: no error page, the page stays
