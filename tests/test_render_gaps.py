@@ -158,8 +158,9 @@ async def test_browser_requests_to_another_crawled_host_keep_its_per_host_cap(
     assert a_log.max_in_flight == 1
 
 
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
 async def test_browser_requests_to_another_crawled_host_go_in_its_slots_and_obey_its_robots(
-    runners: list[web.AppRunner],
+    runners: list[web.AppRunner], state: str, tmp_path: Path
 ) -> None:
     """Two crawled hosts (two seeds). A's pages are rendered and load scripts from B, read
     their links from B's API (fetch()) and try a script B's robots.txt disallows, while the
@@ -208,6 +209,7 @@ async def test_browser_requests_to_another_crawled_host_go_in_its_slots_and_obey
         render_concurrency=2,
         per_host=1,
         concurrency=8,
+        state=str(tmp_path / "state") if state == "sqlite" else None,
     )
     paths = {page.url for page in result.pages}
     # the links A's pages read from B's API were found (the API was fetched) and followed
