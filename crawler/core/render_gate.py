@@ -14,8 +14,7 @@ ended. The rules:
 * **Politeness.** The page being rendered holds its lease (its host's ``per_host`` slot)
   until it is done; the browser's requests for it to the page's own origin go ONE AT A TIME
   in that slot. A request to ANOTHER crawled origin (a script or an API of a second seed's
-  host, of an ``--allow-domain``, of a subdomain the scope admits) counts against THAT
-  host's politeness: it waits for one of its ``per_host`` slots in the crawl state (the
+  host, of a subdomain the scope admits) counts against THAT host's politeness: it waits for one of its ``per_host`` slots in the crawl state (the
   slots the frontier's leases take: ``borrow_slot``/``want_slot``/``return_slot`` of the
   memory and SQLite states; while it waits, the frontier leases none of that host's
   requests) and holds it until it ends, its delay (and Crawl-delay) shared with the crawl's
