@@ -14,15 +14,15 @@ ended. The rules:
 * **Politeness.** The page being rendered holds its lease (its host's ``per_host`` slot)
   until it is done; the browser's requests for it to the page's own origin go ONE AT A TIME
   in that slot. A request to ANOTHER crawled origin (a script or an API of a second seed's
-  host, of a subdomain the scope admits) counts against THAT host's politeness: it waits for one of its ``per_host`` slots in the crawl state (the
-  slots the frontier's leases take: ``borrow_slot``/``want_slot``/``return_slot`` of the
-  memory and SQLite states; while it waits, the frontier leases none of that host's
-  requests) and holds it until it ends, its delay (and Crawl-delay) shared with the crawl's
-  own fetches of it. So the requests in flight to any host never exceed ``per_host``
-  whatever the browser does. A state that lends no slots (Redis: a host's slots are its
-  shard owner's, maybe another worker's) gets such requests refused. With a delay, the
-  browser's requests to the page's own host start at least that long apart and after the
-  page's own fetch.
+  host, of a subdomain the scope admits) counts against THAT host's politeness: it waits for
+  one of its ``per_host`` slots in the crawl state (the slots the frontier's leases take:
+  ``borrow_slot``/``want_slot``/``return_slot`` of the memory and SQLite states; while it
+  waits, the frontier leases none of that host's requests) and holds it until it ends, its
+  delay (and Crawl-delay) shared with the crawl's own fetches of it. So the requests in
+  flight to any host never exceed ``per_host`` whatever the browser does. A state that lends
+  no slots (Redis: a host's slots are its shard owner's, maybe another worker's) gets such
+  requests refused. With a delay, the browser's requests to the page's own host start at
+  least that long apart and after the page's own fetch.
 * **Credentials** (:meth:`headers_for`): what ``crawler.http`` sends to that origin and only
   there: the crawl's credential headers (``--header`` secrets, ``--auth``, ``--bearer-env``,
   ``--header-for``) for the origins they were given for, and the other ``--header`` values
