@@ -309,6 +309,25 @@ def _api(path: str, site: RenderSite) -> object | None:
     return None
 
 
+#: /enhanced/: a page the auto rule does not render (its 24 static links), whose script adds
+#: one more (/enhanced/extra): what --render-sample is for. Not linked from the home page.
+ENHANCED_LEAVES = 24
+
+
+def _enhanced(path: str) -> str | None:
+    if path == "/enhanced/":
+        links = "".join(f'<a href="/enhanced/{i}">{i}</a> ' for i in range(ENHANCED_LEAVES))
+        script = (
+            "<script>var a=document.createElement('a');a.href='/enhanced/extra';"
+            "a.textContent='extra';document.body.append(a);</script>"
+        )
+        return _page("enhanced", f"<nav>{links}</nav>{script}")
+    rest = path[len("/enhanced/") :] if path.startswith("/enhanced/") else ""
+    if rest == "extra" or rest.isdigit():
+        return _page(path, f"<p>{path}</p>")
+    return None
+
+
 def _children(i: int, n: int) -> list[int]:
     return [j for j in (2 * i + 1, 2 * i + 2) if j < n]
 
@@ -384,7 +403,7 @@ def render_app(site: RenderSite) -> web.Application:
             return web.Response(text=_SCRIPTS[path], content_type="application/javascript")
         page = _pages(site).get(path)
         if page is None:
-            page = _generated(path, site)
+            page = _generated(path, site) or _enhanced(path)
         if page is None and (path in _TARGETS or path.startswith(("/app/", "/hostile/"))):
             page = _page(path, f"<p>{path}</p>")
         if page is None:

@@ -431,3 +431,51 @@ async def test_no_process_before_the_first_render(tag: None) -> None:
     assert len(browser_main_pids()) == 1
     await renderer.close()
     assert chromium_pids() == []  # close waits for the browser to be gone
+
+
+class _StuckGate(RecordingGate):
+    """A gate that never answers for ``/stuck`` requests (a crawl's slot that never frees)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.never = asyncio.Event()
+        self.stuck = 0
+
+    async def allow(self, url: str, resource_type: str, page_url: str) -> bool:
+        if "/stuck" in url:
+            self.stuck += 1
+            await self.never.wait()
+        return await super().allow(url, resource_type, page_url)
+
+
+def _route_handler_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if not t.done() and "_on_route" in repr(t.get_coro())]
+
+
+async def test_close_leaves_no_route_handler_pending(
+    tag: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Route handlers still waiting on the gate when the renderer closes are ended by the
+    close: none is left pending (asyncio would log "Task was destroyed but it is pending"
+    for each, ``_on_route``, when the loop or the GC drops it)."""
+    import gc  # noqa: PLC0415
+
+    page = b"""<!doctype html><html><head><script src="/stuck/1.js"></script>
+<script src="/stuck/2.js" async></script></head><body><div id="root"></div>
+<script>fetch("/stuck/api.json").catch(() => {});</script></body></html>"""
+    site = await Site({"/": (HTML, page), "/stuck/1.js": (JS, b"")}).start()
+    gate = _StuckGate()
+    renderer = Renderer(RenderOptions(timeout=1.0, concurrency=2), gate)
+    try:
+        result = await renderer.render(site.url("/"), page, {"Content-Type": "text/html"})
+        assert result.error == RENDER_TIMEOUT  # its scripts never came
+        assert gate.stuck >= 2 and _route_handler_tasks()  # still waiting on the gate
+    finally:
+        await renderer.close()
+        await site.close()
+    assert _route_handler_tasks() == []
+    caplog.set_level("ERROR", logger="asyncio")
+    del gate, renderer
+    gc.collect()
+    await asyncio.sleep(0)
+    assert not [r for r in caplog.records if "destroyed but it is pending" in r.getMessage()]

@@ -14,6 +14,7 @@ from crawler.config import ConfigError, CrawlConfig, load_config
 def test_defaults() -> None:
     cfg = CrawlConfig().validated()
     assert (cfg.render, cfg.render_concurrency, cfg.render_timeout) == ("never", 2, 5.0)
+    assert cfg.render_sample == 0.0
 
 
 @pytest.mark.parametrize(
@@ -24,6 +25,8 @@ def test_defaults() -> None:
         ("render_timeout", 0, "must be > 0"),
         ("render_timeout", 301, "<= 300"),
         ("render_timeout", -1, ">= 0"),
+        ("render_sample", 1.5, "must be between 0 and 1"),
+        ("render_sample", -0.1, ">= 0"),
     ],
 )
 def test_a_bad_value_names_the_key_and_why(key: str, value: object, words: str) -> None:

@@ -22,6 +22,7 @@ import pytest
 from crawler import crawl
 from crawler.core.results import CrawlResult
 from tests.render_site import (
+    ENHANCED_LEAVES,
     FORBIDDEN_LINKS,
     NEVER_REQUESTED,
     OTHER_FORBIDDEN,
@@ -262,3 +263,34 @@ async def test_metrics_count_the_pages_rendered_by_reason(
     samples = await scrape(f"http://127.0.0.1:{port}/metrics")
     await crawler.task  # type: ignore[attr-defined]
     assert by_label(samples, "crawler_pages_rendered_total", "reason") == {"mount_point": 1}
+    assert [v for k, v in samples.items() if k[0] == "crawler_render_misses_total"] == [0]
+
+
+async def test_render_sample_counts_the_rules_misses(
+    site: tuple[str, str, RenderSite], tmp_path: Path
+) -> None:
+    """--render-sample 1: every page the auto rule does not render is rendered all the same
+    (render_reason "sample"); /enhanced/ (24 static links: the rule says no) has a link only
+    its script makes: one miss, in the stats, the summary, the jsonl and the metrics. Without
+    the sample the rule's no stands and the script's link is not found."""
+    url, _other, _site = site
+    seed = url + "/enhanced/"
+    plain = await crawl(seed, render="auto", render_timeout=3.0, max_depth=1)
+    assert url + "/enhanced/extra" not in {page.url for page in plain.pages}
+    assert plain.stats.pages_rendered == 0 and plain.stats.render_misses == 0
+
+    out = tmp_path / "pages.jsonl"
+    code, _stdout, err = await cli(
+        "crawl", seed, "--render", "auto", "--render-sample", "1", "--render-timeout", "3",
+        "--max-depth", "1", "-f", "jsonl", "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    lines = {d["url"]: d for d in map(json.loads, out.read_text().splitlines())}
+    assert lines[seed]["render_reason"] == "sample" and lines[seed]["rendered"] is True
+    assert lines[seed]["rendered_links"] == [url + "/enhanced/extra"]
+    assert url + "/enhanced/extra" in lines  # followed
+    leaves = [lines[f"{url}/enhanced/{i}"] for i in range(ENHANCED_LEAVES)]
+    assert all(d["render_reason"] == "sample" and not d["rendered_links"] for d in leaves)
+    pages = len(lines)
+    assert f"{pages} pages rendered (sample {pages})" in err, err
+    assert f"1 of {pages} sampled pages missed by the rule" in err, err

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,22 +62,27 @@ class HostLog:
     max_in_flight: int = 0
     paths: list[str] = field(default_factory=list)
     headers: dict[str, dict[str, str]] = field(default_factory=dict)
+    starts: list[float] = field(default_factory=list)  # monotonic, each request's arrival
 
 
 Handler = Callable[[web.Request], "asyncio.Future[web.StreamResponse] | object"]
 
 
 async def serve_host(
-    address: str, handle: Callable[[web.Request], object], log: HostLog
+    address: str,
+    handle: Callable[[web.Request], object],
+    log: HostLog,
+    robots: str = "User-agent: *\nAllow: /\n",
 ) -> tuple[str, web.AppRunner]:
     async def counted(request: web.Request) -> web.StreamResponse:
         log.in_flight += 1
         log.max_in_flight = max(log.max_in_flight, log.in_flight)
         log.paths.append(request.path_qs)
         log.headers[request.path_qs] = dict(request.headers)
+        log.starts.append(time.monotonic())
         try:
             if request.path == "/robots.txt":
-                return web.Response(text="User-agent: *\nAllow: /\n")
+                return web.Response(text=robots)
             if request.path == "/favicon.ico":
                 raise web.HTTPNotFound()
             return await handle(request)  # type: ignore[misc, no-any-return]
@@ -150,6 +156,111 @@ async def test_browser_requests_to_another_crawled_host_keep_its_per_host_cap(
     assert {f"{b_url}/b/{j}" for j in range(12)} <= paths
     assert b_log.max_in_flight == 1, b_log.paths
     assert a_log.max_in_flight == 1
+
+
+@pytest.mark.parametrize("state", ["memory", "sqlite"])
+async def test_browser_requests_to_another_crawled_host_go_in_its_slots_and_obey_its_robots(
+    runners: list[web.AppRunner], state: str, tmp_path: Path
+) -> None:
+    """Two crawled hosts (two seeds). A's pages are rendered and load scripts from B, read
+    their links from B's API (fetch()) and try a script B's robots.txt disallows, while the
+    crawl fetches B's own pages. The browser's requests to B are sent, in B's ``per_host``
+    slot: B never has more than one request in flight; the disallowed one is never sent."""
+    a_log, b_log = HostLog(), HostLog()
+    b_url = ""
+
+    async def host_a(request: web.Request) -> web.Response:
+        if not request.path.startswith("/a/"):
+            return html("<!doctype html><title>leaf</title><body>leaf</body>")
+        i = int(request.path.rsplit("/", 1)[-1] or 0)
+        scripts = "".join(f'<script src="{b_url}/s/{i}-{k}.js"></script>' for k in range(2))
+        scripts += f'<script src="{b_url}/private/{i}.js"></script>'
+        api = (
+            f"<script>fetch({json.dumps(f'{b_url}/api/{i}.json')}).then(r => r.json())"
+            ".then(d => { document.getElementById('root').innerHTML ="
+            " d.map(h => `<a href='${h}'>x</a>`).join(''); });</script>"
+        )
+        return html(spa(f"a{i}", api, scripts))
+
+    async def host_b(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.1)  # slow enough for the browser's and the crawl's to overlap
+        if request.path.startswith(("/s/", "/private/")):
+            return web.Response(text="window.x = 1;", content_type="application/javascript")
+        if request.path.startswith("/api/"):
+            i = int(request.path.rsplit("/", 1)[-1].split(".")[0])
+            nxt = [f"/a/{i + 1}"] if i < 4 else []
+            return web.json_response(nxt, headers={"Access-Control-Allow-Origin": "*"})
+        if not request.path.startswith("/b/"):
+            return html("<!doctype html><title>leaf</title><body>leaf</body>")
+        i = int(request.path.rsplit("/", 1)[-1] or 0)
+        nxt = "".join(f'<a href="/b/{j}">b{j}</a>' for j in (2 * i + 1, 2 * i + 2) if j < 10)
+        return html(f"<!doctype html><title>b{i}</title><body>{nxt}</body>")
+
+    a_url, runner = await serve_host("127.0.0.1", host_a, a_log)
+    runners.append(runner)
+    b_robots = "User-agent: *\nDisallow: /private/\n"
+    b_url, runner = await serve_host("127.0.0.2", host_b, b_log, robots=b_robots)
+    runners.append(runner)
+
+    result = await crawl(
+        [a_url + "/a/0", b_url + "/b/0"],
+        render="always",
+        render_timeout=4.0,
+        render_concurrency=2,
+        per_host=1,
+        concurrency=8,
+        state=str(tmp_path / "state") if state == "sqlite" else None,
+    )
+    paths = {page.url for page in result.pages}
+    # the links A's pages read from B's API were found (the API was fetched) and followed
+    assert {f"{a_url}/a/{i}" for i in range(5)} <= paths, sorted(paths)
+    assert {f"{b_url}/b/{j}" for j in range(10)} <= paths
+    browser_on_b = [p for p in b_log.paths if p.startswith(("/s/", "/api/", "/private/"))]
+    assert {f"/api/{i}.json" for i in range(5)} <= set(browser_on_b)
+    assert {f"/s/{i}-{k}.js" for i in range(5) for k in range(2)} <= set(browser_on_b)
+    assert not [p for p in browser_on_b if p.startswith("/private/")]  # B's robots.txt
+    assert b_log.max_in_flight == 1, b_log.paths  # the crawl's and the browser's together
+    assert a_log.max_in_flight == 1
+
+
+async def test_browser_requests_to_another_crawled_host_keep_its_delay(
+    runners: list[web.AppRunner],
+) -> None:
+    """With ``--delay``, the browser's requests to another crawled host and the crawl's own
+    fetches of it start at least the delay apart: one schedule for the host."""
+    b_log = HostLog()
+    b_url = ""
+
+    async def host_a(request: web.Request) -> web.Response:
+        if request.path != "/":
+            return html("<!doctype html><title>leaf</title><body>leaf</body>")
+        scripts = "".join(f'<script src="{b_url}/s/{k}.js"></script>' for k in range(3))
+        return html(spa("a", links_script(["/made"]), scripts))
+
+    async def host_b(request: web.Request) -> web.Response:
+        if request.path.startswith("/s/"):
+            return web.Response(text="window.x = 1;", content_type="application/javascript")
+        links = "".join(f'<a href="/b/{j}">b{j}</a>' for j in range(3))
+        return html(f"<!doctype html><title>b</title><body>{links}</body>")
+
+    a_url, runner = await serve_host("127.0.0.1", host_a, HostLog())
+    runners.append(runner)
+    b_url, runner = await serve_host("127.0.0.2", host_b, b_log)
+    runners.append(runner)
+    delay = 0.3
+    result = await crawl(
+        [a_url + "/", b_url + "/"], render="always", render_timeout=4.0, delay=delay
+    )
+    assert a_url + "/made" in {page.url for page in result.pages}
+    assert {f"/s/{k}.js" for k in range(3)} <= set(b_log.paths), b_log.paths
+    # robots.txt is fetched before any page, outside the delay; the rest are spaced. The
+    # server sees each start a little after the crawl let it go (the browser's own latency
+    # varies under load), so the whole run is measured, and no two may come together.
+    starts = b_log.starts[1:]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert len(starts) >= 6, b_log.paths
+    assert starts[-1] - starts[0] >= (len(starts) - 1) * delay - 0.15, (b_log.paths, gaps)
+    assert min(gaps) > delay / 3, (b_log.paths, gaps)
 
 
 async def test_csv_rows_of_rendered_links(runners: list[web.AppRunner]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,9 @@ from crawler.config import CrawlConfig
 from crawler.core.render_gate import CrawlGate
 from crawler.core.robots import RobotsCache, robots_agent
 from crawler.http.client import Fetcher
-from crawler.urls.policy import UrlPolicy
+from crawler.state import Candidate, CrawlState, Outcome
+from crawler.state.memory import MemoryState
+from crawler.urls.policy import UrlPolicy, host_of, origin_of
 from tests.render_site import RenderSite, start
 
 
@@ -168,3 +171,99 @@ async def test_excluded_addresses_hold_for_the_browser(site: tuple[str, str, Ren
         assert render_site.log.paths("other") == []
     finally:
         await fetcher.close()
+
+
+def _state(kind: str, tmp_path: Path) -> CrawlState:
+    if kind == "memory":
+        return MemoryState()
+    from crawler.state.sqlite import SQLiteState  # noqa: PLC0415
+
+    return SQLiteState(str(tmp_path / "state"))
+
+
+async def _offer(state: CrawlState, *urls: str) -> None:
+    await state.offer_many(
+        [Candidate(u, state.fingerprint(u), origin_of(u), host_of(u), 0) for u in urls]
+    )
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_the_state_lends_a_hosts_slot_to_the_browser(kind: str, tmp_path: Path) -> None:
+    """A browser request to another crawled host takes one of THAT host's ``per_host`` slots
+    in the crawl state, as a lease does: the frontier leases none of its requests while the
+    slot is out or while the browser waits for it (it gets the next one), and its delay
+    spaces the browser's request and the crawl's own."""
+    state = _state(kind, tmp_path)
+    await state.open(per_host=1, delay=0.0, max_pages_per_host=0)
+    b = "http://b.test:80"
+    try:
+        await _offer(state, b + "/1", b + "/2", b + "/3")
+        now = time.time()
+        first = await state.lease(5, now)
+        assert len(first) == 1  # per_host 1
+        assert state.borrow_slot(b, now) is None  # type: ignore[attr-defined]  (all out)
+        state.want_slot(b, 1, now)  # type: ignore[attr-defined]  (the browser waits)
+        await state.complete(first[0], Outcome(status=200), now)
+        assert await state.lease(5, now) == []  # the freed slot is the browser's
+        assert state.borrow_slot(b, now) == 0.0  # type: ignore[attr-defined]
+        state.want_slot(b, -1, now)  # type: ignore[attr-defined]
+        assert await state.lease(5, now) == []  # it is out: the host's one slot
+        state.return_slot(b, now)  # type: ignore[attr-defined]
+        assert len(await state.lease(5, now)) == 1
+        # a waiting borrower that gives up leaves the host to the frontier again
+        state.want_slot(b, 1, now)  # type: ignore[attr-defined]
+        state.want_slot(b, -1, now)  # type: ignore[attr-defined]
+    finally:
+        await state.close()
+
+    spaced = _state("memory", tmp_path)
+    await spaced.open(per_host=4, delay=1.0, max_pages_per_host=0)
+    try:
+        await _offer(spaced, b + "/1")
+        now = time.time()
+        assert spaced.borrow_slot(b, now) == 0.0  # type: ignore[attr-defined]
+        assert await spaced.lease(5, now + 0.5) == []  # the delay counts from the browser's
+        assert spaced.borrow_slot(b, now + 0.5) == pytest.approx(0.5)  # type: ignore[attr-defined]
+        assert len(await spaced.lease(5, now + 1.0)) == 1
+    finally:
+        await spaced.close()
+
+
+async def test_another_crawled_hosts_request_waits_for_its_slot(
+    site: tuple[str, str, RenderSite],
+) -> None:
+    """The gate lets a request to another crawled host go only in a slot of that host that
+    the crawl state lends, and gives it back on release (or when the page's render ends)."""
+    url, other, _site = site
+    config = CrawlConfig(seeds=(url + "/", other + "/"), render="auto", per_host=1).validated()
+    fetcher = Fetcher(config)
+    policy = UrlPolicy.from_config(config)
+    robots = RobotsCache(fetcher, robots_agent(config), policy.in_scope)
+    state = MemoryState()
+    await state.open(per_host=1, delay=0.0, max_pages_per_host=0)
+    gate = CrawlGate(config, fetcher, robots, policy, state)
+    try:
+        await _offer(state, other + "/leaf")
+        (lease,) = await state.lease(5, time.time())  # the crawl has other's only slot
+        page = url + "/app/fetch"
+        script = other + "/cdn/lib.js"
+        asking = asyncio.ensure_future(gate.allow(script, "script", page))
+        await asyncio.sleep(0.2)
+        assert not asking.done()  # waits for the slot
+        assert await state.lease(5, time.time()) == []
+        await state.complete(lease, Outcome(status=200), time.time())
+        assert await asyncio.wait_for(asking, 2.0)
+        assert gate.borrowed == 1
+        await _offer(state, other + "/next")
+        assert await state.lease(5, time.time()) == []  # the browser's request is out
+        gate.release(script)
+        assert len(await state.lease(5, time.time())) == 1
+        # a request still waiting when the page's render ends is refused, its wish dropped
+        waiting = asyncio.ensure_future(gate.allow(script, "script", page))
+        await asyncio.sleep(0.1)
+        gate.page_done(page)
+        assert not await asyncio.wait_for(waiting, 2.0)
+        assert gate.crawls(other + "/api/x.json") and not gate.crawls("http://elsewhere.test/")
+    finally:
+        await fetcher.close()
+        await state.close()

@@ -125,3 +125,15 @@ def test_importing_the_package_imports_no_playwright() -> None:
         "sys.exit(any(m.split('.')[0] in ('playwright', 'greenlet') for m in sys.modules))"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+def test_a_crawled_hosts_xhr_is_asked_of_the_gate() -> None:
+    """Another site's XHR/fetch go to the gate when the gate says the crawl crawls its host
+    (a second seed's host, a subdomain the scope admits); images and the like stay blocked
+    whatever the host."""
+    page = "http://127.0.0.1:8000/"
+    api = "http://127.0.0.2:8000/api"
+    assert decide(api, "fetch", page, crawled=True) is Verdict.GATE
+    assert decide(api, "xhr", page, crawled=True) is Verdict.GATE
+    assert decide(api, "image", page, crawled=True) is Verdict.BLOCK
+    assert decide(api, "websocket", page, crawled=True) is Verdict.BLOCK

@@ -28,6 +28,8 @@ def other_value(key: str) -> Any:
     """A valid value of ``key`` that is not its default."""
     if key == "headers":
         return ("Accept-Language: fr",)
+    if key == "render_sample":
+        return 0.5  # (a fraction: at most 1)
     value = getattr(CrawlConfig(), key)
     if isinstance(value, bool):
         return not value

@@ -269,6 +269,13 @@ def option_table() -> dict[str, Option]:
             "seconds a page may take in the browser; the links seen by then count, the page"
             " gets error render_timeout",
         ),
+        "render_sample": (
+            ("--render-sample",),
+            {"type": float, "metavar": "RATE"},
+            "with --render auto: render this fraction (0-1) of the pages the rule would not,"
+            " to check it (render_reason sample; render_misses: those with links only their"
+            " scripts made)",
+        ),
         "format": (
             ("--format", "-f"),
             {"choices": FORMATS},

@@ -245,6 +245,11 @@ def check_value(name: str, value: Any, hint: Any, source: str | None) -> Any:
                 f"must be > 0 and <= {_MAX_RENDER_TIMEOUT:g} seconds (a page's budget in the"
                 f" browser: it is never unbounded); got {value}"
             )
+        if name == "render_sample" and value > 1:
+            raise fail(
+                "must be between 0 and 1 (the fraction of the pages --render auto would not"
+                f" render that are rendered to check the rule); got {value}"
+            )
         return float(value)
     if hint is str:
         if not isinstance(value, str):

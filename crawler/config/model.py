@@ -132,6 +132,10 @@ class CrawlConfig:
     #: Seconds one page may take in the browser before its DOM is taken as it is
     #: (``render_timeout``); the links seen by then count.
     render_timeout: float = 5.0
+    #: With ``render`` "auto": the fraction (0 to 1) of the pages the rule would not render
+    #: that are rendered all the same, to check its decision (``render_reason`` "sample";
+    #: ``render_misses``: those whose rendered DOM had links the static pass had not).
+    render_sample: float = 0.0
 
     # -- output --
     format: OutputFormat = "urls"
@@ -236,7 +240,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "addresses": ("exclude_private", "exclude_link_local", "exclude_loopback"),
     "extraction": ("link_set",),
-    "render": ("render", "render_concurrency", "render_timeout"),
+    "render": ("render", "render_concurrency", "render_timeout", "render_sample"),
     "output": ("format", "output", "all_links", "quiet", "warc"),
     "backend": ("state", "state_sync", "name", "lease_timeout"),
     "metrics": ("metrics_port", "metrics_host", "metrics_linger"),

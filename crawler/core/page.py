@@ -144,7 +144,7 @@ class PageJob:
         if config.render != "never":
             from crawler.core.rendering import open_render  # noqa: PLC0415  (only with render)
 
-            self.render = open_render(config, fetcher, robots, policy, admission.stats)
+            self.render = open_render(config, fetcher, robots, policy, admission.stats, state)
         found = getattr(state, "discovered_by", None)
         self._discovered_by: Callable[[str], Awaitable[list[str]]] | None = (
             found if callable(found) else None
@@ -253,7 +253,7 @@ class PageJob:
             if body.ids is not None:
                 page.ids, page.ids_complete = body.ids
             if body.kept is not None and res.status == 200 and res.error is None:
-                reason = self.render.decide(page, body.kept, body.found)  # (no await: most)
+                reason = self.render.decide(page, body.kept, body.found, current)  # (no await)
                 if reason is not None:
                     await self.render.page(
                         page, reason, body.kept, res, current, depth, body.found, admission,
@@ -344,6 +344,7 @@ class _Body:
         "found",
         "ids",
         "job",
+        "keep_below",
         "kept",
         "page",
         "sitemap",
@@ -369,6 +370,7 @@ class _Body:
         self.direct = False  # the extractor returns the intake's items (no Links)
         self.ids: tuple[set[str], bool] | None = None
         self.kept: list[bytes] | None = None  # the body's chunks, kept for the renderer
+        self.keep_below = 0  # (--render) links under which the chunks are kept
 
     def _fail(self, kind: str, what: str, exc: Exception) -> _BodyAbort:
         log.error("%s failed on %s", what, self.url, exc_info=exc)
@@ -425,6 +427,7 @@ class _Body:
         self.direct = job.direct
         if job.render is not None:  # (--render: the body is kept, its chunks as they came)
             self.kept = []
+            self.keep_below = job.render.keep_below_for(self.url)
         if job.render is not None or job.keep_head:
             return self.feed_kept
         return self.feed  # (a plain crawl: nothing kept, nothing asked a chunk)
@@ -433,7 +436,7 @@ class _Body:
         """``feed``, keeping what ``--render`` (the chunks) or an audit (the head) needs."""
         kept = self.kept
         if kept is not None:
-            if self.found < self.job.render.keep_below:
+            if self.found < self.keep_below:
                 kept.append(chunk)
             elif kept:
                 kept.clear()  # auto: a page of this many links is not rendered

@@ -1,8 +1,9 @@
 """What the browser may fetch while it renders a page: the crawl decides, request by request.
 
 ``crawler.render``'s route handler asks :meth:`CrawlGate.allow` for every request its own
-policy lets through (images, media, fonts and stylesheets never get here; other hosts only
-for scripts), and calls :meth:`CrawlGate.release` when an allowed one ended. The rules:
+policy lets through (images, media, fonts and stylesheets never get here; hosts the crawl
+does not crawl only for scripts), and calls :meth:`CrawlGate.release` when an allowed one
+ended. The rules:
 
 * **Scope of hosts.** A request to a host the crawl's host rule (``scope``) admits is the
   crawl's own: it is subject to robots.txt and politeness below. A request to another host is
@@ -12,15 +13,16 @@ for scripts), and calls :meth:`CrawlGate.release` when an allowed one ended. The
   not known yet) for every request to a crawled host, unless ``ignore_robots``.
 * **Politeness.** The page being rendered holds its lease (its host's ``per_host`` slot)
   until it is done; the browser's requests for it to the page's own origin go ONE AT A TIME
-  in that slot, so the requests in flight to a host never exceed ``per_host`` whatever the
-  browser does. A request to ANOTHER crawled origin (a script or an API of a second seed's
-  host, a subdomain the scope admits) is refused: that host's slots are the frontier's
-  (leased by the dispatcher, shared across workers with Redis) and the browser holds none
-  of them, so sending it could exceed that host's ``per_host``. With a delay (``--delay``,
-  or robots.txt's Crawl-delay when longer), the browser's requests to a host start at least
-  that long apart and after the page's own fetch. (The crawl's other fetches of that host
-  are spaced by the frontier as before: rendering adds the browser's requests to the
-  host's rate, one per delay at most.)
+  in that slot. A request to ANOTHER crawled origin (a script or an API of a second seed's
+  host, of a subdomain the scope admits) counts against THAT host's politeness: it waits for
+  one of its ``per_host`` slots in the crawl state (the slots the frontier's leases take:
+  ``borrow_slot``/``want_slot``/``return_slot`` of the memory and SQLite states; while it
+  waits, the frontier leases none of that host's requests) and holds it until it ends, its
+  delay (and Crawl-delay) shared with the crawl's own fetches of it. So the requests in
+  flight to any host never exceed ``per_host`` whatever the browser does. A state that lends
+  no slots (Redis: a host's slots are its shard owner's, maybe another worker's) gets such
+  requests refused. With a delay, the browser's requests to the page's own host start at
+  least that long apart and after the page's own fetch.
 * **Credentials** (:meth:`headers_for`): what ``crawler.http`` sends to that origin and only
   there: the crawl's credential headers (``--header`` secrets, ``--auth``, ``--bearer-env``,
   ``--header-for``) for the origins they were given for, and the other ``--header`` values
@@ -38,9 +40,12 @@ from crawler.http.guard import AddressGuard, host_port
 from crawler.urls.policy import origin_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from crawler.config import CrawlConfig
     from crawler.core.robots import RobotsCache
     from crawler.http.client import Fetcher
+    from crawler.state import CrawlState
     from crawler.urls.policy import UrlPolicy
 
 __all__ = ["CrawlGate"]
@@ -50,6 +55,7 @@ _NOT_FOR_THE_BROWSER = frozenset(
     {"user-agent", "accept", "accept-encoding", "proxy-authorization", "host", "connection"}
 )
 _MAX_CRAWL_DELAY = 30.0  # as crawler.core.page's MAX_CRAWL_DELAY
+_SLOT_POLL = 0.05  # seconds between two asks for another crawled host's slot
 
 
 class CrawlGate:
@@ -65,20 +71,37 @@ class CrawlGate:
         fetcher: Fetcher,
         robots: RobotsCache,
         policy: UrlPolicy,
+        state: CrawlState | None = None,
     ) -> None:
         self.config = config
+        self.state = state
         self.fetcher = fetcher
         self.robots = robots
         self.policy = policy
         self.allowed = 0
+        self.borrowed = 0  # of those, requests to another crawled host (in its slots)
         self.refused: dict[str, int] = {"robots": 0, "scope": 0, "politeness": 0, "address": 0}
         # --exclude-private/-link-local/-loopback hold for the browser too: it resolves and
         # connects by itself, so every request's host is resolved and judged here first
         self._guard = AddressGuard.from_config(config)
         # page URL -> the lock its browser requests to crawled hosts take one at a time
         self._page_locks: dict[str, asyncio.Lock] = {}
-        # url -> the locks held for it (an allowed request to a crawled host), in order
-        self._held: dict[str, list[asyncio.Lock]] = {}
+        # url -> what each allowed request to a crawled host holds, in order: (the page it
+        # is for, its page's lock, or the origin of the state's slot it borrowed)
+        self._held: dict[str, list[tuple[str, asyncio.Lock | str]]] = {}
+        # Another crawled host's slots, lent by the crawl state (memory, SQLite); None: the
+        # state lends none (Redis) and such requests are refused
+        borrow = getattr(state, "borrow_slot", None)
+        want = getattr(state, "want_slot", None)
+        give_back = getattr(state, "return_slot", None)
+        lends = callable(borrow) and callable(want) and callable(give_back)
+        self._borrow: Callable[[str, float], float | None] | None = borrow if lends else None
+        self._want: Callable[[str, int, float], None] | None = want if lends else None
+        self._return: Callable[[str, float], None] | None = give_back if lends else None
+        # page URL -> its requests waiting for another host's slot; the pages whose render
+        # ended while some still waited (they leave, refused)
+        self._rendering: dict[str, int] = {}
+        self._ended: set[str] = set()
         # origin -> monotonic time the last request to it started (the crawl's or the browser's)
         self._last: dict[str, float] = {}
         self._static_headers = [
@@ -116,6 +139,10 @@ class CrawlGate:
             return None
         return self.policy.host_scope(canonical)
 
+    def crawls(self, url: str) -> bool:
+        """``url``'s host is one the crawl crawls (its XHR/fetch are asked here too)."""
+        return self._crawled(url) is not None
+
     async def allow(self, url: str, resource_type: str, page_url: str) -> bool:
         if not url.startswith(("http://", "https://")):
             return False
@@ -129,9 +156,10 @@ class CrawlGate:
                 return True
             self.refused["scope"] += 1
             return False
-        if origin != origin_of(page_url):
-            # Another crawled host: its per_host slots are the frontier's, and the browser
-            # holds none of them (only the rendered page's lease, for the page's own origin).
+        own = origin == origin_of(page_url)
+        if not own and self._borrow is None:
+            # Another crawled host and a state that lends no slots (Redis: the host's slots
+            # are its shard owner's, maybe in another worker): sending it could exceed them.
             self.refused["politeness"] += 1
             return False
         delay = self.config.delay
@@ -140,7 +168,12 @@ class CrawlGate:
             if rules.error is not None or not await rules.allowed_async(url):
                 self.refused["robots"] += 1
                 return False
-            delay = max(delay, min(rules.crawl_delay or 0.0, _MAX_CRAWL_DELAY))
+            crawl_delay = min(rules.crawl_delay or 0.0, _MAX_CRAWL_DELAY)
+            if crawl_delay > delay and not own and self.state is not None:
+                self.state.set_delay(origin, crawl_delay)  # as the page job tells the state
+            delay = max(delay, crawl_delay)
+        if not own:
+            return await self._borrowed(url, origin, page_url)
         lock = self._page_locks.get(page_url)
         if lock is None:
             lock = self._page_locks[page_url] = asyncio.Lock()
@@ -158,30 +191,76 @@ class CrawlGate:
         except BaseException:
             lock.release()
             raise
-        self._held.setdefault(url, []).append(lock)
+        self._held.setdefault(url, []).append((page_url, lock))
         self.allowed += 1
+        return True
+
+    async def _borrowed(self, url: str, origin: str, page_url: str) -> bool:
+        """A request to another crawled host: it waits for one of THAT host's ``per_host``
+        slots in the crawl state, the one the frontier's leases take (its delay and
+        Crawl-delay included), and holds it until it ends. Refused if the page's render ends
+        first. (A look every ``_SLOT_POLL`` seconds: the state has no per-origin wake-up.)"""
+        assert self._borrow is not None
+        assert self._want is not None
+        rendering = self._rendering
+        rendering[page_url] = rendering.get(page_url, 0) + 1
+        wanting = False
+        try:
+            while True:
+                if page_url in self._ended:
+                    return False
+                wait = self._borrow(origin, time.time())
+                if wait == 0.0:
+                    break
+                if not wanting:  # the next slot is ours: the frontier leases none meanwhile
+                    self._want(origin, 1, time.time())
+                    wanting = True
+                await asyncio.sleep(_SLOT_POLL if wait is None else min(wait, _SLOT_POLL))
+        finally:
+            if wanting:
+                self._want(origin, -1, time.time())
+            rendering[page_url] -= 1
+            if not rendering[page_url]:
+                del rendering[page_url]
+                self._ended.discard(page_url)
+        self._held.setdefault(url, []).append((page_url, origin))
+        self.allowed += 1
+        self.borrowed += 1
         return True
 
     def release(self, url: str) -> None:
         held = self._held.get(url)
         if not held:
             return  # a script of another host: nothing held
-        lock = held.pop(0)
+        _, token = held.pop(0)
         if not held:
             del self._held[url]
-        if lock.locked():
-            lock.release()
+        self._free(token)
+
+    def _free(self, token: asyncio.Lock | str) -> None:
+        if isinstance(token, str):  # another host's slot, borrowed from the state
+            assert self._return is not None
+            self._return(token, time.time())
+        elif token.locked():
+            token.release()
 
     def page_done(self, page_url: str) -> None:
         """The page's render ended: its requests are over, and a request of it still waiting
         for its slot is refused (its tab is gone) instead of waiting for ever."""
+        if page_url in self._rendering:
+            self._ended.add(page_url)  # its requests waiting for another host's slot leave
+        for url, held in list(self._held.items()):  # (those the renderer did not release)
+            mine = [entry for entry in held if entry[0] == page_url]
+            if not mine:
+                continue
+            held[:] = [entry for entry in held if entry[0] != page_url]
+            if not held:
+                del self._held[url]
+            for _, token in mine:
+                if isinstance(token, str):
+                    self._free(token)
         lock = self._page_locks.pop(page_url, None)
         if lock is not None and lock.locked():
-            for url, held in list(self._held.items()):  # (those the renderer did not release)
-                if lock in held:
-                    held.remove(lock)
-                    if not held:
-                        del self._held[url]
             lock.release()
 
     def headers_for(self, url: str) -> dict[str, str]:

@@ -27,6 +27,7 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import ConfigError
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from crawler.core.robots import RobotsCache
     from crawler.http.client import Fetcher
     from crawler.http.response import Response
+    from crawler.state import CrawlState
     from crawler.urls.policy import UrlPolicy
 
 __all__ = ["RenderStep", "open_render"]
@@ -48,10 +50,20 @@ __all__ = ["RenderStep", "open_render"]
 log = logging.getLogger("crawler")
 
 
+#: The fingerprint's bits the sample is drawn from (``RenderStep.sampled``).
+_SAMPLE_BITS = 32
+
+
 class RenderStep:
     """The renderer of one crawl and what it did (``rendered``, ``reasons``, ``errors``)."""
 
-    def __init__(self, config: CrawlConfig, gate: CrawlGate, stats: CrawlStats) -> None:
+    def __init__(
+        self,
+        config: CrawlConfig,
+        gate: CrawlGate,
+        stats: CrawlStats,
+        fingerprint: Callable[[str], int] | None = None,
+    ) -> None:
         self.config = config
         #: ``crawler.render.Renderer``, made (and ``crawler.render`` imported) for the first
         #: page to render: a crawl in which none needs a browser imports nothing of it
@@ -63,12 +75,36 @@ class RenderStep:
         #: the page job keeps a body's chunks while its links are fewer (auto: a page with
         #: MANY_LINKS is not rendered, so its body need not be held)
         self.keep_below = sys.maxsize if self.always else MANY_LINKS
+        #: ``render_sample`` (auto only) as a bound on the fingerprint's low bits; the
+        #: fingerprint is the crawl state's (keyed and stored with a persistent state), so a
+        #: resumed crawl samples the same pages
+        rate = config.render_sample if config.render == "auto" and fingerprint else 0.0
+        self._sample_below = int(rate * (1 << _SAMPLE_BITS))
+        self._fingerprint = fingerprint
 
-    def decide(self, page: PageResult, chunks: list[bytes], found: int) -> str | None:
-        """Why the page is rendered (the auto rule's reason, or "always"), or None; marks the
-        page's ``rendered``/``render_reason`` for the outputs. Synchronous: a page that is not
-        rendered costs no await."""
+    def sampled(self, url: str) -> bool:
+        """Whether ``url`` (canonical) is one of the ``render_sample`` fraction of pages
+        rendered even when the auto rule says no: its fingerprint's low bits, so the same
+        URL is always sampled or never in a crawl."""
+        if not self._sample_below or self._fingerprint is None:
+            return False
+        return (self._fingerprint(url) & ((1 << _SAMPLE_BITS) - 1)) < self._sample_below
+
+    def keep_below_for(self, url: str) -> int:
+        """The link count under which the page job keeps ``url``'s body for the renderer
+        (every body of a sampled page: it is rendered whatever its links)."""
+        return sys.maxsize if self._sample_below and self.sampled(url) else self.keep_below
+
+    def decide(
+        self, page: PageResult, chunks: list[bytes], found: int, url: str | None = None
+    ) -> str | None:
+        """Why the page is rendered (the auto rule's reason, "always", or "sample" for a page
+        of ``render_sample`` the rule would not render), or None; marks the page's
+        ``rendered``/``render_reason`` for the outputs. ``url``: the URL the body came from.
+        Synchronous: a page that is not rendered costs no await."""
         reason = "always" if self.always else judge(chunks, found) if chunks else None
+        if reason is None and chunks and self._sample_below and self.sampled(url or page.url):
+            reason = "sample"
         page.rendered = False
         page.render_reason = reason
         return reason
@@ -128,6 +164,8 @@ class RenderStep:
                 only.append(link)
         page.rendered_links = only
         stats.rendered_links += len(only)
+        if only and reason == "sample":
+            stats.render_misses += 1  # the rule said no, and the scripts made links
         if only:
             await _admit(
                 only, url, depth, found, page, admission, tally, self.config.max_links_per_page
@@ -205,6 +243,7 @@ def open_render(
     robots: RobotsCache,
     policy: UrlPolicy,
     stats: CrawlStats,
+    state: CrawlState | None = None,
 ) -> RenderStep:
     """The renderer of a crawl with ``render`` not "never" (the browser starts on the first
     page that needs it). ConfigError, naming ``render``, when Playwright or Chromium is
@@ -225,4 +264,5 @@ def open_render(
             " set $CRAWLER_CHROMIUM to the browser's path), or --render never",
             key="render",
         )
-    return RenderStep(config, CrawlGate(config, fetcher, robots, policy), stats)
+    gate = CrawlGate(config, fetcher, robots, policy, state)
+    return RenderStep(config, gate, stats, state.fingerprint if state is not None else None)

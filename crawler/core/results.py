@@ -157,6 +157,9 @@ class CrawlStats:
     render_reasons: Counter[str] = field(default_factory=Counter)
     rendered_links: int = 0
     render_requests: int = 0
+    #: with ``render_sample``: sampled pages (reason "sample") whose rendered DOM had links
+    #: the static pass had not (the auto rule's misses)
+    render_misses: int = 0
 
     @property
     def pages_rendered(self) -> int:
@@ -201,6 +204,7 @@ class CrawlStats:
                 "render_reasons": dict(self.render_reasons),
                 "rendered_links": self.rendered_links,
                 "render_requests": self.render_requests,
+                "render_misses": self.render_misses,
             }
             if self.render
             else {}

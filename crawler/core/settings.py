@@ -95,6 +95,8 @@ CRAWL_DEFINING: dict[str, str] = {
     "link_set": "which links of a page are followed",
     "render": "which links of a page are followed (those its scripts make): pages crawled"
     " already would not be rendered again",
+    "render_sample": "which pages are rendered (a sampled page's script-made links are"
+    " followed): pages crawled already would not be sampled again",
 }
 
 #: key -> why it may differ from run to run (the stored value is the default of the next).

@@ -310,6 +310,11 @@ class _Collector(Collector):
                 for reason, n in sorted(stats.render_reasons.items()):
                     fam.add_metric([reason], n)
                 yield fam
+                yield CounterMetricFamily(
+                    "crawler_render_misses",
+                    "Pages sampled (--render-sample) whose scripts made links the rule missed.",
+                    value=stats.render_misses,
+                )
             yield GaugeMetricFamily(
                 "crawler_queued_urls", "URLs queued in the crawl state, waiting to be fetched.",
                 value=crawler.queued,

@@ -212,6 +212,12 @@ def format_summary(
             + (f" ({why})" if why else "")
             + f", {stats.rendered_links} links only their scripts made,"
             f" {stats.render_requests} browser requests"
+            + (
+                f", {stats.render_misses} of {stats.render_reasons['sample']} sampled pages"
+                " missed by the rule"
+                if stats.render_reasons.get("sample")
+                else ""
+            )
         )
     if stats.errors:
         kinds = sorted(stats.errors.items(), key=lambda kv: (-kv[1], kv[0]))

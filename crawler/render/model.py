@@ -97,3 +97,7 @@ class RequestGate(Protocol):
     def headers_for(self, url: str) -> dict[str, str]:
         """Headers the crawl would send to ``url`` (cookies, credentials): only its own."""
         ...
+
+    # Optional (looked up with getattr, a gate without it is valid):
+    # ``crawls(url) -> bool``: ``url``'s host is one the crawl crawls, so its XHR/fetch are
+    # asked of the gate like the page's own site's (without it: blocked for other sites).

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from crawler.render.model import (
@@ -24,7 +24,7 @@ from crawler.render.model import (
     RenderOptions,
     RequestGate,
 )
-from crawler.render.policy import Verdict, decide, document_headers
+from crawler.render.policy import SAME_SITE_TYPES, Verdict, decide, document_headers
 from crawler.render.snapshot import QUIET_FOR, SNAPSHOT
 
 if TYPE_CHECKING:
@@ -39,6 +39,51 @@ class BrowserGone(Exception):
     """The browser died or stopped answering: the renderer restarts it."""
 
 
+class Handlers:
+    """The tasks the renderer's callbacks run in: Playwright's route handler tasks (its
+    ``_on_route``, which awaits `Tab.forward`, maybe for long in the gate), and the tasks
+    the renderer starts itself (dismissing a dialog, closing a popup).
+
+    Playwright keeps no reference to a route handler's task: one still waiting when the
+    browser closes (on the gate, which a closed connection does not wake) would be left
+    pending and destroyed with the loop ("Task was destroyed but it is pending"). So each is
+    tracked here, and `end` cancels and awaits what is left when the renderer closes.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    def enter(self) -> asyncio.Task[Any] | None:
+        """The running task (a route handler's) is tracked until `leave`."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        return task
+
+    def leave(self, task: asyncio.Task[Any] | None) -> None:
+        self._tasks.discard(task)
+
+    def spawn(self, awaitable: Any) -> None:
+        """Run ``awaitable`` (its exceptions swallowed) in a task tracked until it ends."""
+        task = asyncio.get_running_loop().create_task(_quietly(awaitable))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def end(self, grace: float) -> None:
+        """Cancel the tracked tasks (not the caller) and wait up to ``grace`` s for them."""
+        self.closed = True
+        me = asyncio.current_task()
+        tasks = [task for task in self._tasks if task is not me and not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+
+
 class Tab:
     """A browser tab kept for many renders, one at a time; its handlers forward to the render.
 
@@ -47,21 +92,22 @@ class Tab:
     or did not settle; then it is closed and a fresh one opened.
     """
 
-    def __init__(self, page: Page) -> None:
+    def __init__(self, page: Page, handlers: Handlers) -> None:
         self.page = page
+        self.handlers = handlers
         self.run: PageRun | None = None
         self.crashed = False
         self.spoiled = False  # scripts disabled, or left running: not for another page
         self.cdp: CDPSession | None = None
         page.on("crash", self._on_crash)
-        page.on("dialog", _on_dialog)
+        page.on("dialog", self._on_dialog)
         page.on("requestfinished", self._on_request_end)
         page.on("requestfailed", self._on_request_end)
 
     @classmethod
-    async def open(cls, context: BrowserContext) -> Tab:
+    async def open(cls, context: BrowserContext, handlers: Handlers) -> Tab:
         page = await context.new_page()
-        tab = cls(page)
+        tab = cls(page, handlers)
         try:
             # Opened before any page script runs: attaching to a busy page would hang.
             tab.cdp = await context.new_cdp_session(page)
@@ -78,12 +124,21 @@ class Tab:
         if self.run is not None:
             self.run.request_ended(request)
 
+    def _on_dialog(self, dialog: Any) -> None:
+        # alert/confirm/prompt dismissed at once (a page must not wait on them); beforeunload
+        # accepted, so that the next render's navigation leaves the page.
+        self.handlers.spawn(dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss())
+
     async def forward(self, route: Route) -> None:
-        run = self.run
-        if run is None:  # between renders: whatever the old document still asks for
-            await _quietly(route.abort("blockedbyclient"))
-            return
-        await run.route(route)
+        task = self.handlers.enter()
+        try:
+            run = self.run
+            if run is None or self.handlers.closed:  # between renders, or the renderer closes
+                await _quietly(route.abort("blockedbyclient"))
+                return
+            await run.route(route)
+        finally:
+            self.handlers.leave(task)
 
     async def seal(self) -> None:
         """Stop the tab's scripts and cut its network before it closes.
@@ -126,6 +181,8 @@ class PageRun:
         self._page = tab.page
         self._options = options
         self._gate = gate
+        crawls = getattr(gate, "crawls", None)  # (optional: see RequestGate)
+        self._crawls: Callable[[str], bool] | None = crawls if callable(crawls) else None
         self._url = url
         self._document = url.split("#", 1)[0]  # as the browser's request has it
         self._body = body
@@ -163,7 +220,10 @@ class PageRun:
                 self._served = True
                 await route.fulfill(status=200, headers=self._headers, body=self._body)
                 return
-            verdict = decide(request.url, request.resource_type, self._page.url)
+            kind = request.resource_type
+            crawls = self._crawls if kind in SAME_SITE_TYPES else None
+            crawled = crawls is not None and crawls(request.url)
+            verdict = decide(request.url, kind, self._page.url, crawled=crawled)
             if verdict is Verdict.ABORT_NAVIGATION:
                 self.blocked += 1
                 await route.abort("aborted")  # ERR_ABORTED: no error page, the page stays
@@ -358,13 +418,6 @@ def _loop_time(deadline: float) -> float:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-
-
-def _on_dialog(dialog: Any) -> None:
-    # alert/confirm/prompt dismissed at once (a page must not wait on them); beforeunload
-    # accepted, so that the next render's navigation leaves the page.
-    action = dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss()
-    asyncio.get_running_loop().create_task(_quietly(action))
 
 
 async def _quietly(awaitable: Any) -> None:

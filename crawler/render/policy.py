@@ -3,7 +3,8 @@
 The browser's requests pass here before the crawl's `RequestGate`. Images, media, fonts and
 stylesheets never build links, so they are blocked without asking; scripts may come from any
 host (CDNs), through the gate; XHR/fetch/EventSource only from the page's own site (its
-registrable domain: ``api.example.com`` serves ``www.example.com``), through the gate; any
+registrable domain: ``api.example.com`` serves ``www.example.com``) or a host the crawl
+crawls (the gate's optional ``crawls``), through the gate; any
 other document than the page itself (a navigation away, a frame, a popup) is aborted so the
 page stays what it is; everything else (websockets, beacons, manifests, ...) is blocked.
 """
@@ -56,8 +57,11 @@ def _site(url: str) -> tuple[str, str] | None:
     return parts.scheme, registrable_domain(host)
 
 
-def decide(url: str, resource_type: str, page_url: str) -> Verdict:
-    """The verdict on one request of the page at ``page_url`` (the page's own document aside)."""
+def decide(url: str, resource_type: str, page_url: str, *, crawled: bool = False) -> Verdict:
+    """The verdict on one request of the page at ``page_url`` (the page's own document aside).
+
+    ``crawled``: ``url``'s host is one the crawl crawls (the gate's ``crawls``): its
+    XHR/fetch go to the gate too, whatever the site (another seed's host, its API)."""
     if resource_type == "document":
         return Verdict.ABORT_NAVIGATION
     if resource_type in BLOCKED_TYPES:
@@ -69,7 +73,8 @@ def decide(url: str, resource_type: str, page_url: str) -> Verdict:
         return Verdict.GATE
     if resource_type in SAME_SITE_TYPES:
         page = _site(page_url)
-        return Verdict.GATE if page is not None and page[1] == target[1] else Verdict.BLOCK
+        same = page is not None and page[1] == target[1]
+        return Verdict.GATE if same or crawled else Verdict.BLOCK
     return Verdict.BLOCK
 
 

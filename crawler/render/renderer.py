@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from crawler.render.launch import find_chromium, launch, start_playwright
 from crawler.render.model import RENDER_CRASH, RENDER_ERROR, Rendered, RenderOptions, RequestGate
-from crawler.render.page import CLOSE_GRACE, PageRun, Tab
+from crawler.render.page import CLOSE_GRACE, Handlers, PageRun, Tab
 from crawler.render.snapshot import MUTATION_CLOCK
 
 STRAY_TAB_GRACE = 1.0  # seconds before a tab the renderer did not open is closed
@@ -66,6 +66,7 @@ class Renderer:
         self._generation: _Generation | None = None
         self._launches = 0
         self._own_pages: set[Page] = set()
+        self._handlers = Handlers()  # route handlers and our own callbacks' tasks
         self._closed = False
         self.pages_rendered = 0
         self.restarts = 0
@@ -90,13 +91,16 @@ class Renderer:
                 await self._leave(generation)
 
     async def close(self) -> None:
-        """Close the browser and the driver: no browser process is left behind."""
+        """Close the browser and the driver: no browser process is left behind, and no task
+        of a route handler or of ours left pending (cancelled, and awaited)."""
         async with self._changed:
             self._closed = True
             generation, self._generation = self._generation, None
             playwright, self._playwright = self._playwright, None
+        await self._handlers.end(CLOSE_GRACE)  # (a handler waiting on the gate: cancelled)
         if generation is not None:
             await generation.close()
+        await self._handlers.end(CLOSE_GRACE)  # (any that started while the browser closed)
         if playwright is not None:
             try:
                 await asyncio.wait_for(playwright.stop(), CLOSE_GRACE * 2)
@@ -175,7 +179,7 @@ class Renderer:
         # A tab the renderer did not open (window.open, target=_blank, noopener too): its
         # requests are refused by the context's route; it is closed once it is clear that no
         # render of ours is about to claim it (the event comes before new_page returns).
-        asyncio.get_running_loop().create_task(self._close_stray(page))
+        self._handlers.spawn(self._close_stray(page))
 
     async def _close_stray(self, page: Page) -> None:
         await asyncio.sleep(STRAY_TAB_GRACE)
@@ -190,12 +194,12 @@ class Renderer:
         tab = generation.idle.pop() if generation.idle else None
         if tab is None:
             try:
-                tab = await Tab.open(generation.context)
+                tab = await Tab.open(generation.context, self._handlers)
             except Exception as exc:
                 generation.alive.clear()  # a browser that cannot open a tab is replaced
                 return _failure(url, RENDER_CRASH, f"no tab: {exc}".splitlines()[0])
             self._own_pages.add(tab.page)
-            tab.page.on("popup", _close_popup)
+            tab.page.on("popup", lambda popup: self._handlers.spawn(_close_quietly(popup)))
         run = PageRun(tab, self.options, self._gate, url, body, headers, generation.alive)
         tab.run = run
         try:
@@ -221,10 +225,6 @@ class Renderer:
                 generation.alive.clear()  # a tab that will not close: the browser is stuck
             self._own_pages.discard(tab.page)
         return result
-
-
-def _close_popup(popup: Page) -> None:
-    asyncio.get_running_loop().create_task(_close_quietly(popup))
 
 
 async def _refuse(route: Route) -> None:

@@ -199,7 +199,11 @@ class SQLiteFrontier(OriginSchedule):
             # never leased here): not kept, or a wide crawl would keep one per origin.
             for c in new:
                 o = origins.get(c.origin)
-                if o is not None and o.last is None and not (o.active or o.held or o.has_work()):
+                if (
+                    o is not None
+                    and o.last is None
+                    and not (o.active or o.wanted or o.held or o.has_work())
+                ):
                     del origins[c.origin]
         self._event.set()
 
@@ -272,6 +276,8 @@ class SQLiteFrontier(OriginSchedule):
             if o.next_time > now:
                 self._schedule(o, now)  # its delay grew while it waited in the ring
                 continue
+            if o.active + o.wanted >= self._per_host:
+                continue  # a slot borrowed or wanted meanwhile (``borrow_slot``)
             if o.due:
                 item = o.due.popleft()
             else:
@@ -399,6 +405,47 @@ class SQLiteFrontier(OriginSchedule):
             self._event.set()
 
         await self._write(work)
+
+    def borrow_slot(self, origin: str, now: float) -> float | None:
+        """One of ``origin``'s politeness slots for a request of the browser (``--render``),
+        as a lease takes one: 0.0 when taken (``return_slot`` gives it back), else the seconds
+        until its delay has passed, or None while its ``per_host`` slots are all out (a
+        borrower that waits says so with ``want_slot``: it gets the next slot, not a lease)."""
+        o = self._origins.get(origin)
+        if o is None:
+            host = origin.partition("://")[2].rpartition(":")[0] or origin
+            o = self._origins[origin] = Origin(origin, host, None, self._delay)
+        if o.active >= self._per_host:
+            return None
+        if o.next_time > now:
+            return o.next_time - now
+        o.active += 1
+        o.last = now
+        if o.delay > 0:
+            o.next_time = now + o.delay
+        return 0.0
+
+    def want_slot(self, origin: str, delta: int, now: float) -> None:
+        """A borrower starts (``delta`` 1) or stops (-1) waiting for ``origin``'s next slot."""
+        o = self._origins.get(origin)
+        if o is None:
+            return
+        o.wanted = max(0, o.wanted + delta)
+        if delta < 0:
+            if o.state == IDLE:
+                self._schedule(o, now)
+            self._forget(o, now)
+            self._event.set()
+
+    def return_slot(self, origin: str, now: float) -> None:
+        o = self._origins.get(origin)
+        if o is None:
+            return
+        o.active -= 1
+        if o.state == IDLE:
+            self._schedule(o, now)
+        self._forget(o, now)
+        self._event.set()  # the dispatcher may lease from the origin again
 
     async def wait(self, timeout: float) -> None:
         """Return after an offer, completion or retry (since the last wait), or ``timeout``."""

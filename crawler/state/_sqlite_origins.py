@@ -41,6 +41,7 @@ class Origin:
         "origin",
         "state",
         "tail",
+        "wanted",
         "window",
     )
 
@@ -56,6 +57,7 @@ class Origin:
         self.due: deque[Item] = deque()  # retried requests whose not_before has passed
         self.held = 0  # retried requests still waiting (in the held heap)
         self.active = 0
+        self.wanted = 0  # requests of the browser waiting for a slot (``borrow_slot``)
         self.delay = delay
         self.next_time = 0.0
         self.last: float | None = None
@@ -120,7 +122,7 @@ class OriginSchedule:
 
     def _schedule(self, o: Origin, now: float | None) -> None:
         # Put an idle origin where it belongs: the ready ring, the sleep heap, or nowhere.
-        if not o.has_work() or o.active >= self._per_host:
+        if not o.has_work() or o.active + o.wanted >= self._per_host:
             return
         if o.next_time and (now is None or o.next_time > now):
             self._seq += 1
@@ -139,7 +141,7 @@ class OriginSchedule:
 
     def _forget(self, o: Origin, now: float) -> None:
         # Keep the table small on wide crawls; a running delay keeps the origin a while.
-        if o.active or o.held or o.has_work() or o.state != IDLE:
+        if o.active or o.wanted or o.held or o.has_work() or o.state != IDLE:
             return
         if o.next_time <= now:
             if self._origins.get(o.origin) is o:
@@ -152,7 +154,7 @@ class OriginSchedule:
         retired = self._retired
         while retired and retired[0][0] <= now:
             o = heapq.heappop(retired)[2]
-            if not (o.active or o.held or o.has_work()) and o.state == IDLE:
+            if not (o.active or o.wanted or o.held or o.has_work()) and o.state == IDLE:
                 if self._origins.get(o.origin) is o:
                     del self._origins[o.origin]
 

@@ -93,6 +93,7 @@ class _Host:
         "origin",
         "size",
         "state",
+        "wanted",
     )
 
     def __init__(self, origin: str, delay: float) -> None:
@@ -104,6 +105,7 @@ class _Host:
         self.depths: list[int] = []
         self.size = 0
         self.active = 0
+        self.wanted = 0  # requests of the browser waiting for a slot (``want``): theirs next
         self.delay = delay
         self.next_time = 0.0
         self.last: float | None = None  # when its last request was handed out
@@ -166,7 +168,7 @@ class OriginQueues(Generic[T]):
 
     def _schedule(self, host: _Host, now: float | None) -> None:
         # Put an idle host where it belongs: the ready ring, the sleep heap, or nowhere.
-        if host.size == 0 or host.active >= self._per_host:
+        if host.size == 0 or host.active + host.wanted >= self._per_host:
             return
         if host.next_time and (now is None or host.next_time > now):
             self._seq += 1
@@ -203,6 +205,8 @@ class OriginQueues(Generic[T]):
             if host.next_time > now:
                 self._schedule(host, now)  # its delay grew while it waited in the ring
                 continue
+            if host.active + host.wanted >= per_host:
+                continue  # a slot borrowed or wanted meanwhile (``borrow``): release wakes it
             low = host.depths[0]
             level = host.levels[low]
             out.append(level.popleft())
@@ -215,7 +219,7 @@ class OriginQueues(Generic[T]):
             if host.delay > 0:
                 host.next_time = now + host.delay
                 self._schedule(host, now)
-            elif host.size and host.active < per_host:  # _schedule's ready case, inlined
+            elif host.size and host.active + host.wanted < per_host:  # _schedule's ready case
                 ready.append(host)
                 host.state = _READY
         self._size -= len(out)
@@ -228,15 +232,44 @@ class OriginQueues(Generic[T]):
         host.active -= 1
         if host.state == _IDLE:
             self._schedule(host, now)
-        if host.active == 0 and host.size == 0 and host.state == _IDLE:
+        self._forget(host, now)
+        if self._retired:
+            self._sweep(now)
+
+    def _forget(self, host: _Host, now: float) -> None:
+        if host.active == 0 and host.size == 0 and host.state == _IDLE and not host.wanted:
             # keep the table small on wide crawls; a running delay keeps the host a while
             if host.next_time <= now:
-                del self._hosts[origin]
+                del self._hosts[host.origin]
             else:
                 self._seq += 1
                 heapq.heappush(self._retired, (host.next_time, self._seq, host))
-        if self._retired:
-            self._sweep(now)
+
+    def borrow(self, origin: str, now: float) -> float | None:
+        """Take one of ``origin``'s slots for a request that is not a queued item (a
+        browser's request to a crawled host, ``--render``), as ``pop`` would: 0.0 if taken
+        (give it back with ``release``), else the seconds until its delay has passed, or None
+        while its ``per_host`` slots are all out (a ``release`` frees one). A borrower that
+        has to wait says so with ``want``: the origin's items are not handed out while
+        borrowers wait for a slot, so they get the next one."""
+        host = self._host(origin)
+        if host.active >= self._per_host:
+            return None
+        if host.next_time > now:
+            return host.next_time - now
+        host.active += 1
+        host.last = now
+        if host.delay > 0:
+            host.next_time = now + host.delay
+        return 0.0
+
+    def want(self, origin: str, delta: int, now: float) -> None:
+        """A borrower starts (``delta`` 1) or stops (-1) waiting for ``origin``'s next slot."""
+        host = self._host(origin)
+        host.wanted = max(0, host.wanted + delta)
+        if delta < 0 and host.state == _IDLE:
+            self._schedule(host, now)
+            self._forget(host, now)
 
     def _sweep(self, now: float) -> None:
         retired = self._retired
@@ -245,6 +278,7 @@ class OriginQueues(Generic[T]):
             host = heapq.heappop(retired)[2]
             if (
                 host.active == 0
+                and not host.wanted
                 and host.size == 0
                 and host.state == _IDLE
                 and hosts.get(host.origin) is host

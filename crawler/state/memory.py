@@ -283,6 +283,25 @@ class MemoryState:
             self._queue(item)
         self._event.set()
 
+    def borrow_slot(self, origin: str, now: float) -> float | None:
+        """One of ``origin``'s politeness slots for a request of the browser (``--render``):
+        0.0 when taken (``return_slot`` gives it back), else ``OriginQueues.borrow``'s wait."""
+        delays = self._delays
+        if delays and origin in delays and not self._queues.knows(origin):
+            self._queues.set_delay(origin, delays[origin])  # a forgotten origin is back
+        return self._queues.borrow(origin, now)
+
+    def want_slot(self, origin: str, delta: int, now: float) -> None:
+        """A borrower starts (``delta`` 1) or stops (-1) waiting for ``origin``'s next slot:
+        while one waits, the origin's requests are not leased (``OriginQueues.want``)."""
+        self._queues.want(origin, delta, now)
+        if delta < 0:
+            self._event.set()
+
+    def return_slot(self, origin: str, now: float) -> None:
+        self._queues.release(origin, now)
+        self._event.set()  # the dispatcher may lease from the origin again
+
     def set_delay(self, origin: str, delay: float) -> None:
         delays = self._delays
         if delay > self._default_delay:
