@@ -52,23 +52,31 @@ class OccurrenceStore(Occurrences):
     def select(self, groups: dict[int, int]) -> dict[int, list[Occurrence]]:
         """The occurrences of the targets in ``groups`` (target id -> group id), by group.
 
-        One pass over the columns, so each group's list is in the order of crawling.
+        One pass over the columns, so each group's list is in the order of crawling; the
+        occurrences of other targets are skipped in C (a byte a target id, read through
+        ``map`` and ``compress``), the page of each one kept found from the runs.
         """
         found: dict[int, list[Occurrence]] = {g: [] for g in groups.values()}
-        if not groups:
+        column_t = self._target
+        if not groups or not column_t:
             return found
+        wanted = bytearray(max(max(groups), max(column_t)) + 1)
+        for target in groups:
+            wanted[target] = 1
         tags = self.tags
         pages = self.pages
         raws = self.raws
-        column_t = self._target
-        for i, (target, page) in enumerate(zip(column_t, self._pages(), strict=True)):
-            group = groups.get(target)
-            if group is None:
-                continue
+        starts = self._run_start
+        run_page = self._run_page
+        last_run = len(starts) - 1
+        run = 0
+        for i in compress(range(len(column_t)), map(wanted.__getitem__, column_t)):
+            while run < last_run and starts[run + 1] <= i:
+                run += 1
             tag, _, attr = tags[self._tagattr[i]].partition("\0")
-            found[group].append(
+            found[groups[column_t[i]]].append(
                 Occurrence(
-                    page=pages[page],
+                    page=pages[run_page[run]],
                     line=self._line[i],
                     column=self._col[i],
                     tag=tag,
