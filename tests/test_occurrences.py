@@ -126,6 +126,10 @@ def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
         (SEED + "lines", ("\n" * 70_000 + '<a href="/deep">d</a>' + _ODD).encode()),
         (SEED + "utf8", "<a href='/\u00fc\u00e9'>\u00fc</a><a href='/plain'>p</a>".encode()),
         (SEED, _ODD.encode()),  # a page again (a new run of the same page id)
+        # 3,000 new targets and raw values (the compiled twin's tables grow, twice), then
+        # the same links again: found in the grown tables
+        (SEED + "many", "".join(f'<a href="/g{i}">g</a>' for i in range(3000)).encode()),
+        (SEED + "many2", "".join(f'<a href="/g{i}">g</a>' for i in range(3000)).encode()),
     ]
     made = [(url, _record(data, url), _py_links(data, url)) for url, data in pages]
     for _, rec, links in made:

@@ -17,7 +17,7 @@ results, the strings already made). The hash tables live in ``Occurrences._c`` (
 from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memchr, memcmp, memcpy
 
@@ -36,8 +36,8 @@ cdef extern from "Python.h":
     Py_hash_t _Py_HashBytes(const void*, Py_ssize_t)
 
 cdef struct Slot:
-    uint64_t h
-    Py_ssize_t id  # -1: empty
+    uint32_t check  # the hash's high half (its low bits chose the slot)
+    int32_t id  # -1: empty
 
 # (k, j) -> tag/attr id, a page's few pairs (a linear search; past it, the dict)
 DEF TAG_CACHE = 32
@@ -74,7 +74,7 @@ cdef class _Ids:
             s = &self._slots[i]
             if s.id < 0:
                 return -1
-            if s.h == h:
+            if s.check == <uint32_t>(h >> 32):
                 k = s.id
                 if k < PyList_GET_SIZE(strings):
                     t = <object>PyList_GET_ITEM(strings, k)
@@ -83,10 +83,13 @@ cdef class _Ids:
                         return k
             i = (i + 1) & self._mask
 
-    cdef int put(self, uint64_t h, Py_ssize_t k) except -1:
+    cdef int put(self, uint64_t h, Py_ssize_t k, list strings) except -1:
+        """``strings[k]`` (ASCII), whose hash is ``h``, is known as ``k``. Grown at 3/4 full,
+        each entry placed again by its string's hash (a slot keeps only its high half)."""
+        cdef uint64_t hh
         cdef Py_ssize_t i, size = self._mask + 1, j
         cdef Slot* old
-        if 2 * (self._used + 1) > size:  # grown at half full: probes stay short
+        if 4 * (self._used + 1) > 3 * size:  # grown at 3/4 full: probes stay short
             old = self._slots
             self._slots = <Slot*>calloc(2 * size, sizeof(Slot))
             if self._slots == NULL:
@@ -97,7 +100,9 @@ cdef class _Ids:
                 self._slots[i].id = -1
             for j in range(size):
                 if old[j].id >= 0:
-                    i = <Py_ssize_t>(old[j].h & <uint64_t>self._mask)
+                    t = <object>PyList_GET_ITEM(strings, old[j].id)
+                    hh = _hash(<const unsigned char*>PyUnicode_DATA(t), PyUnicode_GET_LENGTH(t))
+                    i = <Py_ssize_t>(hh & <uint64_t>self._mask)
                     while self._slots[i].id >= 0:
                         i = (i + 1) & self._mask
                     self._slots[i] = old[j]
@@ -105,8 +110,8 @@ cdef class _Ids:
         i = <Py_ssize_t>(h & <uint64_t>self._mask)
         while self._slots[i].id >= 0:
             i = (i + 1) & self._mask
-        self._slots[i].h = h
-        self._slots[i].id = k
+        self._slots[i].check = <uint32_t>(h >> 32)
+        self._slots[i].id = <int32_t>k
         self._used += 1
         return 0
 
@@ -225,7 +230,7 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
                     v = PyDict_GetItemWithError(table, url)
                     if v != NULL:
                         tid = <object>v
-                        tb.tids.put(h, tid)
+                        tb.tids.put(h, tid, strings)
             if tid < 0:
                 if url is None:
                     url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
@@ -239,7 +244,7 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
                 if raw is None:
                     raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
                 rid = raws.id(raw)
-                tb.rids.put(h, rid)
+                tb.rids.put(h, rid, raw_strings)
             tagid = -1
             for c in range(nt):
                 if tk[c] == e[3] and tj[c] == e[4]:
