@@ -5,6 +5,7 @@ benchmark's site: wall time, CPU seconds and peak RSS, as ratios to the crawl.
     python benchmarks/audit.py                  # the 20,000-page site (~2 million links)
     python benchmarks/audit.py --pages 2000     # a smaller one
     python benchmarks/audit.py --runs 2         # each command twice, the best wall kept
+    python benchmarks/audit.py --pages 2000 --profile 25   # where an audit's time goes
 
 The site is benchmarks/crawl.py's ``standard`` one (benchmarks/crawl/sitegen.py: 30-60 KB
 pages with ~100 same-host links each), built or reused under /tmp/crawlbench and served by
@@ -42,6 +43,25 @@ def _commands(url: str, conc: int) -> list[crawlbench.Run]:
     ]
 
 
+def _profile(url: str, conc: int, top: int) -> None:
+    """The audit of ``url`` in this process under cProfile: its ``top`` functions by own
+    time, then by cumulative time (the profiler slows it: read the shares, not the times)."""
+    import cProfile  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+
+    from crawler.audit.api import audit_sync  # noqa: PLC0415
+
+    opts = {"ignore_robots": True, "concurrency": conc, "per_host": conc, "max_depth": 1000}
+    prof = cProfile.Profile()
+    prof.enable()
+    report = audit_sync(url, **opts)
+    prof.disable()
+    print(f"audit: {report.stats.pages} pages")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--pages", type=int, default=20_000)
@@ -51,11 +71,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--time-limit", type=float, default=900.0)
     ap.add_argument("--only", nargs="*", default=["crawl", "audit", "check"])
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: an in-process audit under cProfile, its N costliest functions",
+    )
     args = ap.parse_args(argv)
     root, total, _ = crawlbench.build("standard", args.pages, args.seed, Path(args.site_dir))
     crawlbench.log(f"site {root}: {args.pages} pages, {total / 1e6:.0f} MB")
     nginx_bin = crawlbench._apt_install("nginx", "nginx")
     nginx = crawlbench.Nginx(nginx_bin, root, core=0)
+    if args.profile:
+        try:
+            _profile(nginx.base + "/", args.concurrency, args.profile)
+        finally:
+            nginx.stop()
+        return 0
     best: dict[str, crawlbench.Run] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="auditbench-") as tmp:

@@ -3,7 +3,10 @@ URL already known as a target must give the targets the long way gives."""
 
 from __future__ import annotations
 
+import random
+
 from crawler.check.findings import Findings
+from crawler.check.model import Occurrence
 from crawler.check.store import OccurrenceStore
 from crawler.config import CrawlConfig
 from crawler.extract._link import make_link
@@ -100,3 +103,30 @@ def test_the_store_widens_a_column_a_value_needs_and_clamps_what_no_width_holds(
     ]
     assert [store.tag_attr(ta) for _, _, ta, _ in edges[-2:]] == [("t298", "x"), ("t299", "x")]
     assert store.nbytes() < 305 * 25
+
+
+def test_select_gives_each_groups_occurrences_in_crawl_order() -> None:
+    # select skips the other targets' occurrences in C and finds each one's page from the
+    # runs: the same lists as a plain reading of every occurrence (pages in several runs,
+    # pages with no links, targets in no group, groups of several targets).
+    rng = random.Random(1)
+    store = OccurrenceStore()
+    every: list[tuple[str, int, int, int, str, str, bool]] = []
+    for _ in range(300):
+        page = store.page_id(f"http://h/p{rng.randrange(50)}")
+        rows = [
+            (rng.randrange(200), rng.randrange(1, 99), rng.randrange(1, 99),
+             rng.choice(["a", "img"]), f"r{rng.randrange(30)}", rng.random() < 0.1)
+            for _ in range(rng.choice([0, 1, 5, 40]))
+        ]  # fmt: skip
+        store.add_page(page, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                       [(r[3], "href") for r in rows], [r[4] for r in rows],
+                       [r[5] for r in rows])  # fmt: skip
+        every += [(store.pages[page], *r) for r in rows]
+    for _ in range(50):
+        groups = {t: rng.randrange(5) for t in rng.sample(range(250), rng.randrange(0, 60))}
+        expected: dict[int, list[Occurrence]] = {g: [] for g in groups.values()}
+        for page_url, target, line, col, tag, raw, _nf in every:
+            if target in groups:
+                expected[groups[target]].append(Occurrence(page_url, line, col, tag, "href", raw))
+        assert store.select(groups) == expected

@@ -8,7 +8,7 @@ is the page its URL ends at (a link to a redirect is an inlink of the redirect's
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 import langcodes
@@ -98,48 +98,51 @@ class _Analysis:
     # -- the graph --
 
     def walk(self) -> None:
-        """Inlinks, outlinks and click depth, from the links as the crawl recorded them."""
-        a, store = self.a, self.a.store
-        target_node: dict[int, str | None] = {}
-        self.inlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
-        self.followed: dict[str, int] = dict.fromkeys(a.facts, 0)
-        self.outlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
-        self.linked: set[int] = set()  # target ids some page links
-        adjacency: dict[str, list[str]] = {}
-        block_page = -1
-        block: dict[str, bool] = {}  # node -> followed, for the current page's links
-        distinct: set[int] = set()
-        source = ""
+        """Inlinks, outlinks and click depth, from the links as the crawl recorded them.
 
-        def flush() -> None:
-            if block_page < 0:
-                return
+        A page's links at once (its run of occurrences: sets and counters over the columns'
+        slices), not a Python step a link: what a page links is the set of the crawled pages
+        its targets end at; a node is followed from it when one of its links there is not
+        nofollow."""
+        a, store = self.a, self.a.store
+        # the linked targets, in the order of their first link
+        target_node: dict[int, str | None] = dict.fromkeys(store.target_ids())
+        node_of_tid: list[str | None] = [None] * len(a.targets)
+        for tid in target_node:
+            key = a.targets[tid]
+            node = None if key.startswith("\0") else self.node_of(key)
+            target_node[tid] = node_of_tid[tid] = node
+        self.linked: set[int] = set(target_node)  # target ids some page links
+        self.outlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
+        inlinks: Counter[str | None] = Counter()
+        followed: Counter[str | None] = Counter()
+        spans: dict[str, list[tuple[int, int]]] = {}  # a crawled page's runs of links
+        node_at = node_of_tid.__getitem__
+        edges = 0
+        for page_id, start, end in store.runs():
+            source = store.pages[page_id]
+            distinct = set(store.target_slice(start, end))
+            edges += len(distinct)
             if source in self.outlinks:
                 self.outlinks[source] += len(distinct)
-            for node, followed in block.items():
-                if node == source:
-                    continue
-                self.inlinks[node] += 1
-                self.followed[node] += followed
-            adjacency.setdefault(source, []).extend(block)
-            self.report.stats.edges += len(distinct)
-
-        for page_id, tid, _tag, nofollow in store.edges():
-            if page_id != block_page:
-                flush()
-                block_page, block, distinct = page_id, {}, set()
-                source = store.pages[page_id]
-            distinct.add(tid)
-            self.linked.add(tid)
-            node = target_node.get(tid, "")
-            if node == "":
-                key = a.targets[tid]
-                node = target_node[tid] = None if key.startswith("\0") else self.node_of(key)
-            if node is not None:
-                block[node] = block.get(node, False) or not nofollow
-        flush()
+                spans.setdefault(source, []).append((start, end))
+            nodes = set(map(node_at, distinct))
+            nodes.discard(None)
+            nodes.discard(source)
+            inlinks.update(nodes)
+            nodes_followed = set(map(node_at, set(store.followed(start, end))))
+            nodes_followed.discard(source)
+            followed.update(nodes_followed)
+        self.report.stats.edges += edges
+        self.inlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
+        self.followed: dict[str, int] = dict.fromkeys(a.facts, 0)
+        for counts, into in ((inlinks, self.inlinks), (followed, self.followed)):
+            for node, count in counts.items():
+                if node is not None:
+                    into[node] += count
         self.target_node = target_node
-        # click depth: breadth first from the seeds
+        # click depth: breadth first from the seeds, a page's links read again from the
+        # columns when it is reached (no adjacency lists: they were the walk's peak memory)
         depth: dict[str, int] = {}
         queue: deque[str] = deque()
         for seed in a.config.seeds:
@@ -151,10 +154,12 @@ class _Analysis:
         while queue:
             node = queue.popleft()
             d = depth[node] + 1
-            for nxt in adjacency.get(node, ()):
-                if nxt not in depth:
-                    depth[nxt] = d
-                    queue.append(nxt)
+            for start, end in spans.get(node, ()):
+                nxt = set(map(node_at, set(store.target_slice(start, end))))
+                nxt.discard(None)
+                new = nxt.difference(depth)
+                depth.update(dict.fromkeys(new, d))  # type: ignore[arg-type]
+                queue.extend(new)  # type: ignore[arg-type]
         self.depth = depth
         dist: dict[str, int] = {}
         for url in a.facts:

@@ -181,72 +181,46 @@ class Findings:
             self._derived.add(url)
 
     def _take_links(self, page_url: str, links: Iterable[Any]) -> None:
-        # The hot path of a check (every link of every page): the page's occurrences are
-        # gathered in plain lists and handed to the store once, the page interned once, the
-        # Links unpacked as tuples, the dict lookups made on local names.
+        # The hot path of a check (every link of every page): the store records the page's
+        # links itself (compiled: from the extractor's record, no Link and no Python step a
+        # link); a link whose URL is not already a target's key comes to `_target_of`.
         store = self.store
-        page_id = store.page_id(page_url)
+        self.stats.links += store.take(
+            store.page_id(page_url), links, self.targets, self._target_of, self._check_frags
+        )
+
+    def _target_of(self, url: str | None, raw: str) -> int:
+        """The target id of a link not found by its URL (made if new), or -1: a ``data:``
+        link (inline content, not a link to anything: nothing to check)."""
+        if url is None:
+            key = "\0i" + raw
+            kind, base = _INVALID, raw
+        else:
+            canon = self.policy.canonical_resolved(url)
+            if canon is None:
+                if url.startswith("data:"):
+                    return -1
+                key = "\0s" + url
+                kind, base = _SCHEME, url
+            else:
+                kind, base = _HTTP, canon
+                key = canon
+                if self._check_frags and "#" in raw:
+                    frag = raw.partition("#")[2]
+                    if frag:
+                        key = f"{canon}#{frag}"
         targets = self.targets
-        target_ids = targets.table
-        new_target = targets.id
-        kinds = self._kind
-        bases = self._bases
-        canonical = self.policy.canonical_resolved
-        check_frags = self._check_frags
-        tids: list[int] = []
-        raws: list[str] = []
-        tags: list[tuple[str, str]] = []
-        lines: list[int] = []
-        cols: list[int] = []
-        nofollows: list[bool] = []
-        n = 0
-        for url, raw, tag, attr, nofollow, line, column in links:
-            n += 1
-            # A URL already known as a target's key is its own canonical form (canonical
-            # forms are canonical again, unless a "%" decodes into a new escape: such URLs,
-            # and those with a fragment to check, take the long way): no canonical() call.
-            tid = (
-                None
-                if url is None or "%" in url or "#" in url or (check_frags and "#" in raw)
-                else target_ids.get(url)
-            )
-            if tid is None:
-                if url is None:
-                    key = "\0i" + raw
-                    kind, base = _INVALID, raw
-                else:
-                    canon = canonical(url)
-                    if canon is None:
-                        if url.startswith("data:"):
-                            continue  # inline content, not a link to anything: nothing to check
-                        key = "\0s" + url
-                        kind, base = _SCHEME, url
-                    else:
-                        kind, base = _HTTP, canon
-                        key = canon
-                        if check_frags and "#" in raw:
-                            frag = raw.partition("#")[2]
-                            if frag:
-                                key = f"{canon}#{frag}"
-                tid = target_ids.get(key)
-                if tid is None:
-                    tid = new_target(key)
-                    kinds.append(kind)
-                    if kind == _HTTP:
-                        if base not in bases:
-                            bases[base] = None
-                            self._probe_early(base)
-                        if key is not base:
-                            self._frag_bases.add(base)
-            tids.append(tid)
-            raws.append(raw)
-            tags.append((tag, attr))
-            lines.append(line)
-            cols.append(column)
-            nofollows.append(nofollow)
-        if tids:
-            store.add_page(page_id, tids, lines, cols, tags, raws, nofollows)
-        self.stats.links += n
+        tid = targets.get(key)
+        if tid is None:
+            tid = targets.id(key)
+            self._kind.append(kind)
+            if kind == _HTTP:
+                if base not in self._bases:
+                    self._bases[base] = None
+                    self._probe_early(base)
+                if key is not base:
+                    self._frag_bases.add(base)
+        return tid
 
     def _probe_early(self, url: str) -> None:
         """A linked http(s) URL seen for the first time: the Checker starts probing it if it

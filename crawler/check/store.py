@@ -18,165 +18,25 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 
 from crawler.check.model import Occurrence
+from crawler.urls.occurrences import Interner, Occurrences
 
 __all__ = ["Interner", "OccurrenceStore"]
 
-# A column's widths, narrowest first: it is widened to the next one a value needs.
-_WIDER = {"B": "H", "H": "I"}
-_MAX = 0xFFFFFFFF  # a line or column past this is kept as this
+_FLIP = bytes.maketrans(b"\0\1", b"\1\0")  # nofollow 0/1 -> followed 1/0
 
 
-def _column(values: list[int], typecode: str) -> array[int]:
-    """``values`` as an array of ``typecode`` (OverflowError: one does not fit)."""
-    return array(typecode, values)
-
-
-class Interner:
-    """Strings to small ints and back: each distinct string is held once."""
-
-    __slots__ = ("_ids", "_strings")
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._strings: list[str] = []
-
-    def __len__(self) -> int:
-        return len(self._strings)
-
-    def id(self, text: str) -> int:
-        """The id of ``text`` (new ones get the next id)."""
-        ids = self._ids
-        found = ids.get(text)
-        if found is None:
-            found = ids[text] = len(self._strings)
-            self._strings.append(text)
-        return found
-
-    @property
-    def table(self) -> dict[str, int]:
-        """The string -> id table itself, to be read (a hot loop's ``get``); not changed."""
-        return self._ids
-
-    def get(self, text: str) -> int | None:
-        """The id of ``text`` if it is known, else None (nothing added)."""
-        return self._ids.get(text)
-
-    def __getitem__(self, index: int) -> str:
-        return self._strings[index]
-
-
-class OccurrenceStore:
+class OccurrenceStore(Occurrences):
     """Every link occurrence of a run: (target id, page, line, column, tag/attr, raw).
 
     Target ids are the caller's (an `Interner` of target keys); the rest is interned here.
+    The columns and how a page's links go in (``take``, compiled: no object a link) are
+    `crawler.urls.occurrences.Occurrences`'; reading them back is here.
     """
 
-    __slots__ = (
-        "_col",
-        "_line",
-        "_nofollow",
-        "_run_page",
-        "_run_start",
-        "_raw",
-        "_tag_ids",
-        "_tagattr",
-        "_target",
-        "pages",
-        "raws",
-        "tags",
-    )
-
-    def __init__(self) -> None:
-        self._target = array("I")
-        # a page's occurrences are together: runs of (page id, index of its first occurrence)
-        self._run_page = array("I")
-        self._run_start = array("Q")
-        self._line = array("H")  # widened to "I" by the first line past 65,535
-        self._col = array("H")
-        self._tagattr = array("B")  # tag/attr ids (a few dozen): widened past 255
-        self._raw = array("I")
-        self._nofollow = array("B")  # the link's rel has nofollow (an audit's graph reads it)
-        self.pages = Interner()
-        self.raws = Interner()
-        self.tags = Interner()  # "tag\0attr"
-        self._tag_ids: dict[tuple[str, str], int] = {}  # (tag, attr) -> its id in tags
-
-    def __len__(self) -> int:
-        return len(self._target)
-
-    def page_id(self, page: str) -> int:
-        return self.pages.id(page)
-
-    def add(
-        self,
-        target: int,
-        page: int,
-        line: int,
-        column: int,
-        tag: str,
-        attr: str,
-        raw: str,
-        nofollow: bool = False,
-    ) -> None:
-        """Keep one occurrence (``page`` from `page_id`)."""
-        self.add_page(page, [target], [line], [column], [(tag, attr)], [raw], [nofollow])
-
-    def add_page(
-        self,
-        page: int,
-        targets: list[int],
-        lines: list[int],
-        columns: list[int],
-        tag_attrs: list[tuple[str, str]],
-        raws: list[str],
-        nofollows: list[bool],
-    ) -> None:
-        """Keep the occurrences of one page at once (``page`` from `page_id`; the lists in
-        parallel, one item an occurrence): the same as `add` for each, a column extended
-        once a page rather than seven appends a link."""
-        if not targets:
-            return
-        line_col = self._fit("_line", lines)
-        col_col = self._fit("_col", columns)
-        tag_ids = self._tag_ids
-        tag_list: list[int] = []
-        for pair in tag_attrs:
-            tid = tag_ids.get(pair)
-            if tid is None:
-                tid = tag_ids[pair] = self.tags.id(f"{pair[0]}\0{pair[1]}")
-            tag_list.append(tid)
-        tag_col = self._fit("_tagattr", tag_list)
-        raw_ids = self.raws.table
-        new_raw = self.raws.id
-        raw_col = array("I", [raw_ids.get(r) or new_raw(r) for r in raws])
-        if not self._run_page or self._run_page[-1] != page:
-            self._run_page.append(page)
-            self._run_start.append(len(self._target))
-        self._target.extend(array("I", targets))
-        self._line.extend(line_col)
-        self._col.extend(col_col)
-        self._tagattr.extend(tag_col)
-        self._raw.extend(raw_col)
-        self._nofollow.extend(array("B", nofollows))
-
-    def _fit(self, name: str, values: list[int]) -> array[int]:
-        """``values`` as an array the column ``name`` can take, the column widened first if
-        one needs it (and values past 2**32 or below 0 clamped)."""
-        column: array[int] = getattr(self, name)
-        code: str = column.typecode
-        while True:
-            try:
-                return _column(values, code)
-            except OverflowError:
-                wider = _WIDER.get(code)
-                if wider is None:
-                    return _column([min(max(v, 0), _MAX) for v in values], code)
-                code = wider
-                setattr(self, name, array(code, column))
-                column = getattr(self, name)
+    __slots__ = ()
 
     def _pages(self) -> Iterator[int]:
         """The page id of each occurrence, in order (the runs expanded)."""
@@ -192,23 +52,31 @@ class OccurrenceStore:
     def select(self, groups: dict[int, int]) -> dict[int, list[Occurrence]]:
         """The occurrences of the targets in ``groups`` (target id -> group id), by group.
 
-        One pass over the columns, so each group's list is in the order of crawling.
+        One pass over the columns, so each group's list is in the order of crawling; the
+        occurrences of other targets are skipped in C (a byte a target id, read through
+        ``map`` and ``compress``), the page of each one kept found from the runs.
         """
         found: dict[int, list[Occurrence]] = {g: [] for g in groups.values()}
-        if not groups:
+        column_t = self._target
+        if not groups or not column_t:
             return found
+        wanted = bytearray(max(max(groups), max(column_t)) + 1)
+        for target in groups:
+            wanted[target] = 1
         tags = self.tags
         pages = self.pages
         raws = self.raws
-        column_t = self._target
-        for i, (target, page) in enumerate(zip(column_t, self._pages(), strict=True)):
-            group = groups.get(target)
-            if group is None:
-                continue
+        starts = self._run_start
+        run_page = self._run_page
+        last_run = len(starts) - 1
+        run = 0
+        for i in compress(range(len(column_t)), map(wanted.__getitem__, column_t)):
+            while run < last_run and starts[run + 1] <= i:
+                run += 1
             tag, _, attr = tags[self._tagattr[i]].partition("\0")
-            found[group].append(
+            found[groups[column_t[i]]].append(
                 Occurrence(
-                    page=pages[page],
+                    page=pages[run_page[run]],
                     line=self._line[i],
                     column=self._col[i],
                     tag=tag,
@@ -224,6 +92,28 @@ class OccurrenceStore:
         return zip(
             self._pages(), self._target, self._tagattr, map(bool, self._nofollow), strict=True
         )
+
+    def target_ids(self) -> array[int]:
+        """The target id of each occurrence, in crawl order (the column itself: not to be
+        changed)."""
+        return self._target
+
+    def runs(self) -> Iterator[tuple[int, int, int]]:
+        """Each run of a page's occurrences, in crawl order: (page id, start, end), the
+        occurrences ``start`` to ``end`` (excluded)."""
+        starts = self._run_start
+        ends = [*starts[1:], len(self._target)]
+        return zip(self._run_page, starts, ends, strict=True)
+
+    def target_slice(self, start: int, end: int) -> array[int]:
+        """The target ids of occurrences ``start`` to ``end`` (a copy)."""
+        return self._target[start:end]
+
+    def followed(self, start: int, end: int) -> Iterator[int]:
+        """The target ids of occurrences ``start`` to ``end`` whose link is not nofollow
+        (read from the columns' slices, no step a link)."""
+        follow = self._nofollow[start:end].tobytes().translate(_FLIP)
+        return compress(self._target[start:end], follow)
 
     def tag_attr(self, tag_id: int) -> tuple[str, str]:
         """The (tag, attribute) of a tag/attr id of `edges`."""

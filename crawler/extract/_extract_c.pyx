@@ -40,6 +40,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from libc.stdlib cimport free, malloc, realloc
+from libc.stdint cimport int64_t
 from libc.string cimport memchr, memcmp, memcpy
 
 import codecs
@@ -1799,6 +1800,35 @@ cdef class LinkRecord:
                 if u is not None:
                     out.append(u)
         return out
+
+    def compact(self):
+        """The record as it is kept, for a reader of every link that makes no Link (the
+        checker's occurrences: `crawler.urls._occur_c`): ``(text, entries, links, tags,
+        attrs)``. ``entries`` holds 8 native int64 a link, in order: off, ulen, rlen, k, j,
+        nofollow, line, column. ulen -1: the link is ``links[off]`` (a Link a slow path
+        made); else its URL is ``text[off:off + ulen]``, its raw value the ``rlen`` bytes
+        after it (both ASCII), its tag ``tags[k]``, its attribute ``attrs[j]``."""
+        cdef Py_ssize_t i
+        cdef RecEnt* e
+        cdef int64_t* buf = <int64_t*>malloc(max(1, self._n) * 8 * sizeof(int64_t))
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            for i in range(self._n):
+                e = &self._ents[i]
+                buf[8 * i] = e.off
+                buf[8 * i + 1] = e.ulen
+                buf[8 * i + 2] = e.rlen
+                buf[8 * i + 3] = e.k
+                buf[8 * i + 4] = e.j
+                buf[8 * i + 5] = e.nofollow
+                buf[8 * i + 6] = e.line
+                buf[8 * i + 7] = e.col
+            entries = PyBytes_FromStringAndSize(<const char*>buf, self._n * 8 * sizeof(int64_t))
+        finally:
+            free(buf)
+        text = PyBytes_FromStringAndSize(<const char*>self._text, self._tlen) if self._tlen else b""
+        return text, entries, self._objs, self._tb.entry_tagstr, self._tb.spec_astr
 
     def invalid(self):
         """The raw values of the links that do not resolve (``url`` None), in order."""

@@ -1,0 +1,367 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The compiled twin of `crawler.urls.occurrences.Occurrences.take_py` (read that module first).
+
+A page's links come as the compiled extractor keeps them (``LinkRecord.compact``: the bytes
+of each fast-path link's URL and raw value, its tag and attribute indexes, nofollow, line
+and column; a Link for what a slow path made), and go into the ``Occurrences`` columns in C:
+a URL already a target's key and a raw value already interned are found in hash tables of
+their bytes (open addressing on CPython's keyed bytes hash; a hit is compared byte for byte
+with the interned string, so a collision costs a dict lookup, never a wrong id), the
+tag/attribute pair by its indexes in a per-page cache. A link makes a Python object only
+when it is new to the run (its ``str``, handed to the dict or to ``target_of``), so a page
+of known links costs none. Any other sequence of Links is read tuple by tuple (the same
+results, the strings already made). The hash tables live in ``Occurrences._c`` (a
+``_Tables``, for one targets ``Interner``).
+"""
+
+from cpython cimport array
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, realloc
+from libc.string cimport memchr, memcmp, memcpy
+
+from array import array as _array
+
+from crawler.extract import LinkRecord as _LinkRecord
+
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+    ctypedef Py_ssize_t Py_hash_t
+    PyObject* PyDict_GetItemWithError(object, object) except? NULL
+    bint PyUnicode_IS_ASCII(object)
+    void* PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
+    Py_hash_t _Py_HashBytes(const void*, Py_ssize_t)
+
+cdef struct Slot:
+    uint32_t check  # the hash's high half (its low bits chose the slot)
+    int32_t id  # -1: empty
+
+# (k, j) -> tag/attr id, a page's few pairs (a linear search; past it, the dict)
+DEF TAG_CACHE = 32
+_CODES = "BHI"
+
+
+cdef inline uint64_t _hash(const unsigned char* p, Py_ssize_t n) noexcept:
+    return <uint64_t>_Py_HashBytes(p, n)
+
+
+cdef class _Ids:
+    """Bytes -> id of an interned ASCII string (``strings[id]``), exact."""
+
+    cdef Slot* _slots
+    cdef Py_ssize_t _mask
+    cdef Py_ssize_t _used
+
+    def __cinit__(self):
+        self._slots = <Slot*>calloc(1024, sizeof(Slot))
+        if self._slots == NULL:
+            raise MemoryError()
+        self._mask = 1023
+        for i in range(1024):
+            self._slots[i].id = -1
+
+    def __dealloc__(self):
+        free(self._slots)
+
+    cdef Py_ssize_t find(self, uint64_t h, const unsigned char* p, Py_ssize_t n,
+                         list strings) noexcept:
+        cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>self._mask), k
+        cdef Slot* s
+        while True:
+            s = &self._slots[i]
+            if s.id < 0:
+                return -1
+            if s.check == <uint32_t>(h >> 32):
+                k = s.id
+                if k < PyList_GET_SIZE(strings):
+                    t = <object>PyList_GET_ITEM(strings, k)
+                    if (PyUnicode_IS_ASCII(t) and PyUnicode_GET_LENGTH(t) == n
+                            and memcmp(PyUnicode_DATA(t), p, n) == 0):
+                        return k
+            i = (i + 1) & self._mask
+
+    cdef int put(self, uint64_t h, Py_ssize_t k, list strings) except -1:
+        """``strings[k]`` (ASCII), whose hash is ``h``, is known as ``k``. Grown at 3/4 full,
+        each entry placed again by its string's hash (a slot keeps only its high half)."""
+        cdef uint64_t hh
+        cdef Py_ssize_t i, size = self._mask + 1, j
+        cdef Slot* old
+        if 4 * (self._used + 1) > 3 * size:  # grown at 3/4 full: probes stay short
+            old = self._slots
+            self._slots = <Slot*>calloc(2 * size, sizeof(Slot))
+            if self._slots == NULL:
+                self._slots = old
+                raise MemoryError()
+            self._mask = 2 * size - 1
+            for i in range(2 * size):
+                self._slots[i].id = -1
+            for j in range(size):
+                if old[j].id >= 0:
+                    t = <object>PyList_GET_ITEM(strings, old[j].id)
+                    hh = _hash(<const unsigned char*>PyUnicode_DATA(t), PyUnicode_GET_LENGTH(t))
+                    i = <Py_ssize_t>(hh & <uint64_t>self._mask)
+                    while self._slots[i].id >= 0:
+                        i = (i + 1) & self._mask
+                    self._slots[i] = old[j]
+            free(old)
+        i = <Py_ssize_t>(h & <uint64_t>self._mask)
+        while self._slots[i].id >= 0:
+            i = (i + 1) & self._mask
+        self._slots[i].check = <uint32_t>(h >> 32)
+        self._slots[i].id = <int32_t>k
+        self._used += 1
+        return 0
+
+
+cdef class _Tables:
+    """The compiled twin's state in an ``Occurrences``: the hash tables of known target keys
+    (for one targets ``Interner``) and raw values, and a page's columns before they fit."""
+
+    cdef object targets
+    cdef _Ids tids
+    cdef _Ids rids
+    cdef uint32_t* tid
+    cdef int64_t* tag
+    cdef uint32_t* raw
+    cdef int64_t* line
+    cdef int64_t* col
+    cdef unsigned char* nf
+    cdef Py_ssize_t cap
+
+    def __cinit__(self, targets):
+        self.targets = targets
+        self.tids = _Ids()
+        self.rids = _Ids()
+
+    def __dealloc__(self):
+        free(self.tid)
+        free(self.tag)
+        free(self.raw)
+        free(self.line)
+        free(self.col)
+        free(self.nf)
+
+    cdef int room(self, Py_ssize_t n) except -1:
+        if n <= self.cap:
+            return 0
+        n = max(n, 2 * self.cap, 256)
+        self.tid = <uint32_t*>_grow(self.tid, n * sizeof(uint32_t))
+        self.tag = <int64_t*>_grow(self.tag, n * sizeof(int64_t))
+        self.raw = <uint32_t*>_grow(self.raw, n * sizeof(uint32_t))
+        self.line = <int64_t*>_grow(self.line, n * sizeof(int64_t))
+        self.col = <int64_t*>_grow(self.col, n * sizeof(int64_t))
+        self.nf = <unsigned char*>_grow(self.nf, n)
+        self.cap = n
+        return 0
+
+
+cdef void* _grow(void* p, size_t n) except NULL:
+    cdef void* q = realloc(p, n)
+    if q == NULL:
+        raise MemoryError()
+    return q
+
+
+cdef int64_t _sat(object v) except? -1:
+    """A line or column as int64 (one past it saturates: it is clamped in the column)."""
+    try:
+        return <int64_t>v
+    except OverflowError:
+        return INT64_MAX if v > 0 else INT64_MIN
+
+
+cdef Py_ssize_t _tag_id(occ, tag, attr) except -1:
+    """The tag/attr id of (tag, attr) in ``occ`` (``Occurrences.add_page``'s interning)."""
+    pair = (tag, attr)
+    cdef dict tag_ids = occ._tag_ids
+    found = tag_ids.get(pair)
+    if found is None:
+        found = tag_ids[pair] = occ.tags.id(f"{tag}\0{attr}")
+    return found
+
+
+def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
+    """`Occurrences.take` (see `crawler.urls.occurrences`): the same columns, ids and calls
+    of ``target_of``; how many links were read."""
+    cdef _Tables tb = occ._c
+    if tb is None or tb.targets is not targets:
+        tb = occ._c = _Tables(targets)
+    cdef dict table = targets.table
+    cdef list strings = targets.strings
+    raws = occ.raws
+    cdef dict raw_table = raws.table
+    cdef list raw_strings = raws.strings
+    cdef Py_ssize_t n = 0, kept = 0, i, count, k, tid, rid, tagid, nt = 0, c
+    cdef int64_t e[8]
+    cdef const unsigned char* text
+    cdef const unsigned char* up
+    cdef const unsigned char* rp
+    cdef PyObject* v
+    cdef uint64_t h
+    cdef int tk[TAG_CACHE]
+    cdef int tj[TAG_CACHE]
+    cdef Py_ssize_t tv[TAG_CACHE]
+    cdef bytes ents
+    if _LinkRecord is not None and type(links) is _LinkRecord:
+        text_b, ents, objs, tagstrs, astrs = links.compact()
+        text = <const unsigned char*>PyBytes_AS_STRING(text_b)
+        count = PyBytes_GET_SIZE(ents) // (8 * sizeof(int64_t))
+        tb.room(count)
+        for i in range(count):
+            memcpy(e, PyBytes_AS_STRING(ents) + i * 8 * sizeof(int64_t), 8 * sizeof(int64_t))
+            n += 1
+            if e[1] < 0:  # a Link a slow path made
+                kept += _one(occ, tb, kept, <tuple>objs[e[0]], table, raws, target_of,
+                             check_frags)
+                continue
+            up = text + e[0]
+            rp = up + e[1]
+            url = raw = None
+            tid = -1
+            if (memchr(up, 0x25, e[1]) == NULL and memchr(up, 0x23, e[1]) == NULL
+                    and not (check_frags and memchr(rp, 0x23, e[2]) != NULL)):
+                h = _hash(up, e[1])
+                tid = tb.tids.find(h, up, e[1], strings)
+                if tid < 0:
+                    url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
+                    v = PyDict_GetItemWithError(table, url)
+                    if v != NULL:
+                        tid = <object>v
+                        tb.tids.put(h, tid, strings)
+            if tid < 0:
+                if url is None:
+                    url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
+                raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
+                tid = target_of(url, raw)
+                if tid < 0:
+                    continue
+            h = _hash(rp, e[2])
+            rid = tb.rids.find(h, rp, e[2], raw_strings)
+            if rid < 0:
+                if raw is None:
+                    raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
+                rid = raws.id(raw)
+                tb.rids.put(h, rid, raw_strings)
+            tagid = -1
+            for c in range(nt):
+                if tk[c] == e[3] and tj[c] == e[4]:
+                    tagid = tv[c]
+                    break
+            if tagid < 0:
+                tagid = _tag_id(occ, tagstrs[e[3]], astrs[e[4]])
+                if nt < TAG_CACHE:
+                    tk[nt] = <int>e[3]
+                    tj[nt] = <int>e[4]
+                    tv[nt] = tagid
+                    nt += 1
+            tb.tid[kept] = <uint32_t>tid
+            tb.raw[kept] = <uint32_t>rid
+            tb.tag[kept] = tagid
+            tb.line[kept] = e[6]
+            tb.col[kept] = e[7]
+            tb.nf[kept] = e[5] != 0
+            kept += 1
+    else:
+        for link in links:
+            n += 1
+            tb.room(kept + 1)
+            kept += _one(occ, tb, kept, <tuple>link, table, raws, target_of, check_frags)
+    _commit(occ, tb, page, kept)
+    return n
+
+
+cdef Py_ssize_t _one(occ, _Tables tb, Py_ssize_t at, tuple link, dict table, raws, target_of,
+                     bint check_frags) except -1:
+    """A Link (its strings made already) into the page's row ``at``: 1, or 0 (no target)."""
+    cdef PyObject* v
+    url = link[0]
+    raw = link[1]
+    tid = None
+    if not (url is None or "%" in url or "#" in url or (check_frags and "#" in raw)):
+        v = PyDict_GetItemWithError(table, url)
+        if v != NULL:
+            tid = <object>v
+    if tid is None:
+        tid = target_of(url, raw)
+        if tid < 0:
+            return 0
+    tb.tid[at] = <uint32_t>tid
+    tb.raw[at] = <uint32_t>raws.id(raw)
+    tb.tag[at] = _tag_id(occ, link[2], link[3])
+    tb.nf[at] = 1 if link[4] else 0
+    tb.line[at] = _sat(link[5])
+    tb.col[at] = _sat(link[6])
+    return 1
+
+
+cdef int _level(array.array column) except -1:
+    return _CODES.index(chr(column.ob_descr.typecode))
+
+
+cdef array.array _fit(occ, str name, const int64_t* src, Py_ssize_t n):
+    """The column ``name`` with room for ``n`` more, widened first to the narrowest width
+    the values need (``Occurrences._fit``'s rule), the values written at its end."""
+    cdef array.array col = getattr(occ, name)
+    cdef int have = _level(col), need = 0
+    cdef Py_ssize_t i, at
+    cdef bint clamp = False
+    cdef int64_t x
+    cdef uint64_t top = 0
+    for i in range(n):
+        x = src[i]
+        if x < 0 or <uint64_t>x > 0xFFFFFFFF:
+            clamp = True
+        elif <uint64_t>x > top:
+            top = <uint64_t>x
+    if clamp or top > 0xFFFF:
+        need = 2
+    elif top > 0xFF:
+        need = 1
+    if need > have:
+        col = _array(_CODES[need], col)
+        setattr(occ, name, col)
+        have = need
+    at = len(col)
+    array.resize_smart(col, at + n)
+    for i in range(n):
+        x = src[i]
+        if x < 0:
+            x = 0
+        elif x > 0xFFFFFFFF:
+            x = 0xFFFFFFFF
+        if have == 0:
+            col.data.as_uchars[at + i] = <unsigned char>x
+        elif have == 1:
+            col.data.as_ushorts[at + i] = <unsigned short>x
+        else:
+            col.data.as_uints[at + i] = <unsigned int>x
+    return col
+
+
+cdef int _append(occ, str name, const void* src, Py_ssize_t n) except -1:
+    """``n`` items of the column's own width from ``src`` at the end of column ``name``."""
+    cdef array.array col = getattr(occ, name)
+    cdef Py_ssize_t at = len(col), size = col.ob_descr.itemsize
+    array.resize_smart(col, at + n)
+    memcpy(col.data.as_chars + at * size, src, n * size)
+    return 0
+
+
+cdef int _commit(occ, _Tables tb, Py_ssize_t page, Py_ssize_t n) except -1:
+    """The page's ``n`` rows into the columns (nothing when none, as ``add_page``)."""
+    if n == 0:
+        return 0
+    _fit(occ, "_line", tb.line, n)
+    _fit(occ, "_col", tb.col, n)
+    _fit(occ, "_tagattr", tb.tag, n)
+    run_page = occ._run_page
+    if not len(run_page) or run_page[len(run_page) - 1] != page:
+        run_page.append(page)
+        occ._run_start.append(len(occ._target))
+    _append(occ, "_target", tb.tid, n)  # ("I": 4 bytes, as uint32)
+    _append(occ, "_raw", tb.raw, n)
+    _append(occ, "_nofollow", tb.nf, n)
+    return 0

@@ -1,0 +1,230 @@
+"""A page's links recorded as occurrences (``crawler.urls.occurrences``): the compiled twin
+(``_occur_c.take``, reading the extractor's ``LinkRecord`` as it is kept, or Links) and the
+pure one (``Occurrences.take_py``) give the same columns (contents and widths), the same
+interned strings and ids, and call ``target_of`` for the same links in the same order, at the
+limits: a column widened by a line or column past 65,535 or 2**32, or by a 256th tag/attr
+pair, values repeated across pages (interning), a page with no link or only refused links,
+very long values, non-ASCII ones, escapes, fragments, schemes, invalid URLs."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from array import array
+from typing import Any
+
+import pytest
+
+from crawler.check.findings import Findings
+from crawler.config import CrawlConfig
+from crawler.extract import LinkExtractorC, LinkExtractorPy, LinkRecord
+from crawler.extract._link import make_link
+from crawler.urls import occurrences
+from crawler.urls.intake import IntakeC
+from crawler.urls.occurrences import Interner, Occurrences
+from crawler.urls.policy import UrlPolicy
+from tests.test_intake import _dense_page
+
+take_c: Any = occurrences._take_c
+needs_c = pytest.mark.skipif(
+    take_c is None or LinkRecord is None or IntakeC is None,
+    reason="the compiled twins are not built",
+)
+
+SEED = "http://site.example/"
+_COLUMNS = ("_target", "_run_page", "_run_start", "_line", "_col", "_tagattr", "_raw",
+            "_nofollow")  # fmt: skip
+
+
+class _Targets:
+    """A ``target_of`` that records its calls and makes targets as the checker does (a
+    ``data:`` URL refused, anything else a key of its own)."""
+
+    def __init__(self, check_frags: bool) -> None:
+        self.interner = Interner()
+        self.calls: list[tuple[str | None, str]] = []
+        self.policy = UrlPolicy([SEED])
+        self.check_frags = check_frags
+
+    def __call__(self, url: str | None, raw: str) -> int:
+        self.calls.append((url, raw))
+        if url is None:
+            return self.interner.id("\0i" + raw)
+        canon = self.policy.canonical_resolved(url)
+        if canon is None:
+            return -1 if url.startswith("data:") else self.interner.id("\0s" + url)
+        if self.check_frags and "#" in raw and raw.partition("#")[2]:
+            canon += "#" + raw.partition("#")[2]
+        return self.interner.id(canon)
+
+
+def _state(occ: Occurrences, targets: _Targets) -> dict[str, Any]:
+    cols = {name: (getattr(occ, name).typecode, getattr(occ, name).tolist()) for name in _COLUMNS}
+    return {
+        **cols,
+        "pages": [occ.pages[i] for i in range(len(occ.pages))],
+        "raws": [occ.raws[i] for i in range(len(occ.raws))],
+        "tags": [occ.tags[i] for i in range(len(occ.tags))],
+        "targets": list(targets.interner.strings),
+        "calls": targets.calls,
+    }
+
+
+def _both(pages: list[tuple[str, Any, Any]], check_frags: bool) -> tuple[Any, Any, list[int]]:
+    """Each page's links through the compiled twin (``c_links``) and the pure one
+    (``py_links``), in order: both states and the counts (equal between them)."""
+    occ_c, occ_py = Occurrences(), Occurrences()
+    t_c, t_py = _Targets(check_frags), _Targets(check_frags)
+    counts = []
+    for url, c_links, py_links in pages:
+        n_c = take_c(occ_c, occ_c.page_id(url), c_links, t_c.interner, t_c, check_frags)
+        n_py = occ_py.take_py(occ_py.page_id(url), py_links, t_py.interner, t_py, check_frags)
+        assert n_c == n_py
+        counts.append(n_c)
+    return _state(occ_c, t_c), _state(occ_py, t_py), counts
+
+
+def _record(data: bytes, url: str) -> Any:
+    ex = LinkExtractorC(url, None, intake=IntakeC(UrlPolicy([SEED])), record=True)
+    ex._strict = True
+    ex.feed(data)
+    ex.close()
+    return ex.record
+
+
+def _py_links(data: bytes, url: str) -> list[Any]:
+    ex = LinkExtractorPy(url, None)
+    return ex.feed(data) + ex.close()  # type: ignore[no-any-return]
+
+
+_ODD = (
+    '<a href="/plain">x</a><a href="/plain#top">f</a><a href="/x%41y">e</a>'
+    '<a href="/x%%341">ee</a><a href="/caf\u00e9">u</a><a href="http://[bad">i</a>'
+    '<a href="mailto:a@b">m</a><img src="data:,x"><a href="/a&amp;b">amp</a>'
+    '<a href="#">h</a><a href="">empty</a><a href="  /sp  ">ws</a>'
+    '<a href="/plain" rel="nofollow">nf</a><link rel=stylesheet href="/s.css">'
+    '<img srcset="/a.png 1x, /b.png 2x"><a href="javascript:void(0)">js</a>'
+)
+
+
+@needs_c
+@pytest.mark.parametrize("check_frags", [False, True])
+def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
+    check_frags: bool,
+) -> None:
+    rng = random.Random(7)
+    long_value = "/" + "v" * 70_000  # a column past 65,535 for what follows it
+    pages: list[tuple[str, bytes]] = [
+        (SEED, _ODD.encode()),
+        (SEED + "empty", b"<p>no links here</p>"),
+        (SEED + "refused", b'<a href="data:,a">a</a><a href="data:,b">b</a>'),
+        (SEED + "dense1", _dense_page(rng, 400)),
+        (SEED + "dense2", _dense_page(rng, 400)),  # the same targets and raws again
+        (SEED + "long", f'<a href="{long_value}">l</a><a href="/after">a</a>'.encode()),
+        (SEED + "lines", ("\n" * 70_000 + '<a href="/deep">d</a>' + _ODD).encode()),
+        (SEED + "utf8", "<a href='/\u00fc\u00e9'>\u00fc</a><a href='/plain'>p</a>".encode()),
+        (SEED, _ODD.encode()),  # a page again (a new run of the same page id)
+        # 3,000 new targets and raw values (the compiled twin's tables grow, twice), then
+        # the same links again: found in the grown tables
+        (SEED + "many", "".join(f'<a href="/g{i}">g</a>' for i in range(3000)).encode()),
+        (SEED + "many2", "".join(f'<a href="/g{i}">g</a>' for i in range(3000)).encode()),
+    ]
+    made = [(url, _record(data, url), _py_links(data, url)) for url, data in pages]
+    for _, rec, links in made:
+        assert type(rec) is LinkRecord and list(rec) == links  # (the same links, two ways)
+    c_state, py_state, counts = _both(made, check_frags)
+    assert c_state == py_state
+    # the limits were reached: the line and column columns widened, a page with no link
+    assert c_state["_line"][0] == "I" and c_state["_col"][0] == "I"
+    assert counts[1] == 0 and counts[2] == 2
+
+
+@needs_c
+def test_the_twins_agree_on_links_given_as_links_at_the_column_limits() -> None:
+    # Links (a rendered page's, or a slow path's): 300 tag/attr pairs widen the tag column
+    # to 2 bytes, a line past 2**32 and a negative column clamp into 4 bytes.
+    links = [make_link(SEED + "a", "a", f"t{i}", "href", i % 2 == 0, 1, 1) for i in range(300)]
+    links += [
+        make_link(SEED + "b", "b", "a", "href", False, 2**40, -1),
+        make_link(SEED + "\u00e9", "\u00e9", "a", "href", False, 3, 2**70),
+        make_link(None, "http://[x", "a", "href", False, 4, 4),
+        make_link("data:,x", "data:,x", "img", "src", False, 5, 5),
+        make_link(SEED + "a#f", "a#f", "a", "href", False, 6, 6),
+    ]
+    for check_frags in (False, True):
+        c_state, py_state, counts = _both(
+            [(SEED, links, links), (SEED + "2", links[:3], links[:3]), (SEED + "3", [], [])],
+            check_frags,
+        )
+        assert c_state == py_state
+        assert counts == [305, 3, 0]
+        assert c_state["_tagattr"][0] == "H" and c_state["_line"][0] == "I"
+        assert max(c_state["_line"][1]) == 0xFFFFFFFF and c_state["_col"][1][300] == 0
+
+
+@needs_c
+def test_known_targets_are_found_again_and_the_tables_belong_to_one_interner() -> None:
+    # The compiled twin's table of known target keys is a cache of the targets' dict: a
+    # known URL is found without target_of, and another targets interner (one that does not
+    # know the key) gets tables of its own, never the ids of the first.
+    occ = Occurrences()
+    t = _Targets(False)
+    rec = _record(b'<a href="/k">k</a>', SEED)
+    take_c(occ, occ.page_id(SEED), rec, t.interner, t, False)
+    take_c(occ, occ.page_id(SEED), rec, t.interner, t, False)
+    assert t.calls == [(SEED + "k", "/k")]  # the second time: found, no call
+    t2 = _Targets(False)
+    t2.interner.id("other")  # (so that the key gets id 1 there)
+    take_c(occ, occ.page_id(SEED), rec, t2.interner, t2, False)
+    assert t2.calls == [(SEED + "k", "/k")]
+    assert occ._target.tolist() == [0, 0, 1]
+
+
+@needs_c
+def test_the_checker_records_the_same_findings_with_either_twin(monkeypatch: Any) -> None:
+    rng = random.Random(3)
+    pages = [(SEED + f"p{i}", _dense_page(rng, 150) + _ODD.encode()) for i in range(5)]
+    states = []
+    for twin in ("c", "py"):
+        if twin == "py":
+            monkeypatch.setattr(occurrences, "_take_c", None)
+        f = Findings(CrawlConfig(seeds=(SEED,)).validated(), check_fragments=True)
+        for url, data in pages:
+            f._take_links(url, _record(data, url) if twin == "c" else _py_links(data, url))
+        states.append(
+            (
+                [f.targets[i] for i in range(len(f.targets))],
+                f._kind.tolist(),
+                list(f._bases),
+                list(f.store.edges()),
+                f.stats.links,
+                [
+                    (o.page, o.line, o.column, o.raw)
+                    for g in f.store.select({t: t for t in range(len(f.targets))}).values()
+                    for o in g
+                ],
+            )
+        )
+    assert states[0] == states[1]
+
+
+def test_no_extensions_selects_the_pure_twin() -> None:
+    code = "from crawler.urls import occurrences as o; print(o.IMPLEMENTATION, o._take_c)"
+    env = {**os.environ, "CRAWLER_NO_EXTENSIONS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["py", "None"], out.stderr
+    if take_c is not None:
+        env.pop("CRAWLER_NO_EXTENSIONS")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.stdout.split()[0] == "c", out.stderr
+
+
+def test_the_pure_twin_widens_and_interns_as_the_store_did() -> None:
+    occ = Occurrences()
+    t = _Targets(False)
+    links = [make_link(SEED + "a", "a", "a", "href", False, 70_000, 3)]
+    assert occ.take_py(occ.page_id(SEED), links * 2, t.interner, t, False) == 2
+    assert occ._line.typecode == "I" and occ._col.typecode == "H"
+    assert occ._raw == array("I", [0, 0]) and t.calls == [(SEED + "a", "a")]
