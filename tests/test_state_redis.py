@@ -1179,3 +1179,37 @@ def test_a_shard_claimed_anew_while_its_old_request_is_out_does_not_lease_it_twi
     assert book.ended(item, now=1.0, completed=True)
     assert book.active_shards() == []
     assert not book.add(k, 7, value, now=1.0)
+
+
+def test_a_shard_claimed_anew_is_not_released_while_its_old_request_is_out() -> None:
+    """A shard dropped here (its claim lapsed: a long stall) and claimed again while a request
+    of it is still out from here, then won by another worker: it is let go only once that
+    request ended, as any other shard (released before, its winner would load the request
+    and lease it while this worker still fetches it: two live workers on one request)."""
+    import crawler.state._redis_owner as owner_mod  # noqa: PLC0415
+    from crawler.state._redis_owner import ShardBook  # noqa: PLC0415
+
+    book = ShardBook(shards=4, per_host=4, delay=0.0)
+    origin = "http://a.test"
+    k = book.shard(origin)
+    me, other = "w-me", "w-other"
+    book.take(k)
+    value = (0, 0.0, 1, origin, 0, None, origin + "/p")
+    assert book.add(k, 9, value, now=0.0)
+    (item,) = book.pop(5, now=0.0)
+    book.drop(k)  # its claim lapsed and was taken
+    book.take(k)  # claimed back (the other worker died)
+    assert not book.add(k, 9, value, now=0.0)  # the load's copy: out from here
+    real = owner_mod.balance
+    try:
+        owner_mod.balance = lambda ws, a, n: [other] * n  # type: ignore[assignment]
+        own = dict.fromkeys(range(4), me)
+        claim, release, reread = book.plan(me, [me, other], own, {k})
+        assert (claim, release, reread) == ([], [], [])  # leaving, its request out
+        assert book.active_shards() == [k]
+        assert book.ended(item, now=1.0, completed=True)
+        assert book.let_go
+        claim, release, reread = book.plan(me, [me, other], own, {k})
+        assert (claim, release, reread) == ([], [k], [])
+    finally:
+        owner_mod.balance = real

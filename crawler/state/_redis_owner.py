@@ -163,7 +163,7 @@ class ShardBook:
         # of one (a shard read again while its request is out: won back while leaving, or
         # lapsed and claimed anew) is known but not queued; it goes back in line only if the
         # lease ends unfinished (``again``).
-        self._leased: set[int] = set()
+        self._leased: dict[int, int] = {}  # fp -> its shard
 
     def shard(self, origin: str) -> int:
         k = self._origin_shard.get(origin)
@@ -176,9 +176,13 @@ class ShardBook:
     # -- holding --
 
     def take(self, k: int) -> _Shard:
-        """Start holding shard ``k`` (claimed): its requests come from ``add`` and a load."""
+        """Start holding shard ``k`` (claimed): its requests come from ``add`` and a load.
+        Those of it still out from here (leased before it was dropped) are out of it again:
+        it is not released before they end (a hand-over would let its winner lease them)."""
         self._gen += 1
         held = self.held[k] = _Shard(self._gen)
+        held.out.update(fp for fp, shard in self._leased.items() if shard == k)
+        held.open.update(held.out)
         return held
 
     def drop(self, k: int) -> None:
@@ -232,7 +236,7 @@ class ShardBook:
                     queues.release(item[6], now)  # a shard no longer leased from here
                     continue
                 held.out.add(item[0])
-                self._leased.add(item[0])
+                self._leased[item[0]] = item[1]
                 out.append(item)
         return out
 
@@ -245,7 +249,7 @@ class ShardBook:
         Unfinished (a retry, a lease put back), it comes back in line only by ``again``."""
         self.queues.release(item[6], now)
         fp = item[0]
-        self._leased.discard(fp)
+        self._leased.pop(fp, None)
         if completed:
             done = self._completed
             done[fp] = None
