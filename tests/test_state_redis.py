@@ -1129,7 +1129,7 @@ def test_a_shard_won_back_while_its_request_is_out_does_not_lease_it_twice() -> 
     origin = "http://a.test"
     k = book.shard(origin)
     me, other = "w-me", "w-other"
-    own = dict.fromkeys(range(4), me)
+    own = {k: me}  # the shard held here is claimed by it (the others by nobody)
     book.take(k)
     value = (0, 0.0, 1, origin, 0, None, origin + "/p")
     assert book.add(k, 42, value, now=0.0)
@@ -1203,7 +1203,7 @@ def test_a_shard_claimed_anew_is_not_released_while_its_old_request_is_out() -> 
     real = owner_mod.balance
     try:
         owner_mod.balance = lambda ws, a, n: [other] * n  # type: ignore[assignment]
-        own = dict.fromkeys(range(4), me)
+        own = {k: me}  # the shard held here is claimed by it (the others by nobody)
         claim, release, reread = book.plan(me, [me, other], own, {k})
         assert (claim, release, reread) == ([], [], [])  # leaving, its request out
         assert book.active_shards() == [k]
@@ -1213,3 +1213,23 @@ def test_a_shard_claimed_anew_is_not_released_while_its_old_request_is_out() -> 
         assert (claim, release, reread) == ([], [k], [])
     finally:
         owner_mod.balance = real
+
+
+def test_a_claim_redis_gives_back_to_a_worker_that_let_the_shard_go_is_released() -> None:
+    """Redis rolled back to before a release (or a claim's answer was lost): Redis says this
+    worker claims a shard it does not hold. Its winner cannot claim it while this worker
+    lives (claims lapse per worker), so it is released: else its requests stay open with
+    nobody to lease them and the crawl never ends (the slow rollback test hung so)."""
+    import crawler.state._redis_owner as owner_mod  # noqa: PLC0415
+    from crawler.state._redis_owner import ShardBook  # noqa: PLC0415
+
+    book = ShardBook(shards=4, per_host=4, delay=0.0)
+    me, other = "w-me", "w-other"
+    real = owner_mod.balance
+    try:
+        owner_mod.balance = lambda ws, a, n: [other, other, me, me]  # type: ignore[assignment]
+        own = {0: me, 1: other, 2: me}  # 0: given back by the rollback; 3: free
+        claim, release, reread = book.plan(me, [me, other], own, {0})
+    finally:
+        owner_mod.balance = real
+    assert (claim, release, reread) == ([2, 3], [0], [])

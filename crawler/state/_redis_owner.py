@@ -309,7 +309,8 @@ class ShardBook:
         self, me: str, live: list[str], own: dict[int, str], active: set[int] | None = None
     ) -> tuple[list[int], list[int], list[int]]:
         """From a heartbeat's view: (shards to claim, shards to release now, shards to read
-        again). Shards lost (their claim now someone else's) are dropped; shards another
+        again). Shards lost (their claim now someone else's) are dropped; a claim of this
+        worker's on a shard it does not hold (Redis rolled back) is released; shards another
         live worker wins are marked leaving and released once nothing of theirs is out; a
         leaving shard won back before its release is leased from again, its requests read
         afresh (those offered here meanwhile were left to its winner) except those still
@@ -331,6 +332,11 @@ class ShardBook:
             if held is None:
                 if winners[k] == me:
                     claim.append(k)
+                elif own.get(k) == me:
+                    # claimed by this worker in Redis, yet not held here (Redis rolled back
+                    # to before its release, or a claim whose answer was lost): nobody else
+                    # may claim it while this worker lives, so let it go
+                    release.append(k)
             elif winners[k] != me:
                 held.leaving = True
                 if not held.out:
