@@ -107,7 +107,7 @@ def _text(status: Any) -> str:
             "now (leased by workers)"
             if workers
             else (
-                "leased by workers that stopped (back in the queue when the leases expire)"
+                "leased by workers that stopped (loaded again when their claims lapse)"
                 if d["in_flight"]
                 else "now"
             )
