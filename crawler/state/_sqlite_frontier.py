@@ -28,6 +28,7 @@ from crawler.state.base import (
     StateError,
     wait_event,
 )
+from crawler.state.frontier import borrow_slot
 from crawler.urls.seen import MemorySeenSet
 
 __all__ = ["SQLiteFrontier"]
@@ -415,15 +416,7 @@ class SQLiteFrontier(OriginSchedule):
         if o is None:
             host = origin.partition("://")[2].rpartition(":")[0] or origin
             o = self._origins[origin] = Origin(origin, host, None, self._delay)
-        if o.active >= self._per_host:
-            return None
-        if o.next_time > now:
-            return o.next_time - now
-        o.active += 1
-        o.last = now
-        if o.delay > 0:
-            o.next_time = now + o.delay
-        return 0.0
+        return borrow_slot(o, self._per_host, now)
 
     def want_slot(self, origin: str, delta: int, now: float) -> None:
         """A borrower starts (``delta`` 1) or stops (-1) waiting for ``origin``'s next slot."""

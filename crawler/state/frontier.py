@@ -30,7 +30,16 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from crawler.urls.seen import MemorySeenSet  # re-export: the seen set lives in crawler.urls.seen
 
-__all__ = ["Frontier", "MemoryFrontier", "MemorySeenSet", "OriginQueues", "Request", "SeenSet"]
+__all__ = [
+    "Frontier",
+    "MemoryFrontier",
+    "MemorySeenSet",
+    "OriginQueues",
+    "Request",
+    "SeenSet",
+    "Slots",
+    "borrow_slot",
+]
 
 
 class Request(NamedTuple):
@@ -80,6 +89,30 @@ class Frontier(Protocol):
         ...
 
     def __len__(self) -> int: ...
+
+
+class Slots(Protocol):
+    """An origin's politeness as ``borrow_slot`` reads and takes it (both states' origins)."""
+
+    active: int
+    delay: float
+    last: float | None
+    next_time: float
+
+
+def borrow_slot(slots: Slots, per_host: int, now: float) -> float | None:
+    """Take one of an origin's ``per_host`` slots as a lease would, for a request that is not
+    a queued item (a browser's, ``--render``): 0.0 if taken, else the seconds until its
+    delay has passed, or None while every slot is out."""
+    if slots.active >= per_host:
+        return None
+    if slots.next_time > now:
+        return slots.next_time - now
+    slots.active += 1
+    slots.last = now
+    if slots.delay > 0:
+        slots.next_time = now + slots.delay
+    return 0.0
 
 
 class _Host:
@@ -252,16 +285,7 @@ class OriginQueues(Generic[T]):
         while its ``per_host`` slots are all out (a ``release`` frees one). A borrower that
         has to wait says so with ``want``: the origin's items are not handed out while
         borrowers wait for a slot, so they get the next one."""
-        host = self._host(origin)
-        if host.active >= self._per_host:
-            return None
-        if host.next_time > now:
-            return host.next_time - now
-        host.active += 1
-        host.last = now
-        if host.delay > 0:
-            host.next_time = now + host.delay
-        return 0.0
+        return borrow_slot(self._host(origin), self._per_host, now)
 
     def want(self, origin: str, delta: int, now: float) -> None:
         """A borrower starts (``delta`` 1) or stops (-1) waiting for ``origin``'s next slot."""
