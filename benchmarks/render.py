@@ -224,11 +224,13 @@ def tree_memory(pids: list[int]) -> tuple[int, int]:
     return pss, rss
 
 
-def measure(argv: list[str], pages: int) -> dict[str, object]:
-    """Run ``argv`` (a child that prints one JSON line) and measure its process tree."""
-    # (in a scratch directory: crawlee writes its storage/ into the working directory)
+def run_measured(argv: list[str]) -> tuple[float, float, int, int, str]:
+    """Run ``argv`` in a scratch directory (crawlee writes its storage/ into the working
+    directory) and measure its process tree: (wall s, CPU s of the child and its reaped
+    descendants, peak PSS KiB, peak RSS KiB, its stdout). Exits if the child fails."""
     scratch = tempfile.mkdtemp(prefix="render-bench-")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = time.monotonic()
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=scratch, env=env)
     peak = [0, 0]
     done = threading.Event()
@@ -241,20 +243,28 @@ def measure(argv: list[str], pages: int) -> dict[str, object]:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    started = time.monotonic()
+    assert child.stdout is not None
+    out = child.stdout.read().decode()  # (read before the wait: a full pipe would block it)
     _, status, usage = os.wait4(child.pid, 0)
-    total = time.monotonic() - started
+    wall = time.monotonic() - started
     done.set()
     sampler.join()
     shutil.rmtree(scratch, ignore_errors=True)
-    assert child.stdout is not None
-    out = child.stdout.read().decode().strip().splitlines()
-    if status != 0 or not out:
-        raise SystemExit(f"{argv[:3]} failed (status {status})")
+    if status != 0:
+        raise SystemExit(f"{argv[:4]} failed (status {status})")
+    return wall, usage.ru_utime + usage.ru_stime, peak[0], peak[1], out
+
+
+def measure(argv: list[str], pages: int) -> dict[str, object]:
+    """Run ``argv`` (a child that prints one JSON line) and measure its process tree."""
+    total, cpu, pss, rss, stdout = run_measured(argv)
+    out = stdout.strip().splitlines()
+    if not out:
+        raise SystemExit(f"{argv[:3]} printed nothing")
+    peak = [pss, rss]
     result = json.loads(out[-1])
     found = result["found"]
     complete = len(found) == pages and all(n == LINKS_PER_PAGE for n in found)
-    cpu = usage.ru_utime + usage.ru_stime
     return {
         "pages/s": pages / result["wall"],
         "wall": result["wall"],

@@ -38,15 +38,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from render import FLAGS, process_tree, tree_memory  # noqa: E402
+from render import FLAGS, run_measured  # noqa: E402
 
 CRAWLEE = r"""
 import asyncio, json, sys, time
@@ -114,35 +112,6 @@ def ours_argv(seed: str, mode: str, concurrency: int, out: str) -> list[str]:
     ]  # fmt: skip
 
 
-def measure(argv: list[str]) -> tuple[float, float, int, int, str]:
-    """Run ``argv``; (wall s, CPU s of the tree, peak PSS KiB, peak RSS KiB, stdout)."""
-    scratch = tempfile.mkdtemp(prefix="render-crawl-")  # crawlee writes storage/ there
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=scratch, env=env)
-    peak = [0, 0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            pss, rss = tree_memory(process_tree(child.pid))
-            peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
-            done.wait(0.2)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    assert child.stdout is not None
-    out = child.stdout.read().decode()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.monotonic() - started
-    done.set()
-    sampler.join()
-    subprocess.run(["rm", "-rf", scratch], check=False)
-    if status != 0:
-        raise SystemExit(f"{argv[:4]} failed (status {status})")
-    return wall, usage.ru_utime + usage.ru_stime, peak[0], peak[1], out
-
-
 def pages_of_ours(jsonl: Path, prefix: str) -> tuple[int, int]:
     """(pages of the site fetched with status 200, pages rendered) from a jsonl output."""
     reached = rendered = 0
@@ -202,7 +171,7 @@ def main() -> int:
                         argv = ours_argv(seed, mode, c, str(out))
                     else:
                         argv = [args.crawlee, "-c", CRAWLEE, mode, seed, str(c), *FLAGS]
-                    wall, cpu, pss, rss, stdout = measure(argv)
+                    wall, cpu, pss, rss, stdout = run_measured(argv)
                     if name.startswith("ours"):
                         reached, rendered = pages_of_ours(out, f"/{site}/")
                     else:
