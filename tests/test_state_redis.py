@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -953,6 +953,24 @@ def test_redisserver_fixture_skips_without_a_binary_and_fails_under_ci(tmp_path:
     assert (skip.stdout.strip(), fail.stdout.strip()) == ("skip", "fail")
 
 
+async def aof_snapshot(server: RedisServer) -> Callable[[], None]:
+    """Wait until the AOF on disk holds every write so far (appendfsync everysec), copy it;
+    the function returned kills Redis and brings it back with that copy: a power loss that
+    takes the last writes with it."""
+    await asyncio.sleep(1.5)
+    aof = server.directory / "appendonlydir"
+    snapshot = server.directory.parent / (server.directory.name + "-snapshot")
+    shutil.copytree(aof, snapshot)
+
+    def rollback() -> None:
+        server.kill()
+        shutil.rmtree(aof)
+        shutil.copytree(snapshot, aof)
+        server.start()
+
+    return rollback
+
+
 async def test_a_redis_back_without_its_last_writes_is_a_new_epoch(
     workers: Workers,
     redis_server: RedisServer,  # noqa: F811
@@ -964,18 +982,12 @@ async def test_a_redis_back_without_its_last_writes_is_a_new_epoch(
     a = await workers.open(lease_timeout=30.0)
     await offer(a, "http://a.test/0")
     (first,) = await a.lease(1, time.time())
-    await asyncio.sleep(1.5)  # everysec: the AOF on disk holds all of it
-    aof = redis_server.directory / "appendonlydir"
-    snapshot = redis_server.directory.parent / (redis_server.directory.name + "-snapshot")
-    shutil.copytree(aof, snapshot)
+    rollback = await aof_snapshot(redis_server)
     await offer(a, "http://b.test/lost")
     (lost_lease,) = await a.lease(1, time.time())  # its id will be handed out again
     assert a.seen(a.fingerprint("http://b.test/lost"))
     epoch = a.epoch
-    redis_server.kill()
-    shutil.rmtree(aof)
-    shutil.copytree(snapshot, aof)
-    redis_server.start()
+    rollback()
     await a.counts()  # the first call after the restart: the epoch turns
     assert a.epoch > epoch
     assert not a.seen(a.fingerprint("http://b.test/lost"))
@@ -996,17 +1008,11 @@ async def test_a_page_whose_offer_redis_lost_is_done_once_and_not_offered_again(
     # leased it: the crawl never ended; seen in the cluster test that rolls Redis back 1 s)
     a = await workers.open(lease_timeout=30.0)
     await offer(a, "http://a.test/0")
-    await asyncio.sleep(1.5)  # everysec: the AOF on disk holds it
-    aof = redis_server.directory / "appendonlydir"
-    snapshot = redis_server.directory.parent / (redis_server.directory.name + "-snapshot")
-    shutil.copytree(aof, snapshot)
+    rollback = await aof_snapshot(redis_server)
     await offer(a, "http://b.test/lost")
     leases = await a.lease(2, time.time())
     assert sorted(x.url for x in leases) == ["http://a.test/0", "http://b.test/lost"]
-    redis_server.kill()
-    shutil.rmtree(aof)
-    shutil.copytree(snapshot, aof)
-    redis_server.start()
+    rollback()
     await a.complete_many([(x, Outcome()) for x in leases], time.time())
     assert await offer(a, "http://b.test/lost") == []  # its page was fetched: seen
     counts = await a.counts()
@@ -1024,15 +1030,9 @@ async def test_a_completion_redis_lost_is_fetched_again(
     a = await workers.open(lease_timeout=30.0)
     await offer(a, "http://a.test/0")
     (lease,) = await a.lease(1, time.time())
-    await asyncio.sleep(1.5)  # everysec: the AOF on disk holds it
-    aof = redis_server.directory / "appendonlydir"
-    snapshot = redis_server.directory.parent / (redis_server.directory.name + "-snapshot")
-    shutil.copytree(aof, snapshot)
+    rollback = await aof_snapshot(redis_server)
     await a.complete_many([(lease, Outcome())], time.time())
-    redis_server.kill()
-    shutil.rmtree(aof)
-    shutil.copytree(snapshot, aof)
-    redis_server.start()
+    rollback()
     assert (await a.counts()).queued == 1  # (the epoch turns: read again at the heartbeat)
     await a._membership()
     (again,) = await a.lease(1, time.time())
