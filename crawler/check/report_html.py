@@ -73,11 +73,12 @@ margin:0 0 18px;box-shadow:0 1px 2px rgba(0,0,0,.04)}
 font-size:15px;vertical-align:middle;color:#fff}
 .verdict.bad{background:var(--bad)}.verdict.good{background:var(--ok)}
 .seeds{color:var(--muted);margin:0 0 14px}
-.stats{display:grid;grid-template-columns:repeat(auto-fill,minmax(100px,1fr));gap:10px;margin:0}
+.stats{display:flex;flex-wrap:wrap;gap:10px;margin:0}
 .kinds{display:flex;flex-wrap:wrap;gap:6px;margin:0 0 14px;padding:0;list-style:none}
 .kinds li{border:1px solid var(--line);border-radius:999px;padding:1px 10px;font-size:13px}
 .kinds b{color:var(--bad)}
-.stats div{border:1px solid var(--line);border-radius:8px;padding:8px 12px}
+.stats div{border:1px solid var(--line);border-radius:8px;padding:8px 12px;flex:1 1 0;
+min-width:max-content}
 .stats dt{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
 .stats dd{margin:0;font-size:22px;font-weight:650}
 .stats .bad dd{color:var(--bad)}.stats .warn dd{color:var(--warn)}
