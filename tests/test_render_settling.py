@@ -98,6 +98,30 @@ setTimeout(() => {
     assert 0 <= result.settled - done < SOON < IDLE
 
 
+async def test_a_script_a_timer_inserts_is_waited_for(tag: None) -> None:
+    # A chunk loader's way: a timer inserts <script src>, which takes 0.3 s to come and adds
+    # a link when it runs. Its element counts as pending until it loaded.
+    page = b"""<!doctype html><html><body><a href="/static">s</a><script>
+setTimeout(() => {
+  const s = document.createElement("script"); s.src = "/chunk.js"; document.head.append(s);
+}, 50);
+</script></body></html>"""
+    chunk = b"""const a = document.createElement("a"); a.href = "/from-chunk";
+document.body.append(a); document.body.dataset.doneAt = String(performance.now());"""
+    site = await Site({"/": (HTML, page), "/chunk.js": ("application/javascript", chunk)}).start()
+    site.delays["/chunk.js"] = 0.3
+    renderer = Renderer(RenderOptions(), RecordingGate())
+    try:
+        result = await renderer.render(site.url("/"), page, {"Content-Type": "text/html"})
+    finally:
+        await renderer.close()
+        await site.close()
+    assert result.error is None, result.detail
+    assert site.url("/from-chunk") in links_of(result)
+    assert result.settled_by == "tracked"
+    assert 0 <= result.settled - mark(result, "done-at") < SOON < IDLE
+
+
 @pytest.mark.parametrize(
     "script",
     [

@@ -11,7 +11,8 @@ scripts, keeps count of the page's pending asynchronous work:
   one-off "next frame" of such a callback runs within the quiet time below anyway);
 * ``fetch()`` calls, ``XMLHttpRequest`` sends and the reading of a response's body
   (``json()``, ``text()``, ...) until they settle: a promise's reactions run before the next
-  task, so the page's code that uses the answer has run when the count drops;
+  task, so the page's code that uses the answer has run when the count drops; and
+  ``<script src>`` elements inserted (a chunk loader's) until they loaded or failed;
 * a ``setInterval``'s first run counts as a timer's; after it the interval counts only if a
   run changed the DOM (the page keeps changing, and ends as before): a harmless interval (a
   clock, a poll) must not hold the page;
@@ -61,9 +62,15 @@ TRACKER = """
   const OPTIONS = {subtree: true, childList: true, attributes: true, characterData: true};
   let observer = null;
   const watch = (root) => observer.observe(root, OPTIONS);
+  let added = () => {};
   const seen = (records) => {
     W.__crawlerLastMutation = now();
-    for (const r of records) for (const n of r.addedNodes) if (n.shadowRoot) watch(n.shadowRoot);
+    for (const r of records) {
+      for (const n of r.addedNodes) {
+        if (n.shadowRoot) watch(n.shadowRoot);
+        added(n);
+      }
+    }
   };
   observer = new MutationObserver(seen);
   watch(document);
@@ -78,6 +85,18 @@ TRACKER = """
       const done = () => { requests--; ran(); };
       promise.then(done, done);  // before the page's own reactions: no task in between
       return promise;
+    };
+    // A script element with a src, inserted (by the parser or a script): pending until it
+    // loaded or failed, so that the hop from its request to the renderer's route is covered.
+    const scripts = new WeakSet();
+    added = (n) => {
+      if (n.nodeName !== "SCRIPT" || !n.src || scripts.has(n)) return;
+      scripts.add(n);
+      requests++;
+      let open = true;
+      const end = () => { if (open) { open = false; requests--; ran(); } };
+      n.addEventListener("load", end);
+      n.addEventListener("error", end);
     };
     const attach = Element.prototype.attachShadow;
     Element.prototype.attachShadow = function (init) {
