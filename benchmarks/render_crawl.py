@@ -16,7 +16,9 @@ Contenders, each a child process measured the same way:
 * ours: ``crawler crawl SEED --render MODE -c C --per-host C --render-concurrency C``;
 * crawlee's ``PlaywrightCrawler`` (PyPI ``crawlee[playwright]``, in its own venv, Debian's
   Chromium through ``executable_path``, the same flags), its handler waiting for Playwright's
-  ``networkidle`` (no request for 0.5 s, as ours waits) then ``enqueue_links``;
+  ``networkidle`` (no request for 0.5 s: Playwright's generic wait, which the links made
+  after a ``fetch()`` need; ours settles by crawler/render/settle.py's rule) then
+  ``enqueue_links``;
 * crawlee's ``AdaptivePlaywrightCrawler`` (parsel for the static pass), the same handler
   (the wait only when it runs in the browser): it learns per URL whether HTTP is enough.
 

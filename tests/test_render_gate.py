@@ -201,18 +201,18 @@ async def test_the_state_lends_a_hosts_slot_to_the_browser(kind: str, tmp_path: 
         now = time.time()
         first = await state.lease(5, now)
         assert len(first) == 1  # per_host 1
-        assert state.borrow_slot(b, now) is None  # type: ignore[attr-defined]  (all out)
-        state.want_slot(b, 1, now)  # type: ignore[attr-defined]  (the browser waits)
+        assert state.borrow_slot(b, now) is None  # (all out)
+        state.want_slot(b, 1, now)  # (the browser waits)
         await state.complete(first[0], Outcome(status=200), now)
         assert await state.lease(5, now) == []  # the freed slot is the browser's
-        assert state.borrow_slot(b, now) == 0.0  # type: ignore[attr-defined]
-        state.want_slot(b, -1, now)  # type: ignore[attr-defined]
+        assert state.borrow_slot(b, now) == 0.0
+        state.want_slot(b, -1, now)
         assert await state.lease(5, now) == []  # it is out: the host's one slot
-        state.return_slot(b, now)  # type: ignore[attr-defined]
+        state.return_slot(b, now)
         assert len(await state.lease(5, now)) == 1
         # a waiting borrower that gives up leaves the host to the frontier again
-        state.want_slot(b, 1, now)  # type: ignore[attr-defined]
-        state.want_slot(b, -1, now)  # type: ignore[attr-defined]
+        state.want_slot(b, 1, now)
+        state.want_slot(b, -1, now)
     finally:
         await state.close()
 
@@ -221,9 +221,9 @@ async def test_the_state_lends_a_hosts_slot_to_the_browser(kind: str, tmp_path: 
     try:
         await _offer(spaced, b + "/1")
         now = time.time()
-        assert spaced.borrow_slot(b, now) == 0.0  # type: ignore[attr-defined]
+        assert spaced.borrow_slot(b, now) == 0.0
         assert await spaced.lease(5, now + 0.5) == []  # the delay counts from the browser's
-        assert spaced.borrow_slot(b, now + 0.5) == pytest.approx(0.5)  # type: ignore[attr-defined]
+        assert spaced.borrow_slot(b, now + 0.5) == pytest.approx(0.5)
         assert len(await spaced.lease(5, now + 1.0)) == 1
     finally:
         await spaced.close()
@@ -267,3 +267,31 @@ async def test_another_crawled_hosts_request_waits_for_its_slot(
     finally:
         await fetcher.close()
         await state.close()
+
+
+async def test_a_state_that_lends_no_slots_gets_other_hosts_requests_refused(
+    site: tuple[str, str, RenderSite],
+) -> None:
+    """The Redis state refuses to lend a slot (a host's slots are its shard owner's): the
+    browser's request to another crawled host is not sent; the page's own host's still are."""
+    from crawler.state.redis import RedisState  # noqa: PLC0415
+
+    url, other, render_site = site
+    state = RedisState("redis://127.0.0.1:9/0")  # never opened: refusing needs no Redis
+    assert isinstance(state, CrawlState)
+    assert state.borrow_slot(origin_of(other), time.time()) is False
+    config = CrawlConfig(seeds=(url + "/", other + "/"), render="auto").validated()
+    fetcher = Fetcher(config)
+    policy = UrlPolicy.from_config(config)
+    robots = RobotsCache(fetcher, robots_agent(config), policy.in_scope)
+    gate = CrawlGate(config, fetcher, robots, policy, state)
+    try:
+        page = url + "/app/fetch"
+        assert not await gate.allow(other + "/cdn/lib.js", "script", page)
+        assert not await gate.allow(other + "/api/other.json", "fetch", page)
+        assert gate.refused["politeness"] == 2 and gate.borrowed == 0
+        assert await gate.allow(url + "/api/links.json", "fetch", page)  # its own host's
+        gate.release(url + "/api/links.json")
+        assert render_site.log.paths("other") in ([], ["/robots.txt"])  # nothing else of it
+    finally:
+        await fetcher.close()

@@ -80,6 +80,7 @@ def test_the_document_is_fulfilled_with_the_headers_that_still_hold() -> None:
     [
         ("concurrency", 0, "concurrency: must be at least 1"),
         ("timeout", 0, "timeout: must be more than 0"),
+        ("quiet", -0.1, "quiet: must be 0 seconds or more"),
         ("idle", -1, "idle: must be 0 seconds or more"),
         ("recycle_after", 0, "recycle_after: must be at least 1"),
     ],

@@ -16,13 +16,14 @@ ended. The rules:
   in that slot. A request to ANOTHER crawled origin (a script or an API of a second seed's
   host, of a subdomain the scope admits) counts against THAT host's politeness: it waits for
   one of its ``per_host`` slots in the crawl state (the slots the frontier's leases take:
-  ``borrow_slot``/``want_slot``/``return_slot`` of the memory and SQLite states; while it
-  waits, the frontier leases none of that host's requests) and holds it until it ends, its
-  delay (and Crawl-delay) shared with the crawl's own fetches of it. So the requests in
-  flight to any host never exceed ``per_host`` whatever the browser does. A state that lends
-  no slots (Redis: a host's slots are its shard owner's, maybe another worker's) gets such
-  requests refused. With a delay, the browser's requests to the page's own host start at
-  least that long apart and after the page's own fetch.
+  ``CrawlState.borrow_slot``/``want_slot``/``return_slot``; while it waits, the frontier
+  leases none of that host's requests) and holds it until it ends, its delay (and
+  Crawl-delay) shared with the crawl's own fetches of it. So the requests in flight to any
+  host never exceed ``per_host`` whatever the browser does. A state that lends no slots
+  (``borrow_slot`` says False: Redis, whose hosts' slots are their shard owners', maybe
+  another worker's) gets such requests refused (after the first refusal, without asking
+  again). With a delay, the browser's requests to the page's own host start at least that
+  long apart and after the page's own fetch.
 * **Credentials** (:meth:`headers_for`): what ``crawler.http`` sends to that origin and only
   there: the crawl's credential headers (``--header`` secrets, ``--auth``, ``--bearer-env``,
   ``--header-for``) for the origins they were given for, and the other ``--header`` values
@@ -40,8 +41,6 @@ from crawler.http.guard import AddressGuard, host_port
 from crawler.urls.policy import origin_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from crawler.config import CrawlConfig
     from crawler.core.robots import RobotsCache
     from crawler.http.client import Fetcher
@@ -89,15 +88,9 @@ class CrawlGate:
         # url -> what each allowed request to a crawled host holds, in order: (the page it
         # is for, its page's lock, or the origin of the state's slot it borrowed)
         self._held: dict[str, list[tuple[str, asyncio.Lock | str]]] = {}
-        # Another crawled host's slots, lent by the crawl state (memory, SQLite); None: the
-        # state lends none (Redis) and such requests are refused
-        borrow = getattr(state, "borrow_slot", None)
-        want = getattr(state, "want_slot", None)
-        give_back = getattr(state, "return_slot", None)
-        lends = callable(borrow) and callable(want) and callable(give_back)
-        self._borrow: Callable[[str, float], float | None] | None = borrow if lends else None
-        self._want: Callable[[str, int, float], None] | None = want if lends else None
-        self._return: Callable[[str, float], None] | None = give_back if lends else None
+        # Another crawled host's slots are the crawl state's to lend (CrawlState.borrow_slot);
+        # False once it refused (Redis: a host's slots are its shard owner's), or no state
+        self._lends = state is not None
         # page URL -> its requests waiting for another host's slot; the pages whose render
         # ended while some still waited (they leave, refused)
         self._rendering: dict[str, int] = {}
@@ -157,7 +150,7 @@ class CrawlGate:
             self.refused["scope"] += 1
             return False
         own = origin == origin_of(page_url)
-        if not own and self._borrow is None:
+        if not own and not self._lends:
             # Another crawled host and a state that lends no slots (Redis: the host's slots
             # are its shard owner's, maybe in another worker): sending it could exceed them.
             self.refused["politeness"] += 1
@@ -173,7 +166,11 @@ class CrawlGate:
                 self.state.set_delay(origin, crawl_delay)  # as the page job tells the state
             delay = max(delay, crawl_delay)
         if not own:
-            return await self._borrowed(url, origin, page_url)
+            if await self._borrowed(url, origin, page_url):
+                return True
+            if not self._lends:  # the state refused to lend
+                self.refused["politeness"] += 1
+            return False
         lock = self._page_locks.get(page_url)
         if lock is None:
             lock = self._page_locks[page_url] = asyncio.Lock()
@@ -199,9 +196,10 @@ class CrawlGate:
         """A request to another crawled host: it waits for one of THAT host's ``per_host``
         slots in the crawl state, the one the frontier's leases take (its delay and
         Crawl-delay included), and holds it until it ends. Refused if the page's render ends
-        first. (A look every ``_SLOT_POLL`` seconds: the state has no per-origin wake-up.)"""
-        assert self._borrow is not None
-        assert self._want is not None
+        first, or if the state lends no slots (``borrow_slot`` False). (A look every
+        ``_SLOT_POLL`` seconds: the state has no per-origin wake-up.)"""
+        state = self.state
+        assert state is not None
         rendering = self._rendering
         rendering[page_url] = rendering.get(page_url, 0) + 1
         wanting = False
@@ -209,16 +207,19 @@ class CrawlGate:
             while True:
                 if page_url in self._ended:
                     return False
-                wait = self._borrow(origin, time.time())
+                wait = state.borrow_slot(origin, time.time())
+                if wait is False:  # (checked first: False == 0.0)
+                    self._lends = False
+                    return False
                 if wait == 0.0:
                     break
                 if not wanting:  # the next slot is ours: the frontier leases none meanwhile
-                    self._want(origin, 1, time.time())
+                    state.want_slot(origin, 1, time.time())
                     wanting = True
                 await asyncio.sleep(_SLOT_POLL if wait is None else min(wait, _SLOT_POLL))
         finally:
             if wanting:
-                self._want(origin, -1, time.time())
+                state.want_slot(origin, -1, time.time())
             rendering[page_url] -= 1
             if not rendering[page_url]:
                 del rendering[page_url]
@@ -239,8 +240,8 @@ class CrawlGate:
 
     def _free(self, token: asyncio.Lock | str) -> None:
         if isinstance(token, str):  # another host's slot, borrowed from the state
-            assert self._return is not None
-            self._return(token, time.time())
+            assert self.state is not None
+            self.state.return_slot(token, time.time())
         elif token.locked():
             token.release()
 

@@ -3,11 +3,12 @@
 may import: http, urls, extract, config
 
 A `Renderer` loads a page the crawl already fetched into a real Chromium (Debian's, driven by
-Playwright over the DevTools protocol), lets its scripts run until the network has been idle
-a short while or the budget ends, and returns the DOM serialized (`Rendered`). The crawl feeds
-that HTML to its own extractor, so the rendered link set follows the extractor's rules. What
-the browser may fetch is the crawl's to decide (`RequestGate`: robots, scope, politeness,
-credentials); images, media, fonts and stylesheets are never fetched.
+Playwright over the DevTools protocol), lets its scripts run until what they scheduled is done
+(or the page has been quiet a while, or the budget ends: `crawler.render.settle`), and
+returns the DOM serialized (`Rendered`). The crawl feeds that HTML to its own extractor, so
+the rendered link set follows the extractor's rules. What the browser may fetch is the crawl's
+to decide (`RequestGate`: robots, scope, politeness, credentials); images, media, fonts and
+stylesheets are never fetched.
 
 Nothing of Playwright is imported until a `Renderer` starts: ``--render never`` costs nothing.
 """

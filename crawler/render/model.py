@@ -27,8 +27,13 @@ class RenderOptions:
     Attributes:
         concurrency: pages rendered at once (each a browser tab).
         timeout: the per-page budget in seconds, from the navigation to the DOM snapshot.
-        idle: the page counts as settled once no request of it has been in flight and its
-            DOM has not changed for this long (seconds).
+        quiet: the page counts as settled once its load event fired, no request of it is in
+            flight, nothing it scheduled (timers due within the budget, animation frames,
+            fetch/XHR, intervals that change the DOM) is pending, and neither its DOM nor its
+            network moved for this long (seconds; `crawler.render.settle`).
+        idle: it also counts as settled once no request of it has been in flight and its
+            DOM has not changed for this long (seconds), pending work or not: the rule when
+            the page's tracker is absent, and the bound for pages whose work never ends.
         recycle_after: the browser is restarted after this many pages (bounds its memory).
         user_agent: the crawl's User-Agent ("" keeps Chromium's own).
         executable: the Chromium binary; None: ``$CRAWLER_CHROMIUM``, then
@@ -37,6 +42,7 @@ class RenderOptions:
 
     concurrency: int = 2
     timeout: float = 5.0
+    quiet: float = 0.1
     idle: float = 0.5
     recycle_after: int = 200
     user_agent: str = ""
@@ -47,6 +53,8 @@ class RenderOptions:
             raise ValueError(f"concurrency: must be at least 1, got {self.concurrency}")
         if not self.timeout > 0:
             raise ValueError(f"timeout: must be more than 0 seconds, got {self.timeout}")
+        if not 0 <= self.quiet:
+            raise ValueError(f"quiet: must be 0 seconds or more, got {self.quiet}")
         if not 0 <= self.idle:
             raise ValueError(f"idle: must be 0 seconds or more, got {self.idle}")
         if self.recycle_after < 1:
@@ -72,6 +80,11 @@ class Rendered:
             allowed them); the page's own document is not one (it is fulfilled from the
             fetched body).
         blocked: the requests the policy or the gate refused.
+        settled: when the page was found settled, in seconds on the page's clock (from the
+            start of its navigation); None if it did not settle (the budget ended, an error).
+        settled_by: how: ``"tracked"`` (its pending work was done and it was quiet for
+            `RenderOptions.quiet`), ``"idle"`` (network and DOM quiet for
+            `RenderOptions.idle`), "" when it did not settle.
     """
 
     html: bytes | None
@@ -81,6 +94,8 @@ class Rendered:
     ids: frozenset[str] = frozenset()
     requests: int = 0
     blocked: int = 0
+    settled: float | None = None
+    settled_by: str = ""
 
 
 class RequestGate(Protocol):

@@ -25,7 +25,8 @@ from crawler.render.model import (
     RequestGate,
 )
 from crawler.render.policy import SAME_SITE_TYPES, Verdict, decide, document_headers
-from crawler.render.snapshot import QUIET_FOR, SNAPSHOT
+from crawler.render.settle import POLL_STATE, PageState, next_look, settled_by
+from crawler.render.snapshot import SNAPSHOT
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, CDPSession, Page, Request, Route
@@ -196,6 +197,8 @@ class PageRun:
         self.blocked = 0
         self._finished = False  # release_all ran: nothing more is sent for this render
         self._waiting: set[Route] = set()  # requests held while the gate decides
+        self.settled: float | None = None  # on the page's clock (see `Rendered.settled`)
+        self.settled_by = ""
 
     @property
     def _crashed(self) -> bool:
@@ -323,7 +326,7 @@ class PageRun:
                     await self._page.goto("about:blank")
                 await self._page.goto(self._url, wait_until="commit")
                 await self._page.wait_for_load_state("domcontentloaded")
-                await self._settle()
+                await self._settle(deadline)
         except TimeoutError:
             error, detail = RENDER_TIMEOUT, f"not settled within {self._options.timeout:g} s"
             self._tab.spoiled = True  # its scripts may go on: the tab is not reused
@@ -347,23 +350,32 @@ class PageRun:
             ids=ids,
             requests=self.requests,
             blocked=self.blocked,
+            settled=self.settled,
+            settled_by=self.settled_by,
         )
 
-    async def _settle(self) -> None:
-        """Return once no request has been in flight and the DOM quiet for `idle` seconds."""
-        idle = self._options.idle
+    async def _settle(self, deadline: float) -> None:
+        """Return once the page counts as settled (`crawler.render.settle`: its tracked work
+        done and quiet for `quiet`, or network and DOM quiet for `idle`)."""
+        quiet, idle = self._options.quiet, self._options.idle
+        first = min(quiet, idle)
         while True:
             if self._crashed or not self._alive.is_set():
                 raise BrowserGone("the renderer died")
-            busy = self._inflight or self._asking
             quiet_net = time.monotonic() - self._last_activity
-            if not busy and quiet_net >= idle:
-                quiet_dom = float(await self._page.evaluate(QUIET_FOR)) / 1000
-                if quiet_dom >= idle:
-                    return
-                await asyncio.sleep(max(POLL, idle - quiet_dom))
+            if self._inflight or self._asking or quiet_net < first:
+                await asyncio.sleep(POLL if self._inflight or self._asking else first - quiet_net)
                 continue
-            await asyncio.sleep(max(POLL, idle - quiet_net) if not busy else POLL)
+            left = max(0.0, deadline - time.monotonic()) * 1000
+            state = PageState.parse(await self._page.evaluate(POLL_STATE, left))
+            if self._inflight or self._asking:  # a request began while the page answered
+                continue
+            quiet_net = time.monotonic() - self._last_activity
+            rule = settled_by(state, quiet_net, quiet=quiet, idle=idle)
+            if rule is not None:
+                self.settled, self.settled_by = state.now, rule
+                return
+            await asyncio.sleep(next_look(state, quiet_net, quiet=quiet, idle=idle, poll=POLL))
 
     async def _snapshot(self) -> tuple[bytes, str, frozenset[str]] | None:
         """The DOM as HTML, the document's URL and ids; None if the page has none to give."""

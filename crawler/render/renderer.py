@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from crawler.render.launch import find_chromium, launch, start_playwright
 from crawler.render.model import RENDER_CRASH, RENDER_ERROR, Rendered, RenderOptions, RequestGate
 from crawler.render.page import CLOSE_GRACE, Handlers, PageRun, Tab
-from crawler.render.snapshot import MUTATION_CLOCK
+from crawler.render.settle import TRACKER
 
 STRAY_TAB_GRACE = 1.0  # seconds before a tab the renderer did not open is closed
 
@@ -163,7 +163,7 @@ class Renderer:
                 bypass_csp=False,
             )
             context.set_default_timeout(self.options.timeout * 1000 + 10_000)
-            await context.add_init_script(MUTATION_CLOCK)
+            await context.add_init_script(TRACKER)  # the settle rule's tracker
             # Requests of tabs the renderer did not open (popups) have no page route: refused.
             await context.route("**/*", _refuse)
             context.on("page", self._on_page)

@@ -1,31 +1,16 @@
-"""The scripts the renderer puts in a page: the mutation clock and the DOM snapshot.
+"""The script that takes a rendered page's DOM: the snapshot (`crawler.render.settle` has
+the tracker that says when to take it).
 
-Both run in the page. The clock (an init script, before any page script) notes when the DOM
-last changed, so that "settled" means both network and DOM quiet: a page whose timer keeps
-adding links never settles and ends at its budget. The snapshot serializes the document
-following the HTML fragment serialization algorithm, iteratively (a deep DOM cannot overflow
-the stack), with each open shadow root inlined in its host as ``<crawler-shadow-root>`` (an
-element the extractor walks into, where a ``<template shadowrootmode>`` would be skipped as
-inert template content), and gathers the ids fragment navigation finds.
+It runs in the page. It serializes the document following the HTML fragment serialization
+algorithm, iteratively (a deep DOM cannot overflow the stack), with each open shadow root
+inlined in its host as ``<crawler-shadow-root>`` (an element the extractor walks into, where a
+``<template shadowrootmode>`` would be skipped as inert template content), and gathers the ids
+fragment navigation finds.
 """
 
 from __future__ import annotations
 
 SHADOW_ROOT_TAG = "crawler-shadow-root"
-
-MUTATION_CLOCK = """
-(() => {
-  const start = () => {
-    window.__crawlerLastMutation = performance.now();
-    new MutationObserver(() => { window.__crawlerLastMutation = performance.now(); })
-      .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
-  };
-  start();
-})();
-"""
-
-# Milliseconds since the DOM last changed (or since the clock started).
-QUIET_FOR = "performance.now() - (window.__crawlerLastMutation || 0)"
 
 SNAPSHOT = """
 () => {

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "KIND_PAGE",
@@ -262,6 +262,31 @@ class CrawlState(Protocol):
 
     def set_delay(self, origin: str, delay: float) -> None:
         """Seconds between two request starts to ``origin`` (robots.txt Crawl-delay)."""
+        ...
+
+    # -- a host's politeness slots, lent to the browser (``--render``) --
+    # A request the browser sends for a rendered page to ANOTHER crawled host must count
+    # against that host's ``per_host`` and delay, the same slots the leases take
+    # (crawler.core.render_gate). These three are synchronous: they only touch the local
+    # frontier's bookkeeping. A state whose slots are not all here may refuse.
+
+    def borrow_slot(self, origin: str, now: float) -> float | None | Literal[False]:
+        """Take one of ``origin``'s ``per_host`` slots, as a lease would (the delay counts
+        from now): 0.0 when taken (``return_slot`` gives it back); a positive number, the
+        seconds until the origin's delay has passed, or None while every slot is out (ask
+        again later, ``want_slot`` meanwhile); False when this state lends no slots at all
+        (refused for good: the request is not sent).
+        """
+        ...
+
+    def want_slot(self, origin: str, delta: int, now: float) -> None:
+        """A borrower starts (``delta`` 1) or stops (-1) waiting for ``origin``'s next slot;
+        while one waits, no request of the origin is leased (the next free slot is the
+        borrower's). Only after a ``borrow_slot`` that did not refuse."""
+        ...
+
+    def return_slot(self, origin: str, now: float) -> None:
+        """Give back a slot ``borrow_slot`` took (the origin may be leased from again)."""
         ...
 
     def next_due(self, now: float) -> float | None:
