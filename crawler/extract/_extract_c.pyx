@@ -327,6 +327,7 @@ DEF F_TEMPLATE = 64 # <template>: `_machine.FramesetState` keeps the open ones
 DEF F_HEAD = 128    # stays in the head before the body (`_machine._HEAD_TAGS`)
 DEF F_HSCOPE = 256  # (head_facts) may stand in a head: `_headfacts.HEAD_SCOPE`
 DEF F_HFACT = 512   # (head_facts) <link>, <meta>, <base>: handed to `_headfacts.head_tag`
+DEF F_HLINK = 1024  # (head_facts) <link>
 
 # `_tree.FramesetState` modes (the same values as its FS_* names).
 DEF CFS_HEAD = 0
@@ -424,6 +425,16 @@ cdef inline bint _ci_eq(const unsigned char* p, const unsigned char* lower_name,
         if LOWER[p[i]] != lower_name[i]:
             return False
     return True
+
+
+cdef bint _ci_find(const unsigned char* p, Py_ssize_t n, const unsigned char* lower_name,
+                   Py_ssize_t k) noexcept nogil:
+    """Whether p[:n] holds ``lower_name`` (k bytes), ASCII case-insensitively."""
+    cdef Py_ssize_t i
+    for i in range(n - k + 1):
+        if _ci_eq(p + i, lower_name, k):
+            return True
+    return False
 
 
 cdef inline bint _is_end_char(unsigned char c) noexcept nogil:
@@ -1199,6 +1210,9 @@ cdef class _Tables:
     cdef unsigned char* spec_srcset
     cdef list spec_astr
     cdef int* rel_slot
+    # head_facts: per entry the slot of the attribute that decides whether a <link> (rel) or
+    # a <meta> (name) can be a fact (`LinkExtractor._head_tag`), or -1.
+    cdef int* hslot
     # Per first byte of a tag name: bit n set when an entry of that length starts with it.
     cdef unsigned int first_len[256]
 
@@ -1212,6 +1226,7 @@ cdef class _Tables:
         self.spec_slot = NULL
         self.spec_srcset = NULL
         self.rel_slot = NULL
+        self.hslot = NULL
 
     def __dealloc__(self):
         free(self.entries)
@@ -1223,6 +1238,7 @@ cdef class _Tables:
         free(self.spec_slot)
         free(self.spec_srcset)
         free(self.rel_slot)
+        free(self.hslot)
 
     def __init__(self, spec, bint ids, bint head=False):
         cdef int i, j, nw
@@ -1246,8 +1262,9 @@ cdef class _Tables:
         self.wattrs = <WAttr*>malloc((nw + 1) * sizeof(WAttr))
         self.idslot = <int*>malloc((self.nentries + 1) * sizeof(int))
         self.nameslot = <int*>malloc((self.nentries + 1) * sizeof(int))
+        self.hslot = <int*>malloc((self.nentries + 1) * sizeof(int))
         if self.entries == NULL or self.wattrs == NULL or self.idslot == NULL \
-                or self.nameslot == NULL:
+                or self.nameslot == NULL or self.hslot == NULL:
             raise MemoryError()
         self.maxw = 1
         j = 0
@@ -1281,6 +1298,8 @@ cdef class _Tables:
                 e.flags |= F_HSCOPE
                 if t in HEAD_FACT_TAGS:
                     e.flags |= F_HFACT
+                if t == b"link":
+                    e.flags |= F_HLINK
             if t == b"svg":
                 e.flags |= F_SVG
             elif t == b"math":
@@ -1296,6 +1315,8 @@ cdef class _Tables:
                 e.sw = S_PLAINTEXT
             self.idslot[i] = wn.index(b"id") if ids and b"id" in wn else -1
             self.nameslot[i] = wn.index(b"name") if ids and t == b"a" else -1
+            decides = {b"link": b"rel", b"meta": b"name"}.get(t) if head else None
+            self.hslot[i] = wn.index(decides) if decides is not None else -1
         self.dflt = -1
         if ids:
             i = self.nentries
@@ -1314,6 +1335,7 @@ cdef class _Tables:
             self.entry_wnames.append([b"id"])
             self.idslot[i] = 0
             self.nameslot[i] = -1
+            self.hslot[i] = -1
         self.pool = bytes(pool)
         for i in range(256):
             self.first_len[i] = 0
@@ -3093,7 +3115,7 @@ cdef class LinkExtractor:
         flags = self._entries[k].flags if k >= 0 else 0
         if not (flags & F_HSCOPE):
             self._hscan = False
-        elif flags & F_HFACT:
+        elif flags & F_HFACT and self._head_maybe(k):
             self._locate()
             try:
                 head_tag(self.head, self._entry_names[k], self._attrs(), self._w_line,
@@ -3102,6 +3124,29 @@ cdef class LinkExtractor:
                 if self._strict:
                     raise
         return 0
+
+    cdef bint _head_maybe(self, int k) noexcept:
+        """Whether a head <link>/<meta> can be a fact, decided in C on its kept bytes: a link's
+        rel must hold "canonical" or "alternate", a meta's name "robots" (ASCII case-insensitive).
+        Exact, not a guess: a value with non-ASCII bytes or a '&' (a character reference)
+        goes to `_headfacts.head_tag` whatever it holds; without either, its text is its bytes
+        (a NUL or CR changes no letter)."""
+        cdef int slot = self._tb.hslot[k]
+        cdef const unsigned char* p
+        cdef Py_ssize_t n, i
+        if slot < 0:
+            return True  # <base>
+        if self._sl_state[slot] != 1:
+            return False  # no rel / no name (or one over max_token: no fact either)
+        p = self._arena + self._sl_off[slot]
+        n = self._sl_len[slot]
+        for i in range(n):
+            if p[i] >= 0x80 or p[i] == 0x26:
+                return True
+        if self._entries[k].flags & F_HLINK:
+            return _ci_find(p, n, <const unsigned char*>b"canonical", 9) \
+                or _ci_find(p, n, <const unsigned char*>b"alternate", 9)
+        return _ci_find(p, n, <const unsigned char*>b"robots", 6)
 
     def _head_text(self, bytes v):
         return self._text(v, False)  # (a head fact decides no guessed encoding)
