@@ -73,7 +73,7 @@ def _heads(corpus: Path, repeat: int) -> None:
     from crawler.audit.head import read_head  # noqa: PLC0415
     from crawler.extract import LinkExtractorC, LinkExtractorPy  # noqa: PLC0415
 
-    pages = [p.read_bytes() for p in sorted(corpus.glob("*.html"))]
+    pages = [p.read_bytes() for p in sorted(corpus.rglob("*.html"))]
     if not pages:
         raise SystemExit(f"no pages in {corpus}")
 
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--heads",
         metavar="DIR",
-        help="instead: the head facts' cost on the pages of DIR (e.g. ../shared/corpus/pages)",
+        help="instead: the head facts' cost on the pages under DIR (e.g. ../shared/corpus/pages)",
     )
     args = ap.parse_args(argv)
     if args.heads:

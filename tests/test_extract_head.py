@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from crawler.audit.head import read_head
 from crawler.extract import LinkExtractorC, LinkExtractorPy
-from crawler.extract._headfacts import HeadFacts
+from crawler.extract._headfacts import MAX_HEAD_LINKS, HeadFacts
 from tests.extract_common import BASE, IMPL_NAMES, IMPLS, PAGES, corpus_params
 from tests.test_extract_accel import DOCS, OPTIONS, PIECES, SPLITS, needs_c
 
@@ -59,6 +59,7 @@ def _plain(facts: Any) -> tuple[Any, ...]:
         notes(facts.alternates),
         facts.base,
         None if noindex is None else notes([noindex])[0],
+        getattr(facts, "complete", True),
     )
 
 
@@ -87,6 +88,7 @@ def test_head_facts_with_their_places(impl_name: str) -> None:
         [("/de", 12, 3, "de-CH"), ("/é", 15, 3, "x-default")],
         "/sub/",
         ("NoIndex,follow", 8, 3, ""),
+        True,
     )
 
 
@@ -114,7 +116,7 @@ def test_columns_count_code_points_and_values_are_decoded(impl_name: str) -> Non
         if codec == "utf-16le":
             data = b"\xff\xfe" + data
         facts = _facts(impl, data, encoding=enc)
-        assert _plain(facts) == ([("/a&b", 1, 19, "")], [], "/x/", None), codec
+        assert _plain(facts) == ([("/a&b", 1, 19, "")], [], "/x/", None, True), codec
 
 
 @pytest.mark.parametrize("impl_name", IMPL_NAMES)
@@ -129,6 +131,16 @@ def test_character_references_in_rel_and_name(impl_name: str) -> None:
     facts = _facts(IMPLS[impl_name], doc)
     assert [c.href for c in facts.canonicals] == ["/a"]
     assert facts.noindex is not None and facts.noindex.href == "NoIndex"
+
+
+@pytest.mark.parametrize("impl_name", IMPL_NAMES)
+def test_head_links_kept_are_bounded(impl_name: str) -> None:
+    n = MAX_HEAD_LINKS + 5
+    doc = b"<link rel=canonical href=/c>" * n + b"<link rel=alternate hreflang=de href=/d>" * 3
+    facts = _facts(IMPLS[impl_name], doc)
+    assert len(facts.canonicals) == MAX_HEAD_LINKS and not facts.complete
+    assert len(facts.alternates) == 3
+    assert _facts(IMPLS[impl_name], HEAD.encode()).complete
 
 
 @pytest.mark.parametrize("impl_name", IMPL_NAMES)

@@ -22,11 +22,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["HEAD_FACT_TAGS", "HEAD_SCOPE", "HeadFacts", "HeadLink", "head_tag", "robots_noindex"]
+__all__ = [
+    "HEAD_FACT_TAGS",
+    "HEAD_SCOPE",
+    "MAX_HEAD_LINKS",
+    "HeadFacts",
+    "HeadLink",
+    "head_tag",
+    "robots_noindex",
+]
 
 # Start tags that may stand in a <head> (and the wrappers before it): any other starts the
 # body, and the scan ends (``crawler.audit.head``'s list, as bytes).
 HEAD_SCOPE = frozenset(b"html head title meta link script style base noscript template".split())
+# Canonicals and alternates kept each (memory stays bounded whatever the head; a real page has
+# one canonical and at most a few hundred alternates); past it, ``complete`` is False.
+MAX_HEAD_LINKS = 4096
 # The head tags that carry a fact, and the attributes kept of each for it.
 HEAD_FACT_TAGS: dict[bytes, tuple[bytes, ...]] = {
     b"link": (b"rel", b"href", b"hreflang"),
@@ -54,12 +65,14 @@ class HeadLink(NamedTuple):
 @dataclass(slots=True)
 class HeadFacts:
     """The head's canonicals and alternates in order, its base URL (as written, stripped)
-    and the first ``<meta name=robots>`` that makes the page not indexable."""
+    and the first ``<meta name=robots>`` that makes the page not indexable; ``complete`` is
+    False when more than `MAX_HEAD_LINKS` canonicals or alternates were left out."""
 
     canonicals: list[HeadLink] = field(default_factory=list)
     alternates: list[HeadLink] = field(default_factory=list)
     base: str | None = None
     noindex: HeadLink | None = None
+    complete: bool = True
 
 
 def robots_noindex(value: str) -> bool:
@@ -114,7 +127,14 @@ def head_tag(
         return
     value = text(raw).strip()
     if canonical:
-        facts.canonicals.append(HeadLink(value, line, column))
+        _keep(facts, facts.canonicals, HeadLink(value, line, column))
     if alternate:
         assert lang is not None
-        facts.alternates.append(HeadLink(value, line, column, text(lang).strip()))
+        _keep(facts, facts.alternates, HeadLink(value, line, column, text(lang).strip()))
+
+
+def _keep(facts: HeadFacts, into: list[HeadLink], note: HeadLink) -> None:
+    if len(into) < MAX_HEAD_LINKS:
+        into.append(note)
+    else:
+        facts.complete = False

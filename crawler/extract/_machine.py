@@ -60,6 +60,13 @@ Fragment targets (``collect_ids``): the ``id`` of every start tag (and ``name`` 
 ``<a>``) is kept as any wanted attribute is, and the data-state skipper stops at every start
 tag; see `LinkExtractor` for what counts.
 
+Head facts (``head_facts``): until the first start tag that cannot stand in a head
+(`_headfacts.HEAD_SCOPE`) the data-state skipper stops at every tag (`_hscan`), and
+`_head_tag` sees each start tag before it does anything else: the one that ends the head, or
+a ``<link>``, ``<meta>`` or ``<base>`` whose kept attributes go to `_headfacts.head_tag`
+(the compiled twin decides both from its tag table's flags, in C). Then the link set's own
+skipper is back: the links are the same with it on or off.
+
 Rules this module keeps
 -----------------------
 1. Chunk invariance: any split of the same bytes gives the same links. State lives in
@@ -73,7 +80,8 @@ Rules this module keeps
    Only attributes that can produce a link are kept at all; the stack of open svg/math
    elements is kept as runs of one name (1024 runs at most, `_tree.ForeignStack`), so are
    the HTML elements open in their integration points (1024) and the open templates (1024);
-   tag names are kept up to 256 bytes; the URL cache of a resolver holds 4096. Every one of
+   tag names are kept up to 256 bytes; the URL cache of a resolver holds 4096, the head
+   facts (``head_facts``) 4096 canonicals and 4096 alternates. Every one of
    these caps is the same in both twins (tests/test_extract_limits.py).
 4. Never raises on any input: malformed markup is tokenized as the standard says. An
    unexpected error (a bug) while a tag's values become links drops that tag's links and
