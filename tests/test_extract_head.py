@@ -144,6 +144,17 @@ def test_head_links_kept_are_bounded(impl_name: str) -> None:
 
 
 @pytest.mark.parametrize("impl_name", IMPL_NAMES)
+def test_a_head_is_read_whole_however_long(impl_name: str) -> None:
+    """The audit's html.parser scan read the first 64 KiB; the extractor reads the head to
+    its end (two corpus pages have their canonical past 64 KiB, after inline styles)."""
+    style = b"<style>" + b"a{color:red}\n" * 8000 + b"</style>"
+    doc = b"<head>" + style + b"\n<link rel=canonical href=/late></head><body>"
+    facts = _facts(IMPLS[impl_name], doc, [4096] * 40)
+    assert [(c.href, c.line, c.column) for c in facts.canonicals] == [("/late", 8002, 1)]
+    assert read_head(doc[:65536].decode()).canonicals == []
+
+
+@pytest.mark.parametrize("impl_name", IMPL_NAMES)
 def test_head_facts_off_by_default(impl_name: str) -> None:
     assert _run(IMPLS[impl_name], HEAD.encode(), [])[4] is None
 
