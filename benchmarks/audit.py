@@ -6,6 +6,7 @@ benchmark's site: wall time, CPU seconds and peak RSS, as ratios to the crawl.
     python benchmarks/audit.py --pages 2000     # a smaller one
     python benchmarks/audit.py --runs 2         # each command twice, the best wall kept
     python benchmarks/audit.py --pages 2000 --profile 25   # where an audit's time goes
+    python benchmarks/audit.py --heads ../shared/corpus/pages   # the head facts' own cost
 
 The site is benchmarks/crawl.py's ``standard`` one (benchmarks/crawl/sitegen.py: 30-60 KB
 pages with ~100 same-host links each), built or reused under /tmp/crawlbench and served by
@@ -22,6 +23,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -62,6 +64,47 @@ def _profile(url: str, conc: int, top: int) -> None:
     stats.sort_stats("cumulative").print_stats(top)
 
 
+def _heads(corpus: Path, repeat: int) -> None:
+    """The head facts' cost on real pages, CPU seconds (best of ``repeat``): the compiled and
+    pure extractors without and with ``head_facts``, and the html.parser scan the audit used
+    before (``read_head`` over the first 64 KiB, decoded as the audit decoded it)."""
+    import time  # noqa: PLC0415
+
+    from crawler.audit.head import read_head  # noqa: PLC0415
+    from crawler.extract import LinkExtractorC, LinkExtractorPy  # noqa: PLC0415
+
+    pages = [p.read_bytes() for p in sorted(corpus.rglob("*.html"))]
+    if not pages:
+        raise SystemExit(f"no pages in {corpus}")
+
+    def extract(impl: Any, facts: bool) -> None:
+        for data in pages:
+            ex = impl("https://example.org/", None, head_facts=facts)
+            ex.feed(data)
+            ex.close()
+
+    def html_parser() -> None:
+        for data in pages:
+            read_head(data[:65536].decode("utf-8", "replace"))
+
+    runs: list[tuple[str, Any]] = []
+    for name, impl in (("c", LinkExtractorC), ("py", LinkExtractorPy)):
+        if impl is not None:
+            runs.append((f"extractor {name}", lambda i=impl: extract(i, False)))
+            runs.append((f"extractor {name} + head_facts", lambda i=impl: extract(i, True)))
+    runs.append(("html.parser read_head (64 KiB)", html_parser))
+    mb = sum(map(len, pages)) / 1e6
+    print(f"{len(pages)} pages, {mb:.1f} MB; CPU s, best of {repeat}")
+    print(f"{'':34} {'s':>7} {'us/page':>9}")
+    for name, fn in runs:
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.process_time()
+            fn()
+            best = min(best, time.process_time() - t0)
+        print(f"{name:34} {best:>7.3f} {best / len(pages) * 1e6:>9.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--pages", type=int, default=20_000)
@@ -78,7 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="instead: an in-process audit under cProfile, its N costliest functions",
     )
+    ap.add_argument(
+        "--heads",
+        metavar="DIR",
+        help="instead: the head facts' cost on the pages under DIR (e.g. ../shared/corpus/pages)",
+    )
     args = ap.parse_args(argv)
+    if args.heads:
+        _heads(Path(args.heads), max(args.runs, 3))
+        return 0
     root, total, _ = crawlbench.build("standard", args.pages, args.seed, Path(args.site_dir))
     crawlbench.log(f"site {root}: {args.pages} pages, {total / 1e6:.0f} MB")
     nginx_bin = crawlbench._apt_install("nginx", "nginx")

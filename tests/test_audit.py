@@ -15,7 +15,6 @@ from audit_site import EXPECTED, MESH, _page, site_app
 
 from crawler.audit import audit
 from crawler.audit.analysis import hreflang_valid
-from crawler.audit.auditor import HEAD_BYTES
 from crawler.audit.head import parse_link_header, read_head, robots_noindex
 from crawler.audit.model import KINDS
 from crawler.audit.sitemaps import SitemapError, SitemapParser
@@ -206,6 +205,7 @@ def test_the_test_site_plants_each_kind_once() -> None:
 _ROOT = Path(__file__).resolve().parent.parent
 _CORPUS = _ROOT.parent / "shared" / "corpus" / "pages"
 _SMALL = _ROOT / "benchmarks" / "crawl" / "sitegen_small.py"
+HEAD_BYTES = 65536  # (what the audit's html.parser scan was given of each page)
 
 
 def _lxml_head(text: str) -> tuple[list[str], list[tuple[str, str]], bool]:

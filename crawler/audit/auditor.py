@@ -4,8 +4,8 @@ column, every URL's verdict with its redirect chain) plus what each page says ab
 
 The Auditor is a Checker: the crawl, its occurrences and verdicts are the checker's own
 (``Findings``), so that a redirect, a status or a place is decided once, the same way for
-``check`` and ``audit``. It adds, per HTML page, the facts of `head.py` (the first
-``HEAD_BYTES`` of the body, kept by the crawl's page job), and before the crawl the sitemaps
+``check`` and ``audit``. It adds, per HTML page, the facts of its head (read by the crawl's
+extractor: ``Crawler(head_facts=True)``), and before the crawl the sitemaps
 (robots.txt's ``Sitemap:`` lines and ``--sitemap``), whose URLs join the URLs to check: one
 the crawl does not reach is probed as a link the crawl did not fetch is. ``analysis.py``
 turns all of it into the report.
@@ -32,10 +32,8 @@ if TYPE_CHECKING:
     from crawler.config import CrawlConfig
     from crawler.core.results import PageResult
 
-__all__ = ["HEAD_BYTES", "MAX_CLICK_DEPTH", "Auditor", "PageFacts"]
+__all__ = ["MAX_CLICK_DEPTH", "Auditor", "PageFacts"]
 
-#: Bytes of each HTML page kept for its head (a head longer than this is read up to here).
-HEAD_BYTES = 65536
 #: ``--max-click-depth``'s default: pages deeper are reported.
 MAX_CLICK_DEPTH = 4
 
@@ -92,7 +90,7 @@ class Auditor(Checker):
         self._audit_journal: AuditJournal | None = None
 
     def _crawl_extras(self) -> dict[str, Any]:
-        return {"keep_head": HEAD_BYTES}
+        return {"head_facts": True}
 
     # -- each page --
 
@@ -106,7 +104,7 @@ class Auditor(Checker):
             found = journal.parsed.pop(page.url)  # read by the journal (or replayed from it)
         else:
             found = head_facts(page)
-        page.head = None  # (read once: not held while the report is built)
+        page.head_facts = None  # (read once: not held while the report is built)
         super()._on_page(page)
         if page.error is not None or page.status != 200 or page.content_type not in HTML_TYPES:
             return

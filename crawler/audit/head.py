@@ -1,11 +1,13 @@
 """What a page says about itself: canonical, hreflang alternates and robots directives, from
 its ``<head>`` and its ``Link``/``X-Robots-Tag`` headers. Sans-I/O: text in, facts out.
 
-The link extractor does not report ``<link rel>`` or ``<meta name=robots>`` (they are not
-links to crawl), so the audit keeps each HTML page's first bytes (``Crawler(keep_head=N)``)
-and reads its head here once, with the standard library's HTML tokenizer: the scan stops at
-the first element that cannot stand in a ``<head>`` (the body has begun; a canonical or an
-alternate there is ignored by search engines too), or at the bytes kept.
+An audit's crawl has the link extractor read each HTML page's head as it reads the links
+(``Crawler(head_facts=True)``, ``crawler.extract._headfacts``: one tokenizer pass, in C).
+`read_head` is the same scan over decoded text with the standard library's HTML tokenizer,
+which the audit used before: the tests hold the extractor's facts to it (on real pages and
+generated heads), and it serves a caller that has a document's text rather than a crawl.
+The scan stops at the first element that cannot stand in a ``<head>`` (the body has begun;
+a canonical or an alternate there is ignored by search engines too).
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from crawler.extract._headfacts import HEAD_SCOPE, robots_noindex
+
 __all__ = ["Annotation", "HeadFacts", "parse_link_header", "read_head", "robots_noindex"]
 
 # Elements that may stand in a <head> (and the wrappers before it): anything else starts the body.
-_HEAD_TAGS = frozenset(
-    {"html", "head", "title", "meta", "link", "script", "style", "base", "noscript", "template"}
-)
+_HEAD_TAGS = frozenset(t.decode() for t in HEAD_SCOPE)  # (the extractor's scope)
 _LINK_ITEM = re.compile(r"<([^>]*)>([^<]*)")
 _LINK_PARAM = re.compile(r';\s*([!#$%&\'*+.^_`|~0-9A-Za-z-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;,\s]*)')
 
@@ -130,16 +132,3 @@ def parse_link_header(value: str) -> tuple[list[Annotation], list[Annotation]]:
         if "alternate" in rel and "hreflang" in params:
             alternates.append(Annotation(href, 0, 0, params["hreflang"].strip(), "header"))
     return canonicals, alternates
-
-
-def robots_noindex(value: str) -> bool:
-    """Whether robots directives (a meta's content, an ``X-Robots-Tag`` value) say
-    ``noindex`` (or ``none``) for every crawler: directives after a ``name:`` prefix apply to
-    that user agent only and are not counted."""
-    for part in value.split(","):
-        token = part.strip().lower()
-        if ":" in token:
-            continue  # "googlebot: noindex" or "unavailable_after: ..."
-        if token in ("noindex", "none"):
-            return True
-    return False

@@ -3,15 +3,16 @@ line: the nofollow flag of each link, the ``Link``/``X-Robots-Tag`` headers, and
 head said (canonicals, alternates, base, noindex, with their lines), so that a resumed audit
 reports the pages an earlier run finished as a run in one go would.
 
-The sink is called with a page before the audit's ``on_page``: the head is read here once,
-and the facts are handed to the Auditor (``parsed``) rather than read again.
+The head facts are the extractor's (``Crawler(head_facts=True)``: read by the tokenizer that
+reads the links, no second parse); the sink is called with a page before the audit's
+``on_page``, and hands the facts it made of them to the Auditor (``parsed``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from crawler.audit.head import Annotation, HeadFacts, read_head
+from crawler.audit.head import Annotation, HeadFacts
 from crawler.check.journal import PageJournal
 from crawler.core.results import PageResult
 
@@ -19,16 +20,17 @@ __all__ = ["AuditJournal", "head_facts"]
 
 
 def head_facts(page: PageResult) -> HeadFacts | None:
-    """The head facts of a page's kept bytes (None: none kept)."""
-    head = page.head
-    if not head:
+    """The head facts the extractor read of a page (None: it read no HTML)."""
+    found = page.head_facts
+    if found is None:
         return None
-    charset = page.charset or "utf-8"
-    try:
-        text = head.decode(charset, "replace")
-    except LookupError:
-        text = head.decode("utf-8", "replace")
-    return read_head(text)
+    noindex = found.noindex
+    return HeadFacts(
+        [Annotation(c.href, c.line, c.column) for c in found.canonicals],
+        [Annotation(a.href, a.line, a.column, a.hreflang) for a in found.alternates],
+        found.base,
+        None if noindex is None else Annotation(noindex.href, noindex.line, noindex.column),
+    )
 
 
 def _notes(notes: list[Annotation]) -> list[list[Any]]:

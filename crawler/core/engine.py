@@ -130,7 +130,7 @@ class Crawler:
         collect_ids: fill ``PageResult.ids`` with each page's fragment targets.
         report_skipped: a URL robots.txt disallows gives a PageResult with error
             ``robots_disallowed`` (not fetched, not counted as a page) instead of nothing.
-        keep_head: keep each HTML body's first N bytes in ``PageResult.head`` (an audit).
+        head_facts: fill ``PageResult.head_facts`` (the extractor reads each HTML head).
 
     Example: ``async with Crawler(cfg) as c: async for page in c: print(page.url)``.
     """
@@ -148,7 +148,7 @@ class Crawler:
         given: Collection[str] | None = None,
         collect_ids: bool = False,
         report_skipped: bool = False,
-        keep_head: int = 0,
+        head_facts: bool = False,
     ) -> None:
         cfg = config.validated()
         self.config = cfg
@@ -160,7 +160,7 @@ class Crawler:
         self._given = given
         self._collect_ids = collect_ids
         self._report_skipped = report_skipped
-        self._keep_head = keep_head
+        self._head_facts = head_facts
         self._state: CrawlState = (
             state
             if state is not None
@@ -429,7 +429,7 @@ class Crawler:
             link_record=self._link_record,
             collect_ids=self._collect_ids,
             report_skipped=self._report_skipped,
-            keep_head=self._keep_head,
+            head_facts=self._head_facts,
         )
         self._bound_queues(state)
         ledger.start_clock()

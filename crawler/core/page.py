@@ -90,8 +90,8 @@ class PageJob:
 
     Args:
         collect_ids: fill ``PageResult.ids`` with the page's fragment targets.
-        keep_head: keep the first ``keep_head`` bytes of each HTML body in
-            ``PageResult.head`` (an audit reads its ``<head>``); 0 = none.
+        head_facts: the extractor reads each HTML page's head into
+            ``PageResult.head_facts`` (an audit's canonicals, alternates, robots).
         report_skipped: a seed or link disallowed by robots.txt gives a PageResult of error
             ``robots_disallowed`` (no fetch) instead of nothing.
         page_links: fill ``PageResult.links``.
@@ -112,10 +112,10 @@ class PageJob:
         link_record: bool = False,
         collect_ids: bool = False,
         report_skipped: bool = False,
-        keep_head: int = 0,
+        head_facts: bool = False,
     ) -> None:
         self.config = config
-        self.keep_head = keep_head
+        self.head_facts = head_facts
         self.policy = policy
         self.fetcher = fetcher
         self.robots = robots
@@ -400,9 +400,8 @@ class _Body:
             self.found = self.capped = 0
         if job.page_links:
             self.page.links = []
-        if job.keep_head:
-            self.page.head = b""
         link_set = job.config.link_set
+        facts = job.head_facts
         try:
             if job.direct:  # the compiled extractor feeds the compiled intake itself
                 self.extractor = ex = LinkExtractorC(
@@ -412,15 +411,18 @@ class _Body:
                     collect_ids=job.collect_ids,
                     intake=job.admission.intake,
                     record=job.record,
+                    head_facts=facts,
                 )
                 if job.record:
                     self.page.links = ex.record  # filled as the body is read
             elif job.collect_ids:
                 self.extractor = LinkExtractor(
-                    self.url, res.charset, link_set=link_set, collect_ids=True
+                    self.url, res.charset, link_set=link_set, collect_ids=True, head_facts=facts
                 )
             else:
-                self.extractor = LinkExtractor(self.url, res.charset, link_set=link_set)
+                self.extractor = LinkExtractor(
+                    self.url, res.charset, link_set=link_set, head_facts=facts
+                )
         except Exception as exc:
             self._fail("extract", "the extractor", exc)
             return None
@@ -428,21 +430,18 @@ class _Body:
         if job.render is not None:  # (--render: the body is kept, its chunks as they came)
             self.kept = []
             self.keep_below = job.render.keep_below_for(self.url)
-        if job.render is not None or job.keep_head:
+        if job.render is not None:
             return self.feed_kept
         return self.feed  # (a plain crawl: nothing kept, nothing asked a chunk)
 
     def feed_kept(self, chunk: bytes) -> Awaitable[None] | None:
-        """``feed``, keeping what ``--render`` (the chunks) or an audit (the head) needs."""
+        """``feed``, keeping the chunks ``--render`` needs."""
         kept = self.kept
         if kept is not None:
             if self.found < self.keep_below:
                 kept.append(chunk)
             elif kept:
                 kept.clear()  # auto: a page of this many links is not rendered
-        head = self.page.head
-        if head is not None and len(head) < self.job.keep_head:
-            self.page.head = head + chunk[: self.job.keep_head - len(head)]
         return self.feed(chunk)
 
     def feed(self, chunk: bytes) -> Awaitable[None] | None:
@@ -551,6 +550,8 @@ class _Body:
             out: list[Any] = ex.close()
             if self.job.collect_ids:
                 self.ids = (set(ex.ids), bool(ex.ids_complete))
+            if self.job.head_facts:
+                self.page.head_facts = ex.head
             return out
 
         try:

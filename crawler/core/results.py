@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import builtins
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast
 
-from crawler.extract import Link, LinkRecord
+from crawler.extract import HeadFacts, Link, LinkRecord
 
 if TYPE_CHECKING:
     from crawler.extract._extract_c import LinkRecord as Record
@@ -57,9 +56,10 @@ class PageResult:
     #: the final response's ``Link`` and ``X-Robots-Tag`` headers (values joined by ", ")
     link_header: str | None = None
     robots_header: str | None = None
-    #: with ``Crawler(keep_head=N)``: the first N bytes of an HTML body (decoded from its
-    #: Content-Encoding, not its charset) and the charset its headers gave
-    head: builtins.bytes | None = None  # (the field ``bytes`` hides the type here)
+    #: with ``Crawler(head_facts=True)``: what an HTML page's head says about the page
+    #: (``crawler.extract.HeadFacts``: canonicals, alternates, base, robots noindex)
+    head_facts: HeadFacts | None = None
+    #: the charset the response's headers gave
     charset: str | None = None
     #: with ``render`` auto or always (else None): whether the page was loaded in the browser
     rendered: bool | None = None

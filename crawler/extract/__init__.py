@@ -22,6 +22,11 @@ Behaviour worth knowing (details in ``_machine.py``):
   As in a browser, the query of an http(s)/ftp/file URL is percent-encoded in the document's
   encoding (a Shift_JIS page's ``?q=テスト`` gives ``?q=%83e%83X%83g``; UTF-16 pages use UTF-8),
   the rest of the URL in UTF-8. ``Link.raw`` keeps the decoded text.
+* ``head_facts=True``: ``ex.head`` holds what the page's ``<head>`` says about the page
+  (`HeadFacts`: ``<link rel=canonical>``, ``<link rel=alternate hreflang>``, the ``<base>``
+  href, a ``<meta name=robots>`` noindex; each value as written, with its line and column),
+  read up to the first tag that starts the body (``_headfacts``). Off: no cost; on: the same
+  links.
 * Never raises on any input (a ``link_set`` name that does not exist is a ValueError at
   construction: that is a programming error, not input).
 
@@ -43,6 +48,7 @@ from crawler._twins import NO_EXTENSIONS as NO_EXTENSIONS  # (re-exported: tests
 from crawler._twins import REQUIRE_EXTENSIONS as REQUIRE_EXTENSIONS
 from crawler._twins import compiled
 
+from ._headfacts import HeadFacts, HeadLink
 from ._link import Link
 from ._linkset import MAX_ID_CHARS, MAX_IDS, MAX_TOKEN
 from ._machine import LinkExtractor as LinkExtractorPy
@@ -91,6 +97,8 @@ def extract_links(
 
 
 __all__ = [
+    "HeadFacts",
+    "HeadLink",
     "IMPLEMENTATION",
     "Link",
     "LinkExtractor",

@@ -5,6 +5,7 @@ from typing import Any, overload
 
 from crawler.extract._intake_base_c import IntakeBase
 
+from ._headfacts import HeadFacts
 from ._link import Link
 
 class LinkRecord(Sequence[Link]):
@@ -27,6 +28,8 @@ class LinkExtractor:
     encoding: str
     ids: set[str]
     ids_complete: bool
+    @property
+    def head(self) -> HeadFacts | None: ...
     def __init__(
         self,
         base_url: str,
@@ -37,6 +40,7 @@ class LinkExtractor:
         collect_ids: bool = False,
         intake: IntakeBase | None = None,
         record: bool = False,
+        head_facts: bool = False,
     ) -> None: ...
     @property
     def base_url(self) -> str: ...

@@ -53,6 +53,7 @@ from ._link import Link
 from ._html import _AUX, _BREAKOUT, _INTEGRATION, _RAWTEXT_NAMES, _SWITCH_NAMES, _WS_SPLIT
 from ._html import LINK_SETS, dom_text, parse_srcset, refresh_url
 from ._linkset import MAX_ID_CHARS, MAX_IDS, MAX_TOKEN, _link_config, link_set_key
+from ._headfacts import HEAD_FACT_TAGS, HEAD_SCOPE, HeadFacts, head_tag
 from ._states import _SWITCH
 from .charset import MULTIBYTE_CODECS, Iso2022JPDecoder
 
@@ -324,6 +325,9 @@ DEF F_FRAME = 16    # <frame>: an element only in a frameset document
 DEF F_FORM = 32     # <form> of a link set: no element while another form is open
 DEF F_TEMPLATE = 64 # <template>: `_machine.FramesetState` keeps the open ones
 DEF F_HEAD = 128    # stays in the head before the body (`_machine._HEAD_TAGS`)
+DEF F_HSCOPE = 256  # (head_facts) may stand in a head: `_headfacts.HEAD_SCOPE`
+DEF F_HFACT = 512   # (head_facts) <link>, <meta>, <base>: handed to `_headfacts.head_tag`
+DEF F_HLINK = 1024  # (head_facts) <link>
 
 # `_tree.FramesetState` modes (the same values as its FS_* names).
 DEF CFS_HEAD = 0
@@ -421,6 +425,16 @@ cdef inline bint _ci_eq(const unsigned char* p, const unsigned char* lower_name,
         if LOWER[p[i]] != lower_name[i]:
             return False
     return True
+
+
+cdef bint _ci_find(const unsigned char* p, Py_ssize_t n, const unsigned char* lower_name,
+                   Py_ssize_t k) noexcept nogil:
+    """Whether p[:n] holds ``lower_name`` (k bytes), ASCII case-insensitively."""
+    cdef Py_ssize_t i
+    for i in range(n - k + 1):
+        if _ci_eq(p + i, lower_name, k):
+            return True
+    return False
 
 
 cdef inline bint _is_end_char(unsigned char c) noexcept nogil:
@@ -1196,6 +1210,9 @@ cdef class _Tables:
     cdef unsigned char* spec_srcset
     cdef list spec_astr
     cdef int* rel_slot
+    # head_facts: per entry the slot of the attribute that decides whether a <link> (rel) or
+    # a <meta> (name) can be a fact (`LinkExtractor._head_tag`), or -1.
+    cdef int* hslot
     # Per first byte of a tag name: bit n set when an entry of that length starts with it.
     cdef unsigned int first_len[256]
 
@@ -1209,6 +1226,7 @@ cdef class _Tables:
         self.spec_slot = NULL
         self.spec_srcset = NULL
         self.rel_slot = NULL
+        self.hslot = NULL
 
     def __dealloc__(self):
         free(self.entries)
@@ -1220,15 +1238,17 @@ cdef class _Tables:
         free(self.spec_slot)
         free(self.spec_srcset)
         free(self.rel_slot)
+        free(self.hslot)
 
-    def __init__(self, spec, bint ids):
+    def __init__(self, spec, bint ids, bint head=False):
         cdef int i, j, nw
         cdef Entry* e
         # The reference's own table builder: same validation, same tables.
-        self.links, self.want, self.tagstr, _ = _link_config(spec, ids)
+        self.links, self.want, self.tagstr, _ = _link_config(spec, ids, head)
         names = list(self.want)
-        for t in [*_SWITCH_NAMES, b"template"]:
-            if t not in self.want:
+        # (head_facts: every tag that may stand in a head has an entry, flagged F_HSCOPE)
+        for t in [*_SWITCH_NAMES, b"template", *(sorted(HEAD_SCOPE) if head else ())]:
+            if t not in self.want and t not in names:
                 names.append(t)
         self.entry_names = names
         self.entry_wnames = []
@@ -1242,8 +1262,9 @@ cdef class _Tables:
         self.wattrs = <WAttr*>malloc((nw + 1) * sizeof(WAttr))
         self.idslot = <int*>malloc((self.nentries + 1) * sizeof(int))
         self.nameslot = <int*>malloc((self.nentries + 1) * sizeof(int))
+        self.hslot = <int*>malloc((self.nentries + 1) * sizeof(int))
         if self.entries == NULL or self.wattrs == NULL or self.idslot == NULL \
-                or self.nameslot == NULL:
+                or self.nameslot == NULL or self.hslot == NULL:
             raise MemoryError()
         self.maxw = 1
         j = 0
@@ -1273,6 +1294,12 @@ cdef class _Tables:
                 e.flags |= F_TEMPLATE
             if t in _HEAD_TAGS:
                 e.flags |= F_HEAD
+            if head and t in HEAD_SCOPE:
+                e.flags |= F_HSCOPE
+                if t in HEAD_FACT_TAGS:
+                    e.flags |= F_HFACT
+                if t == b"link":
+                    e.flags |= F_HLINK
             if t == b"svg":
                 e.flags |= F_SVG
             elif t == b"math":
@@ -1288,6 +1315,8 @@ cdef class _Tables:
                 e.sw = S_PLAINTEXT
             self.idslot[i] = wn.index(b"id") if ids and b"id" in wn else -1
             self.nameslot[i] = wn.index(b"name") if ids and t == b"a" else -1
+            decides = {b"link": b"rel", b"meta": b"name"}.get(t) if head else None
+            self.hslot[i] = wn.index(decides) if decides is not None else -1
         self.dflt = -1
         if ids:
             i = self.nentries
@@ -1306,6 +1335,7 @@ cdef class _Tables:
             self.entry_wnames.append([b"id"])
             self.idslot[i] = 0
             self.nameslot[i] = -1
+            self.hslot[i] = -1
         self.pool = bytes(pool)
         for i in range(256):
             self.first_len[i] = 0
@@ -1360,12 +1390,12 @@ cdef class _Tables:
 cdef dict _TABLES = {}
 
 
-cdef _Tables _tables(link_set, bint ids):
+cdef _Tables _tables(link_set, bint ids, bint head=False):
     """The tables for a ``link_set`` argument, validated by the reference's own function."""
-    key = (link_set_key(link_set), ids)
+    key = (link_set_key(link_set), ids, head)
     tb = _TABLES.get(key)
     if tb is None:
-        tb = _Tables(LINK_SETS[key[0]] if isinstance(key[0], str) else dict(key[0]), ids)
+        tb = _Tables(LINK_SETS[key[0]] if isinstance(key[0], str) else dict(key[0]), ids, head)
         _TABLES[key] = tb
     return tb
 
@@ -2057,6 +2087,8 @@ cdef class LinkExtractor:
     cdef public str encoding
     cdef public set ids
     cdef public bint ids_complete
+    cdef readonly object head  # head_facts: `_headfacts.HeadFacts`, else None
+    cdef bint _hscan  # the head is being read (head_facts, until its first body tag)
     cdef object _ids
     cdef Py_ssize_t _id_chars
     # Where links stand (`_machine.LinkExtractor._locate`): stream offsets.
@@ -2163,8 +2195,10 @@ cdef class LinkExtractor:
         free(self._arena)
 
     def __init__(self, str base_url, encoding=None, *, link_set="links", max_token=MAX_TOKEN,
-                 collect_ids=False, IntakeBase intake=None, record=False):
-        cdef _Tables tb = _tables(link_set, bool(collect_ids))
+                 collect_ids=False, IntakeBase intake=None, record=False, head_facts=False):
+        cdef _Tables tb = _tables(link_set, bool(collect_ids), bool(head_facts))
+        self.head = HeadFacts() if head_facts else None
+        self._hscan = bool(head_facts)
         self._intake = intake
         self.record = None
         if record:
@@ -3045,6 +3079,8 @@ cdef class LinkExtractor:
                 if self._fmode != CFS_DONE:
                     self._fs_end(name, out)
             return 0
+        if self._hscan:
+            self._head_tag(k)
         if k >= 0:
             e = &self._entries[k]
             # (a head element before the body: what the slow path would do, done here)
@@ -3069,6 +3105,51 @@ cdef class LinkExtractor:
         self._start(PyBytes_FromStringAndSize(<const char*>self._t_name, self._t_nlen),
                     self._attrs(), self._t_slash, out)
         return 0
+
+    cdef int _head_tag(self, int k) except -1:
+        """`_machine.LinkExtractor._head_tag`: a start tag while the head is read (entry ``k``,
+        -1: none), recognised by its entry's flags; only a fact tag goes to Python code."""
+        cdef int flags
+        if PyList_GET_SIZE(self._foreign) or self._fmode == CFS_TEMPLATE:
+            return 0
+        flags = self._entries[k].flags if k >= 0 else 0
+        if not (flags & F_HSCOPE):
+            self._hscan = False
+        elif flags & F_HFACT and self._head_maybe(k):
+            self._locate()
+            try:
+                head_tag(self.head, self._entry_names[k], self._attrs(), self._w_line,
+                         self._w_col, self._head_text)
+            except Exception:
+                if self._strict:
+                    raise
+        return 0
+
+    cdef bint _head_maybe(self, int k) noexcept:
+        """Whether a head <link>/<meta> can be a fact, decided in C on its kept bytes: a link's
+        rel must hold "canonical" or "alternate", a meta's name "robots" (ASCII case-insensitive).
+        Exact, not a guess: a value with non-ASCII bytes or a '&' (a character reference)
+        goes to `_headfacts.head_tag` whatever it holds; without either, its text is its bytes
+        (a NUL or CR changes no letter)."""
+        cdef int slot = self._tb.hslot[k]
+        cdef const unsigned char* p
+        cdef Py_ssize_t n, i
+        if slot < 0:
+            return True  # <base>
+        if self._sl_state[slot] != 1:
+            return False  # no rel / no name (or one over max_token: no fact either)
+        p = self._arena + self._sl_off[slot]
+        n = self._sl_len[slot]
+        for i in range(n):
+            if p[i] >= 0x80 or p[i] == 0x26:
+                return True
+        if self._entries[k].flags & F_HLINK:
+            return _ci_find(p, n, <const unsigned char*>b"canonical", 9) \
+                or _ci_find(p, n, <const unsigned char*>b"alternate", 9)
+        return _ci_find(p, n, <const unsigned char*>b"robots", 6)
+
+    def _head_text(self, bytes v):
+        return self._text(v, False)  # (a head fact decides no guessed encoding)
 
     cdef Py_ssize_t _tag_stream(self, const unsigned char* p, Py_ssize_t pos, Py_ssize_t n,
                                 list out) except -2:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._headfacts import HEAD_FACT_TAGS
 from ._html import _AUX, _SWITCH_NAMES, LINK_SETS
 from ._states import _boring
 from ._tree import _MAX_ANAME, _MAX_NAME
@@ -26,9 +27,13 @@ _Config = tuple[
 _ID_ATTRS = frozenset((b"id",))
 
 
-def _link_config(spec: Mapping[str, tuple[str, ...]], ids: bool = False) -> _Config:
+def _link_config(
+    spec: Mapping[str, tuple[str, ...]], ids: bool = False, head: bool = False
+) -> _Config:
     """Tables for one link set (built once per distinct set, shared by extractors); with
-    ``ids`` every kept attribute set also has ``id`` (and ``a`` has ``name``)."""
+    ``ids`` every kept attribute set also has ``id`` (and ``a`` has ``name``); with ``head``
+    (``head_facts``) ``link``, ``meta`` and ``base`` keep what `_headfacts` reads. (The
+    data-state skipper is the set's own: while the head is read, every tag is looked at.)"""
     links: dict[bytes, list[tuple[bytes, str]]] = {}
     want: dict[bytes, frozenset[bytes]] = {}
     tagstr: dict[bytes, str] = {}
@@ -56,6 +61,9 @@ def _link_config(spec: Mapping[str, tuple[str, ...]], ids: bool = False) -> _Con
     # <input type> decides whether an input clears the frameset-ok flag; inputs are read only
     # while that flag matters (every tag is looked at then), so input is no stop tag here.
     want[b"input"] = want.get(b"input", frozenset()) | {b"type"}
+    if head:
+        for t, names_kept in HEAD_FACT_TAGS.items():
+            want[t] = want.get(t, frozenset()) | frozenset(names_kept)
     if ids:
         want = {t: w | _ID_ATTRS for t, w in want.items()}
         want[b"a"] = want.get(b"a", _ID_ATTRS) | {b"name"}

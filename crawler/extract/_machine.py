@@ -60,6 +60,13 @@ Fragment targets (``collect_ids``): the ``id`` of every start tag (and ``name`` 
 ``<a>``) is kept as any wanted attribute is, and the data-state skipper stops at every start
 tag; see `LinkExtractor` for what counts.
 
+Head facts (``head_facts``): until the first start tag that cannot stand in a head
+(`_headfacts.HEAD_SCOPE`) the data-state skipper stops at every tag (`_hscan`), and
+`_head_tag` sees each start tag before it does anything else: the one that ends the head, or
+a ``<link>``, ``<meta>`` or ``<base>`` whose kept attributes go to `_headfacts.head_tag`
+(the compiled twin decides both from its tag table's flags, in C). Then the link set's own
+skipper is back: the links are the same with it on or off.
+
 Rules this module keeps
 -----------------------
 1. Chunk invariance: any split of the same bytes gives the same links. State lives in
@@ -73,7 +80,8 @@ Rules this module keeps
    Only attributes that can produce a link are kept at all; the stack of open svg/math
    elements is kept as runs of one name (1024 runs at most, `_tree.ForeignStack`), so are
    the HTML elements open in their integration points (1024) and the open templates (1024);
-   tag names are kept up to 256 bytes; the URL cache of a resolver holds 4096. Every one of
+   tag names are kept up to 256 bytes; the URL cache of a resolver holds 4096, the head
+   facts (``head_facts``) 4096 canonicals and 4096 alternates. Every one of
    these caps is the same in both twins (tests/test_extract_limits.py).
 4. Never raises on any input: malformed markup is tokenized as the standard says. An
    unexpected error (a bug) while a tag's values become links drops that tag's links and
@@ -118,6 +126,7 @@ from typing import Any
 
 from . import _states
 from . import charset as _charset
+from ._headfacts import HEAD_FACT_TAGS, HEAD_SCOPE, HeadFacts, head_tag
 from ._html import _BREAKOUT, _WS_SPLIT, LINK_SETS, dom_text, parse_srcset, refresh_url
 from ._link import Link, make_link
 from ._linkset import (
@@ -221,6 +230,8 @@ class LinkExtractor:
             input), or a mapping ``{tag: (attr, ...)}`` of lower-case names.
         max_token: the longest attribute value kept (bytes); longer values are dropped.
         collect_ids: collect the document's fragment targets in `ids` (off: no cost).
+        head_facts: read what the head says about the page into `head` (`_headfacts`; off:
+            no cost, and on it changes no link).
 
     Attributes:
         ids: with ``collect_ids``, every ``id`` attribute value of an element and every
@@ -234,6 +245,8 @@ class LinkExtractor:
             fragment missing. (`ids` errs the other way: a start tag the tree builder
             ignores, e.g. a ``<form>`` inside a form, still gives its id, and while the
             encoding is a guess a non-ASCII id is kept decoded both ways.)
+        head: with ``head_facts``, the head's canonicals, alternates, base and robots
+            noindex (`_headfacts.HeadFacts`), complete once the head has ended; else None.
     """
 
     _strict = False
@@ -246,16 +259,24 @@ class LinkExtractor:
         link_set: str | Mapping[str, Any] = "links",
         max_token: int = MAX_TOKEN,
         collect_ids: bool = False,
+        head_facts: bool = False,
     ) -> None:
-        key = (link_set_key(link_set), bool(collect_ids))
+        key = (link_set_key(link_set), bool(collect_ids), bool(head_facts))
         config = _CONFIGS.get(key)
         if config is None:
             spec = LINK_SETS[key[0]] if isinstance(key[0], str) else dict(key[0])
-            config = _link_config(spec, key[1])
+            config = _link_config(spec, key[1], key[2])
             _CONFIGS[key] = config
         # Per tag name: attributes producing links (bytes -> str names), attributes kept, the
         # tag's name as str, and the data-state skipper for this set of tags.
         self._links, self._want, self._tagstr, self._boring = config
+        # Head facts: while the head lasts (`_hscan`) the skipper stops at every tag, so that
+        # the first one that starts the body is seen; then the link set's skipper is back.
+        self.head: HeadFacts | None = HeadFacts() if head_facts else None
+        self._hscan = bool(head_facts)
+        self._boring_body = self._boring
+        if head_facts:
+            self._boring = _BORING_FOREIGN
         # The kept attributes of a tag not in `_want`: None, or ``id`` while collecting ids.
         self._wdef = _ID_ATTRS if collect_ids else None
         self.ids: set[str] = set()
@@ -672,6 +693,28 @@ class LinkExtractor:
             else:
                 self._fst.push(b"m:math", b"math")
 
+    def _head_tag(self, name: bytes, attrs: dict[bytes, bytes | None]) -> None:
+        """A start tag while the head is read (before the tag does anything else): the end
+        of the head, or a fact. In a template's content or svg/math content, nothing. An
+        unexpected error drops this tag's fact only (``_strict`` raises)."""
+        if self._foreign or self._fmode == FS_TEMPLATE:
+            return
+        if name not in HEAD_SCOPE:
+            self._hscan = False
+            self._boring = self._boring_body
+        elif name in HEAD_FACT_TAGS:
+            self._locate()
+            facts = self.head
+            try:
+                if facts is not None:
+                    head_tag(facts, name, attrs, self._w_line, self._w_col, self._head_text)
+            except Exception:
+                if self._strict:
+                    raise
+
+    def _head_text(self, v: bytes) -> str:
+        return self._text(v, False)  # (a head fact decides no guessed encoding)
+
     def _fs_end(self, name: bytes, out: list[Link]) -> None:
         self._fs.end(name, out)
         self._fmode = self._fs.view
@@ -712,6 +755,8 @@ class LinkExtractor:
                 if an in want and an not in attrs:
                     v = v1 or v2 or v3
                     attrs[an] = v if len(v) <= mx else None
+        if self._hscan:
+            self._head_tag(name, attrs)
         fm = self._fmode
         if (
             self._foreign
@@ -981,6 +1026,8 @@ class LinkExtractor:
         else:
             attrs = self._t_attrs
             self._t_attrs = {}
+            if self._hscan:
+                self._head_tag(name, attrs)
             self._start(name, attrs, self._t_slash, out)
         return pos
 
