@@ -8,7 +8,7 @@ from typing import Any
 
 import html5lib
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
@@ -181,7 +181,8 @@ def _lexbor_hrefs(doc: str) -> set[str]:
     for node in LexborHTMLParser(doc).css("a[href], area[href]"):
         if node.tag == "area":
             p = node.parent
-            while p is not None and p.tag not in _INTEGRATION_TAGS:
+            # (Lexbor names an svg element in its own case: "foreignObject")
+            while p is not None and p.tag.lower() not in _INTEGRATION_TAGS:
                 if p.tag in ("svg", "math"):
                     break
                 p = p.parent
@@ -194,6 +195,8 @@ def _lexbor_hrefs(doc: str) -> set[str]:
 @pytest.mark.parametrize("impl_name", IMPL_NAMES)
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=DIFF_DOCS)
+# (an HTML <area> in a foreignObject after </p> left the inner svg: Chromium's DOM has it too)
+@example(doc="<svg><foreignObject><svg></p><area href=>")
 def test_generated_markup_same_hrefs_as_html5lib(impl_name: str, doc: str) -> None:
     impl = IMPLS[impl_name]
     # Documented approximation (see _machine.py): HTML elements opened inside an integration
