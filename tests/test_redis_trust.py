@@ -79,18 +79,19 @@ def _push(r: redis.Redis, origin: str, url: str, depth: int = 1) -> str:
     value = pack_value(0, 0.0, depth, origin, f"0\t\t{url}")
     pipe = r.pipeline(transaction=True)
     pipe.sadd(f"{P}used", shard)
-    pipe.hset(key, str(_SERIAL), value.encode())
-    pipe.hincrby(shard_prefix(NAME, shard) + "c", "queued", 1)
+    pipe.hset(key, str(_SERIAL), value.encode())  # (a shard's open requests: its HLEN)
     pipe.execute()
     return key
 
 
 def _sums(r: redis.Redis) -> dict[bytes, int]:
-    """The crawl's counts: every shard's ``S c`` summed (layout 3)."""
-    out: dict[bytes, int] = {}
+    """The crawl's counts: every shard's ``S c`` summed, and its open requests (layout 3)."""
+    out: dict[bytes, int] = {b"queued": 0}
     for key in r.scan_iter(match=f"crawler:{{{NAME}:s*}}:c"):
         for field, n in r.hgetall(key).items():
             out[field] = out.get(field, 0) + int(n)
+    for key in r.scan_iter(match=f"crawler:{{{NAME}:s*}}:p"):
+        out[b"queued"] += r.hlen(key)
     return out
 
 
@@ -187,9 +188,9 @@ async def test_a_counter_that_is_not_a_number_is_exit_2_naming_the_key(
     stored: redis.Redis, redis_server: RedisServer
 ) -> None:
     key = _a_shard_counts_key(stored)
-    stored.hset(key, "n", b"many")
+    stored.hset(key, "done", b"many")
     await _expect_damaged(redis_server, key, "holds a field that is not an integer")
-    stored.hset(key, "n", b"3")
+    stored.hset(key, "done", b"3")
     stored.hset(f"{P}k", "pages", "lots")
     await _expect_damaged(redis_server, f"{P}k", "")
 

@@ -498,13 +498,11 @@ async def test_no_key_per_origin_or_lease_in_redis(
     keys = {k.decode() for k in command(redis_server, "KEYS", "*")}
     shard_keys = {k for k in keys if not k.startswith(prefix_of("t"))}
     # per shard with work (50 origins: at most 50 shards): one hash of its open requests, its
-    # counts, its seen buckets (a few fingerprints each): nothing per origin or per lease
+    # seen buckets (a few fingerprints each), its counts once a page is done: nothing per
+    # origin or per lease
     tails = {k.split("}:", 1)[1] for k in shard_keys}
-    assert (
-        {"p", "c"} <= tails
-        and tails - {"p", "c"}
-        and all(t in ("p", "c") or t.startswith("s:") for t in tails)
-    )
+    assert "p" in tails and any(t.startswith("s:") for t in tails)
+    assert all(t in ("p", "c") or t.startswith("s:") for t in tails), tails
     assert len([k for k in shard_keys if k.endswith("}:p")]) <= 50
     await a.complete_many([(x, Outcome()) for x in leases], time.time())
     keys = {k.decode() for k in command(redis_server, "KEYS", "*")}

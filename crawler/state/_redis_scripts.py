@@ -29,8 +29,9 @@ the pages/s buckets (``P rate``, approximate).
                           written with its completions (same round trip, not the same atomic
                           step: totals, so a write again is harmless); the crawl's are their sum
 ``P a``                   page budget used (max_pages): leases granted - given back - skips
-``P rate``                hash: 10-second bucket -> completions (pages/s in status; written
-                          beside the completions, approximate)
+``P rate``                hash: 10-second bucket -> completions (pages/s in status; a plain
+                          HINCRBY beside the completions, approximate; the ``rate`` script
+                          trims old buckets when a worker's bucket changes)
 ``P workers``             ZSET worker id -> server time its heartbeat lapses
 ``P ws``                  hash worker id -> "queued leased busy" (its last report)
 ``P own``                 hash shard -> the worker that claims it
@@ -43,9 +44,10 @@ the pages/s buckets (``P rate``, approximate).
 ``S p``                   hash fingerprint -> request not completed: ``attempts \\t
                           not_before \\t depth \\t origin \\t payload``
 ``S d``                   hash origin -> own delay (robots.txt Crawl-delay)
-``S c``                   hash: queued (requests not completed: queued, held or in flight),
-                          done, recovered, n (URLs seen), ``f:<kind>`` (failed by error
-                          kind): the crawl's are the sums over ``P used`` (one HGETALL a shard)
+``S c``                   hash: done, recovered, x (URLs seen and not queued), ``f:<kind>``
+                          (failed by error kind); the shard's open requests are ``HLEN S p``
+                          and its URLs seen open + done + x: the crawl's are the sums over
+                          ``P used`` (an HGETALL and an HLEN a shard)
 ``S h``                   hash host -> requests queued or done (max_pages_per_host only)
 ``S s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits; the
                           bucket is its top ``shard_seen_bits`` bits), intset-encoded while
@@ -135,14 +137,13 @@ return {ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2]}
 _PUT = r"""
 local BUDGET = tonumber(ARGV[1]) or 0
 local flags = {}
-local new, queued = {}, {}
+local new = {}
 local FIELDS = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
 for i = 2, #ARGV, 2 do
   local ki = tonumber(ARGV[i])
   local _, _, bucket, member, fp, q, host, value = string.find(ARGV[i + 1], FIELDS)
   local S = KEYS[ki]
   if redis.call('SADD', S .. 's:' .. bucket, member) == 1 then
-    new[ki] = (new[ki] or 0) + 1
     local take = q == '1'
     if take and BUDGET > 0 then
       take = (tonumber(redis.call('HGET', S .. 'h', host)) or 0) < BUDGET
@@ -150,17 +151,16 @@ for i = 2, #ARGV, 2 do
     end
     if take then
       redis.call('HSET', S .. 'p', fp, value)
-      queued[ki] = (queued[ki] or 0) + 1
       flags[#flags + 1] = '1'
     else
+      new[ki] = (new[ki] or 0) + 1
       flags[#flags + 1] = '2'
     end
   else
     flags[#flags + 1] = '0'
   end
 end
-for ki, n in pairs(new) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'n', n) end
-for ki, n in pairs(queued) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'queued', n) end
+for ki, n in pairs(new) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'x', n) end
 return table.concat(flags)
 """
 
@@ -197,22 +197,20 @@ for i = 1, #ARGV, 5 do
 end
 for ki, t in pairs(per) do
   local c = KEYS[ki] .. 'c'
-  if t[2] > 0 then redis.call('HINCRBY', c, 'n', t[2]) end
-  if t[1] > 0 then redis.call('HINCRBY', c, 'queued', -t[1]) end
   if t[3] > 0 then redis.call('HINCRBY', c, 'done', t[3]) end
   for kind, n in pairs(t[4]) do redis.call('HINCRBY', c, 'f:' .. kind, n) end
 end
 return total
 """
 
-# KEYS[1] P; ARGV: now, completions -> 1: the pages/s buckets of ``crawler status`` (written
-# beside the completions, not in their atomic step: approximate). Old buckets go when a new
-# one starts (once in 10 s, not every call).
+# KEYS[1] P; ARGV: now -> 1: the pages/s buckets of ``crawler status`` older than two
+# minutes dropped (sent with a worker's first completions in a new 10-second bucket; the
+# completions themselves are a plain HINCRBY beside them, not in their atomic step:
+# approximate)
 _RATE = r"""
 local r = KEYS[1] .. 'rate'
 local b = math.floor(tonumber(ARGV[1]) / 10)
-local n = tonumber(ARGV[2])
-if redis.call('HINCRBY', r, b, n) == n and redis.call('HLEN', r) > 16 then
+if redis.call('HLEN', r) > 16 then
   for _, k in ipairs(redis.call('HKEYS', r)) do
     if (tonumber(k) or 0) < b - 12 then redis.call('HDEL', r, k) end
   end
@@ -359,8 +357,9 @@ redis.call('HSET', KEYS[1] .. 'ws', ARGV[1], ARGV[2])
 return 1
 """
 
-# The shards' counts summed: KEYS[first..] shard prefixes -> {flat name, total (queued,
-# done, recovered, n, "f:<kind>"), hosts in the budget (if `hosts`)}: one HGETALL a shard
+# The shards' counts summed: KEYS[first..] shard prefixes -> {flat name, total (done,
+# recovered, x, "f:<kind>"; queued: the open requests, HLEN of S p), hosts in the budget (if
+# `hosts`)}: an HGETALL and an HLEN a shard
 _SUM_LUA = r"""
 local function sum_shards(first, hosts_too)
   local sums = {}
@@ -374,6 +373,9 @@ local function sum_shards(first, hosts_too)
       if not n or #all[j] > 256 then bad(key, ' holds a field that is not an integer') end
       sums[all[j]] = (sums[all[j]] or 0) + n
     end
+    local open = redis.pcall('HLEN', KEYS[i] .. 'p')
+    if type(open) ~= 'number' then ktype(KEYS[i] .. 'p', 'hash') end
+    sums.queued = (sums.queued or 0) + open
     if hosts_too and ktype(KEYS[i] .. 'h', 'hash') then
       hosts = hosts + redis.call('HLEN', KEYS[i] .. 'h')
     end

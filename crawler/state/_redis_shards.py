@@ -388,10 +388,10 @@ class ShardLink(RedisLink):
     # -- the whole crawl --
 
     async def _counts(self) -> Counts:
-        """Where the crawl stands: the shards' ``S c`` summed (open requests, kept with them
-        atomically), the workers' reports (leased), the inboxes; when every worker is idle
-        and requests are open all the same (a message missed), this worker's shards are
-        checked (``heal``)."""
+        """Where the crawl stands: the shards' open requests (``HLEN S p``) and ``S c``
+        summed (both written in the requests' atomic steps), the workers' reports (leased),
+        the inboxes; when every worker is idle and requests are open all the same (a message
+        missed), this worker's shards are checked (``heal``)."""
         raw, sums = await self._tally()
         tally = tally_of(self.location, raw, sums, self.worker_id, len(self._mine))
         idle_here = not (self.book.backlog() or self._mine or self._outbox)

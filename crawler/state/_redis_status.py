@@ -283,7 +283,7 @@ def tally_of(where: str, raw: Any, sums: list[Any], me: str, mine: int) -> Tally
 
 
 def counts_of(where: str, sums: list[Any]) -> tuple[Counts, int]:
-    """The Counts that the ``sums`` replies add up to (the shards' ``S c`` and ``S f``,
+    """The Counts that the ``sums`` replies add up to (the shards' open requests and ``S c``,
     checked inside Redis), and the hosts in the ``max_pages_per_host`` budget."""
     totals: dict[str, int] = {}
     failed: dict[str, int] = {}
@@ -302,7 +302,7 @@ def counts_of(where: str, sums: list[Any]) -> tuple[Counts, int]:
         leased=0,
         done=get("done"),
         failed={k: v for k, v in failed.items() if v},
-        seen=get("n"),
+        seen=get("queued") + get("done") + get("x"),
         origins=0,
         recovered=get("recovered"),
     )

@@ -30,8 +30,8 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
 * **Completions and retries** are one script call a batch (``HDEL`` of the open request, the
   counts), never a broadcast: there is no ``PUBLISH`` at all. A worker wakes on its own inbox
   (``XREAD BLOCK``), its own pages and its own timers.
-* **The crawl's end**: each shard's ``S c queued`` counts its open requests, kept in the same
-  atomic steps as the requests themselves; "nothing queued and nothing leased anywhere" is
+* **The crawl's end**: each shard's open requests are its ``S p`` (its length: what the
+  atomic steps write); "nothing queued and nothing leased anywhere" is
   their sum over the shards the crawl used (``P used``) and the workers' reports: one call on
   one server (``tally``), one round trip a node on a cluster; the dispatcher's grace period
   covers a worker about to offer.
@@ -196,6 +196,7 @@ class RedisState(ShardLink):
         self._run_id: dict[str, str] = {}  # node -> its run_id: a new one means a restart
         self.cluster = False  # a Redis Cluster (found at open), not one server
         self._used: set[int] = set()  # shards known to be in ``P used``
+        self._rate_bucket = 0  # the 10-second bucket of this worker's last completions
         self._delays: dict[str, float] = {}  # set_delay calls not yet written
         self._event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -473,11 +474,19 @@ class RedisState(ShardLink):
             await self._flush_outbox()
         if ended:
             p, field, blob = self.prefix, self._kfield, counter_blob(dict(self._counted))
-            # the pages/s buckets and this run's counter totals: crawl-wide keys, in the same
-            # round trip, not the same atomic step (a rate, and totals written again)
-            rate = ("rate", [p], [repr(now), len(ended)])
-            totals = (lambda pipe: pipe.hset(p + "kw", field, blob)) if dirty else None
-            await self._sharded("complete", (), records, [rate], totals)
+            bucket = int(now // 10)
+            # old pages/s buckets dropped once a 10-second bucket, by each worker
+            trim = [("rate", [p], [repr(now)])] if bucket != self._rate_bucket else []
+            self._rate_bucket = bucket
+
+            def beside(pipe: Any) -> None:
+                # the pages/s bucket and this run's counter totals: crawl-wide keys, in the
+                # same round trip, not the same atomic step (a rate; totals written again)
+                pipe.hincrby(p + "rate", str(bucket), len(ended))
+                if dirty:
+                    pipe.hset(p + "kw", field, blob)
+
+            await self._sharded("complete", (), records, trim, beside)
         elif dirty:
             self._counted_dirty = True
         if skipped and self._budgeted:
