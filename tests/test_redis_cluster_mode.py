@@ -263,3 +263,29 @@ async def test_a_layout_2_crawl_is_refused_naming_what_to_do(
     state = RedisState(redis_cluster.url, name="old")
     with pytest.raises(StateError, match=r"version '2'.*reads version '3'.*--name"):
         await state.open(per_host=1, delay=0.0, max_pages_per_host=0)
+
+
+@pytest.mark.cluster
+async def test_a_master_restarted_is_seen_and_turns_the_epoch(
+    redis_cluster: RedisCluster,  # noqa: F811
+    opened: list[RedisState],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # each node's run_id is noted at every new connection: a master restarted at its address
+    # may have lost its last writes, so the worker starts a new epoch (offers again, reads
+    # its shards again), as with one Redis server
+    a = await _open(redis_cluster.url, opened, lease_timeout=30.0)
+    await a.offer_many([cand(a, f"http://h{i}.test/") for i in range(30)])
+    assert len(a._run_id) == 3  # one a master it talked to
+    epoch = a.epoch
+    restarted = redis_cluster.nodes[2]
+    restarted.restart()
+    wait_until(lambda: redis_cluster.ok(restarted), 30, "the cluster to be ok again")
+    more = [cand(a, f"http://h{i}.test/x") for i in range(30)]
+    # (those the healthy masters took before the pipeline failed are answered "seen" when it
+    # is sent again: they are in Redis all the same, counted below)
+    await asyncio.wait_for(a.offer_many(more), 60)
+    assert a.epoch > epoch
+    assert f"a new run_id at 127.0.0.1:{restarted.port}" in caplog.text
+    counts = await a.counts()
+    assert (counts.seen, counts.queued + counts.leased) == (60, 60)  # nothing lost
