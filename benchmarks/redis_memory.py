@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from crawler.state import Candidate, Outcome  # noqa: E402
-from crawler.state._redis_scripts import prefix_of  # noqa: E402
 from crawler.state.redis import RedisState  # noqa: E402
 from tests.redisserver import RedisServer  # noqa: E402
 
@@ -77,8 +76,9 @@ async def offer_urls(state: RedisState, n: int, origins: int, *, queue: bool) ->
     return time.perf_counter() - t
 
 
-def bucket_report(client: Any, prefix: str) -> dict[str, Any]:
-    keys = list(client.scan_iter(match=prefix + "s:*", count=5000))
+def bucket_report(client: Any, name: str) -> dict[str, Any]:
+    # key layout 3: each shard's own buckets, crawler:{NAME:sK}:s:<hex>
+    keys = list(client.scan_iter(match=f"crawler:{{{name}:s*}}:s:*", count=5000))
     pipe = client.pipeline(transaction=False)
     for k in keys:
         pipe.scard(k)
@@ -193,7 +193,7 @@ async def memory_runs(server: RedisServer, client: Any, args: Any) -> dict[str, 
         "used_memory_before": empty,
         "used_memory_after": after,
         "offers_per_second": round(args.urls / secs),
-        **bucket_report(client, prefix_of("seen")),
+        **bucket_report(client, "seen"),
     }
     await seen.close()
     client.flushall()
@@ -223,8 +223,20 @@ async def main() -> None:
     ap.add_argument("--seen-bits", type=int, default=16)
     ap.add_argument("--site-pages", type=int, default=400)
     ap.add_argument("--per-page-only", action="store_true", help="skip runs 1 and 2 (memory)")
+    ap.add_argument(
+        "--intset-max",
+        type=int,
+        default=0,
+        help="redis-server --set-max-intset-entries (0: its default)",
+    )
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(
+            Path(tmp),
+            extra=["--set-max-intset-entries", str(args.intset_max)] if args.intset_max else [],
+        ) as server,
+    ):
         client = _sync(server)
         version = client.info("server")["redis_version"]
         result: dict[str, Any] = {"redis": version}

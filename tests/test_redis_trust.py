@@ -74,13 +74,31 @@ def _push(r: redis.Redis, origin: str, url: str, depth: int = 1) -> str:
     can. Returns the hash's key."""
     global _SERIAL
     _SERIAL += 1
-    key = shard_prefix(NAME, shard_of(origin, DEFAULT_SHARDS)) + "p"
+    shard = shard_of(origin, DEFAULT_SHARDS)
+    key = shard_prefix(NAME, shard) + "p"
     value = pack_value(0, 0.0, depth, origin, f"0\t\t{url}")
     pipe = r.pipeline(transaction=True)
-    pipe.hset(key, str(_SERIAL), value.encode())
-    pipe.hincrby(f"{P}c", "queued", 1)
+    pipe.sadd(f"{P}used", shard)
+    pipe.hset(key, str(_SERIAL), value.encode())  # (a shard's open requests: its HLEN)
     pipe.execute()
     return key
+
+
+def _sums(r: redis.Redis) -> dict[bytes, int]:
+    """The crawl's counts: every shard's ``S c`` summed, and its open requests (layout 3)."""
+    out: dict[bytes, int] = {b"queued": 0}
+    for key in r.scan_iter(match=f"crawler:{{{NAME}:s*}}:c"):
+        for field, n in r.hgetall(key).items():
+            out[field] = out.get(field, 0) + int(n)
+    for key in r.scan_iter(match=f"crawler:{{{NAME}:s*}}:p"):
+        out[b"queued"] += r.hlen(key)
+    return out
+
+
+def _a_shard_counts_key(r: redis.Redis) -> str:
+    """The ``S c`` key of a shard the crawl used."""
+    shard = int(sorted(r.smembers(f"{P}used"))[0])
+    return shard_prefix(NAME, shard) + "c"
 
 
 _SERIAL = 1000
@@ -124,9 +142,10 @@ async def test_a_url_pushed_into_a_queue_is_checked_again_before_it_is_fetched(
         assert records[url]["status"] is None
     assert (a + "/private/x") not in records  # a robots.txt skip, not a page
     assert "refused a leased URL outside the crawl's scope" in done.err
-    failed = r.hgetall(f"{P}f")
-    assert failed == {b"out_of_scope": b"3", b"robots_disallowed": b"1"}, failed
-    assert r.hget(f"{P}c", "queued") == b"0"  # every request pushed was completed
+    sums = _sums(r)
+    failed = {k: n for k, n in sums.items() if k.startswith(b"f:") and n}
+    assert failed == {b"f:out_of_scope": 3, b"f:robots_disallowed": 1}, failed
+    assert sums[b"queued"] == 0  # every request pushed was completed
 
 
 async def _expect_damaged(server: RedisServer, key: str, what: str) -> None:
@@ -150,9 +169,10 @@ async def stored(serve: ServeApp, redis_server: RedisServer) -> redis.Redis:
 async def test_a_list_where_a_hash_is_kept_is_exit_2_naming_the_key(
     stored: redis.Redis, redis_server: RedisServer
 ) -> None:
-    stored.delete(f"{P}c")
-    stored.rpush(f"{P}c", "x")
-    await _expect_damaged(redis_server, f"{P}c", "is a list, where the crawl keeps a hash")
+    key = _a_shard_counts_key(stored)
+    stored.delete(key)
+    stored.rpush(key, "x")
+    await _expect_damaged(redis_server, key, "is a list, where the crawl keeps a hash")
 
 
 async def test_settings_that_are_not_json_are_exit_2_naming_the_key(
@@ -167,9 +187,10 @@ async def test_settings_that_are_not_json_are_exit_2_naming_the_key(
 async def test_a_counter_that_is_not_a_number_is_exit_2_naming_the_key(
     stored: redis.Redis, redis_server: RedisServer
 ) -> None:
-    stored.set(f"{P}n", b"many")
-    await _expect_damaged(redis_server, f"{P}n", "")
-    stored.set(f"{P}n", b"3")
+    key = _a_shard_counts_key(stored)
+    stored.hset(key, "done", b"many")
+    await _expect_damaged(redis_server, key, "holds a field that is not an integer")
+    stored.hset(key, "done", b"3")
     stored.hset(f"{P}k", "pages", "lots")
     await _expect_damaged(redis_server, f"{P}k", "")
 
@@ -213,7 +234,7 @@ SHOWN = "\\x1b[2J\\x07\\x9b31m"
 async def test_status_shows_control_characters_from_redis_escaped(
     stored: redis.Redis, redis_server: RedisServer
 ) -> None:
-    stored.hset(f"{P}f", f"kind{CONTROLS}", 1)
+    stored.hset(_a_shard_counts_key(stored), f"f:kind{CONTROLS}", 1)
     settings = json.loads(stored.get(f"{P}settings") or b"")
     settings["seeds"].append(f"http://127.0.0.1:9/{CONTROLS}")
     stored.set(f"{P}settings", json.dumps(settings))

@@ -98,7 +98,7 @@ def seen_members(server: RedisServer, name: str) -> int:
     client = redis.Redis.from_url(server.url)
     try:
         pipe = client.pipeline(transaction=False)
-        for key in client.scan_iter(match=prefix_of(name) + "s:*", count=1000):
+        for key in client.scan_iter(match=f"crawler:{{{name}:s*}}:s:*", count=1000):
             pipe.scard(key)
         return sum(pipe.execute())
     finally:
@@ -497,11 +497,16 @@ async def test_no_key_per_origin_or_lease_in_redis(
     assert len(leases) == 50
     keys = {k.decode() for k in command(redis_server, "KEYS", "*")}
     shard_keys = {k for k in keys if not k.startswith(prefix_of("t"))}
-    # per shard with work: one hash of its open requests (50 origins: at most 50 shards)
-    assert shard_keys and all(k.endswith("}:p") for k in shard_keys) and len(shard_keys) <= 50
+    # per shard with work (50 origins: at most 50 shards): one hash of its open requests, its
+    # seen buckets (a few fingerprints each), its counts once a page is done: nothing per
+    # origin or per lease
+    tails = {k.split("}:", 1)[1] for k in shard_keys}
+    assert "p" in tails and any(t.startswith("s:") for t in tails)
+    assert all(t in ("p", "c") or t.startswith("s:") for t in tails), tails
+    assert len([k for k in shard_keys if k.endswith("}:p")]) <= 50
     await a.complete_many([(x, Outcome()) for x in leases], time.time())
     keys = {k.decode() for k in command(redis_server, "KEYS", "*")}
-    assert not [k for k in keys if not k.startswith(prefix_of("t"))]  # nothing left open
+    assert not [k for k in keys if k.endswith("}:p")]  # nothing left open
 
 
 # -- Redis restarts and lost scripts --
@@ -773,14 +778,14 @@ async def test_the_seen_set_is_buckets_of_integers(
     workers: Workers,
     redis_server: RedisServer,  # noqa: F811
 ) -> None:
-    a = await workers.open(seen_bits=8)  # 256 buckets: ~20 fingerprints each below
+    a = await workers.open(seen_bits=8, shards=1)  # 256 buckets: ~20 fingerprints each below
     urls = [f"http://a.test/page/{i}?q={i * 7}" for i in range(5000)]
     await a.offer_many([cand(a, u, queue=False) for u in urls])
     import redis  # noqa: PLC0415
 
     client = redis.Redis.from_url(redis_server.url)
     try:
-        buckets = list(client.scan_iter(match=prefix_of("t") + "s:*", count=1000))
+        buckets = list(client.scan_iter(match="crawler:{t:s0}:s:*", count=1000))
         assert 200 < len(buckets) <= 256  # never a key per URL
         pipe = client.pipeline(transaction=False)
         for key in buckets:

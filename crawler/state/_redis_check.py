@@ -112,11 +112,10 @@ sized(P .. 'v', SMALL)
 sized(P .. 'fpkey', SMALL)
 sized(P .. 'created', SMALL)
 sized(P .. 'settings', SETTINGS)
-integer(P .. 'n')
 integer(P .. 'a')
 hash(P .. 'cfg', '^[%d%.eE%+%-]+$', 'a number')
-for _, k in ipairs({'c', 'f', 'k', 'rate'}) do hash(P .. k, '^%-?%d+$', 'an integer') end
-for k, t in pairs({h = 'hash', kw = 'hash', ws = 'hash', own = 'hash', cx = 'zset',
+for _, k in ipairs({'k', 'rate'}) do hash(P .. k, '^%-?%d+$', 'an integer') end
+for k, t in pairs({kw = 'hash', used = 'set', ws = 'hash', own = 'hash', cx = 'zset',
                    workers = 'zset'}) do
   ktype(P .. k, t)
 end
@@ -175,9 +174,8 @@ return out
 _BAD = re.compile(r"BADSTATE (\d+) ")
 # A key's suffix (after the crawl's prefix) -> the type the crawl keeps there.
 _FIXED_TYPES = {
-    "v": "string", "fpkey": "string", "created": "string", "cfg": "hash", "n": "string",
-    "c": "hash", "f": "hash", "k": "hash", "a": "string", "rate": "hash", "ws": "hash",
-    "h": "hash", "kw": "hash",
+    "v": "string", "fpkey": "string", "created": "string", "cfg": "hash",
+    "k": "hash", "a": "string", "rate": "hash", "ws": "hash", "kw": "hash", "used": "set",
     "own": "hash", "cx": "zset", "workers": "zset", "settings": "string",
 }  # fmt: skip
 _PREFIX_TYPES = (("in:", "stream"), ("r:", "string"))

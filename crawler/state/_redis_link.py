@@ -2,8 +2,12 @@
 
 ``RedisLink`` is the part of ``RedisState`` (a mixin: it holds no state of its own, it
 reads and sets the worker's) that talks to Redis: a script (EVALSHA, loaded again on
-NOSCRIPT) or a pipeline of commands is retried with exponential backoff while Redis is
-unreachable, and an outage or a restart of Redis (a new ``run_id``) starts a new epoch.
+NOSCRIPT: on a cluster, a node that never had it, after a failover or a resharding) or a
+pipeline of commands is retried with exponential backoff while Redis is unreachable (on a
+cluster also while it is down or a slot has no master: ``_redis_cluster.cluster_errors``),
+and an outage or a restart of a Redis server (a new ``run_id`` at the same address) starts
+a new epoch. ``_sharded`` runs a per-shard script over records of many shards: one call on
+one server, one call a shard in one pipeline on a cluster.
 The background tasks (heartbeat, inbox) are ``crawler.state._redis_shards``'s.
 """
 
@@ -13,7 +17,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from crawler.config import redact_url
@@ -25,6 +29,7 @@ from crawler.state._redis_check import (
     damaged,
     expected_type,
 )
+from crawler.state._redis_cluster import Call, calls_for, cluster_errors
 from crawler.state._redis_owner import ShardBook
 from crawler.state._redis_scripts import SCRIPTS
 from crawler.state.base import StateError
@@ -61,10 +66,18 @@ def redacted(url: str) -> str:
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:
-    """The errors of an unreachable Redis (retried; imports redis-py)."""
+    """The errors of an unreachable Redis, or a cluster down or failing over (retried;
+    imports redis-py)."""
     import redis.exceptions as rexc  # noqa: PLC0415
 
-    return (rexc.ConnectionError, rexc.TimeoutError, ConnectionError, TimeoutError, OSError)
+    return (
+        rexc.ConnectionError,
+        rexc.TimeoutError,
+        ConnectionError,
+        TimeoutError,
+        OSError,
+        *cluster_errors(),
+    )
 
 
 def reason(e: BaseException) -> str:
@@ -87,7 +100,10 @@ class RedisLink:
     _wid: bytes
     _r: Any
     _sha: dict[str, str]
-    _run_id: str | None
+    _run_id: dict[str, str]
+    _sprefix: list[str]
+    _used: set[int]
+    cluster: bool
     _event: asyncio.Event
     _tasks: list[asyncio.Task[None]]
     _reload: bool
@@ -138,14 +154,16 @@ class RedisLink:
         new epoch cannot collide with ids Redis hands out a second time)."""
         self.epoch += 1
         self._local = MemorySeenSet()
+        self._used = set()  # (``P used`` may have lost shards too: written again)
         self._reload = True  # this worker's shards are read again at its next heartbeat
         # a completion it lost (its HDEL) brings the request back: fetched again, not refused
         self.book.forget_completed()
 
     async def _on_connect(self, conn: Any) -> None:
-        """Every new connection: note the server's ``run_id``. redis-py reconnects by itself
-        (a pool's dead connection is replaced at checkout), so a restart of Redis may raise
-        no error at all: a new ``run_id`` is how a restart is seen."""
+        """Every new connection: note the server's ``run_id`` (one a node address on a
+        cluster). redis-py reconnects by itself (a pool's dead connection is replaced at
+        checkout), so a restart of Redis may raise no error at all: a new ``run_id`` at the
+        same address is how a restart is seen."""
         await conn.on_connect()
         try:
             await conn.send_command("INFO", "server")
@@ -157,11 +175,13 @@ class RedisLink:
         if found is None:
             return
         run_id = found.group(1)
-        if self._run_id is not None and run_id != self._run_id:
-            log.warning("%s: Redis restarted (a new run_id)", self.location)
+        node = f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}"
+        known = self._run_id.get(node)
+        if known is not None and run_id != known:
+            log.warning("%s: Redis restarted (a new run_id at %s)", self.location, node)
             self._forget()
             self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
-        self._run_id = run_id
+        self._run_id[node] = run_id
 
     async def _script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` on the crawl's prefix, retried on outages."""
@@ -185,6 +205,87 @@ class RedisLink:
             return await self._retrying(call)
         except rexc.ResponseError as e:
             raise await self._refused(name, e) from None
+
+    async def _sharded(
+        self,
+        name: str,
+        head: Sequence[Any],
+        records: Sequence[tuple[int, Sequence[Any]]],
+        also: Sequence[Call] = (),
+        extra: Callable[[Any], object] | None = None,
+    ) -> tuple[list[tuple[list[int], Any]], list[Any]]:
+        """Script ``name`` over ``records`` (shard, ARGV fields) of many shards, in one round
+        trip (a node), with the calls ``also`` and ``extra``'s commands in the same
+        pipeline: ([(positions of the records a call carried, its reply)], the replies of
+        ``also`` and ``extra``)."""
+        calls, positions = calls_for(name, head, records, self._sprefix, cluster=self.cluster)
+        new = {k for k, _ in records} - self._used
+        before = None
+        if new:  # ``P used`` first: what ``tally`` sums is never short of a shard
+            key, members = self.prefix + "used", sorted(new)
+
+            def before(pipe: Any) -> None:
+                pipe.sadd(key, *members)
+
+        replies = await self._batch([*calls, *also], extra, before)
+        self._used |= new
+        start = 1 if new else 0
+        replies = replies[start:]
+        return list(zip(positions, replies, strict=False)), replies[len(calls) :]
+
+    async def _batch(
+        self,
+        calls: list[Call],
+        extra: Callable[[Any], object] | None = None,
+        before: Callable[[Any], object] | None = None,
+    ) -> list[Any]:
+        """``before``'s commands, the script calls, ``extra``'s commands in one pipeline,
+        retried on outages; the calls a node answers NOSCRIPT to are loaded and sent again.
+        Their replies in that order."""
+        import redis.exceptions as rexc  # noqa: PLC0415
+
+        if len(calls) == 1 and extra is None and before is None:
+            name, keys, args = calls[0]
+            return [await self._script_keys(name, keys, *args)]
+
+        async def call() -> list[Any]:
+            self.calls += 1
+            pipe = self._r.pipeline(transaction=False)
+            if before is not None:
+                before(pipe)
+            first = len(pipe)
+            for name, keys, args in calls:
+                pipe.evalsha(self._sha[name], len(keys), *keys, *args)
+            if extra is not None:
+                extra(pipe)
+            out: list[Any] = await pipe.execute(raise_on_error=False)
+            lost = [
+                first + i
+                for i, r in enumerate(out[first : first + len(calls)])
+                if isinstance(r, rexc.NoScriptError)
+            ]
+            if lost:
+                for name in {calls[i - first][0] for i in lost}:
+                    self._sha[name] = await self._r.script_load(SCRIPTS[name])
+                self.calls += 1
+                again = self._r.pipeline(transaction=False)
+                for i in lost:
+                    name, keys, args = calls[i - first]
+                    again.evalsha(self._sha[name], len(keys), *keys, *args)
+                for i, reply in zip(lost, await again.execute(raise_on_error=False), strict=True):
+                    out[i] = reply
+            for reply in out:
+                if isinstance(reply, errors):
+                    raise reply
+                if isinstance(reply, rexc.ResponseError):
+                    raise reply
+            return out
+
+        errors = redis_errors()
+        try:
+            return await self._retrying(call)
+        except rexc.ResponseError as e:
+            raise await self._refused(calls[0][0] if calls else "command", e) from None
 
     async def _cmd(self, build: Callable[[Any], object]) -> list[Any]:
         """Commands queued by ``build(pipeline)``, one round trip, retried on outages."""

@@ -1,7 +1,7 @@
 """Which shards this worker owns, and their requests in memory (the Redis state's frontier).
 
-A crawl in Redis is split into a fixed number of virtual shards by a hash of the origin
-(``shard_of``). Each shard is owned by one live worker: the one that wins rendezvous hashing
+A crawl in Redis is split into a fixed number of virtual shards by a hash of the origin's
+host (``shard_of``). Each shard is owned by one live worker: the one that wins rendezvous hashing
 (highest ``blake2b(worker, shard)``) over the workers whose heartbeat has not lapsed, the
 shards with work spread evenly (``balance``), and that holds the shard's claim in Redis
 (``P own``, renewed by its heartbeat). So:
@@ -33,6 +33,7 @@ from hashlib import blake2b
 from typing import Any
 
 from crawler.state.frontier import OriginQueues
+from crawler.urls.policy import host_of
 
 __all__ = [
     "Item",
@@ -54,8 +55,11 @@ _SHARD_CACHE_MAX = 1 << 16
 
 
 def shard_of(origin: str, shards: int) -> int:
-    """The shard of ``origin``: the same in every worker (an unkeyed hash)."""
-    digest = blake2b(origin.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    """The shard of ``origin``: its host's (every origin of a host in one shard, so that the
+    host's ``max_pages_per_host`` budget is one shard's count), the same in every worker (an
+    unkeyed hash)."""
+    host = host_of(origin) or origin
+    digest = blake2b(host.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % shards
 
 

@@ -1,15 +1,22 @@
 """The Lua scripts of the Redis crawl state (``crawler.state.redis``) and its key layout.
 
-Version 2 (issue 23): the crawl is split into ``shards`` virtual shards (256 by default,
-fixed at creation) by a hash of the origin (the politeness key); each shard is owned by one
-live worker (``crawler.state._redis_owner``), which holds the shard's queue and politeness in
-memory and leases from it without a Redis call. What stays in Redis is what a takeover must
-find: every request not yet completed (``S p``), and the seen fingerprints (``P s:<hex>``).
+Version 3 (issue 23): the crawl is split into ``shards`` virtual shards (256 by default,
+fixed at creation) by a hash of the host (``crawler.state._redis_owner.shard_of``: the
+origins of one host, and so its ``max_pages_per_host`` budget, are in one shard); each shard
+is owned by one live worker (``crawler.state._redis_owner``), which holds the shard's queue and
+politeness in memory and leases from it without a Redis call. What stays in Redis is what a
+takeover must find: every request not yet completed (``S p``), the seen fingerprints
+(``S s:<hex>``) and the shard's counts.
 
 Two kinds of prefix. ``P`` = ``crawler:{NAME}:`` holds the crawl-wide keys; ``S`` =
 ``crawler:{NAME:sK}:`` those of shard K (``shard_prefix(NAME, K)``). The braces are Redis
-Cluster hash tags: each shard is its own slot, so a crawl's shards spread over a cluster's
-masters, the crawl-wide keys in one more slot.
+Cluster hash tags: each shard is one slot, so a crawl's shards spread over a cluster's
+masters, the crawl-wide keys in one more slot. **Every key a per-page script touches (offer,
+complete, retry, give back) is its shard's**: on a cluster such a script runs on the shard's
+master alone, in one atomic step with the shard's counts. The crawl-wide keys are those that
+no per-page step needs atomically: membership, claims, inboxes, settings, robots.txt, the
+page budget (``P a``, its own step), the workers' counter totals (``P kw``, idempotent) and
+the pages/s buckets (``P rate``, approximate).
 
 ========================  ====================================================================
 ``P v``                   format version (string)
@@ -17,16 +24,14 @@ masters, the crawl-wide keys in one more slot.
 ``P created``             server time the crawl was created
 ``P cfg``                 hash: per_host, delay, budget (max_pages_per_host; the last opener's
                           values), bits (seen-set bucket bits), shards (both fixed)
-``P n``                   URLs seen (count)
-``P c``                   hash: queued (requests not completed: queued, held or in flight),
-                          done, recovered
-``P f``                   hash: failed by error kind
 ``P k``                   hash: the crawl's named counters (layout 1's; read, not written)
 ``P kw``                  hash: worker run -> its named counters' totals ("name=n" lines),
-                          written with its completions; the crawl's are their sum
-``P h``                   hash host -> requests queued or done (max_pages_per_host only)
+                          written with its completions (same round trip, not the same atomic
+                          step: totals, so a write again is harmless); the crawl's are their sum
 ``P a``                   page budget used (max_pages): leases granted - given back - skips
-``P rate``                hash: 10-second bucket -> completions (pages/s in status)
+``P rate``                hash: 10-second bucket -> completions (pages/s in status; a plain
+                          HINCRBY beside the completions, approximate; the ``rate`` script
+                          trims old buckets when a worker's bucket changes)
 ``P workers``             ZSET worker id -> server time its heartbeat lapses
 ``P ws``                  hash worker id -> "queued leased busy" (its last report)
 ``P own``                 hash shard -> the worker that claims it
@@ -34,30 +39,47 @@ masters, the crawl-wide keys in one more slot.
 ``P in:<worker>``         STREAM: the worker's inbox (new requests of its shards, from others)
 ``P settings``            the crawl's settings (JSON)
 ``P r:<o>``               the origin's robots.txt (with a TTL)
-``P s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits; the
-                          bucket is its top bits), intset-encoded while small
+``P used``                SET of the shards that ever held a request (written before the
+                          first offer of a shard, so a superset: what ``tally`` sums)
 ``S p``                   hash fingerprint -> request not completed: ``attempts \\t
                           not_before \\t depth \\t origin \\t payload``
 ``S d``                   hash origin -> own delay (robots.txt Crawl-delay)
+``S c``                   hash: done, recovered, x (URLs seen and not queued), ``f:<kind>``
+                          (failed by error kind); the shard's open requests are ``HLEN S p``
+                          and its URLs seen open + done + x: the crawl's are the sums over
+                          ``P used`` (an HGETALL and an HLEN a shard)
+``S h``                   hash host -> requests queued or done (max_pages_per_host only)
+``S s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits; the
+                          bucket is its top ``shard_seen_bits`` bits), intset-encoded while
+                          small (up to Redis's ``set-max-intset-entries``, 512 by default)
 ========================  ====================================================================
 
 The payload (``kind \\t len(referrer) \\t referrer + url``) is opaque to the scripts. A
 script that reads what it cannot split, or a value over ``MAX_ITEM`` bytes, answers an error
 naming the key (``crawler.state._redis_check``).
 
-Scripts on one shard's keys get them as ``KEYS``: on one Redis server a script may take
-several shards at once (one round trip for a chunk of links of many shards); the keys are
-declared, so that a cluster client can route a script of one shard to its master.
+Scripts on shards' keys get them as ``KEYS`` and their records name a key by its index: on
+one Redis server a script takes several shards at once (one round trip for a chunk of links
+of many shards); on a cluster the same script is called once a shard, the calls of a chunk
+sent in one pipeline (``crawler.state._redis_link``: one round trip a node).
 """
 
 from __future__ import annotations
 
 from crawler.state._redis_check import BAD_STATE_LUA, CHECK, MAX_ITEM, READ
 
-__all__ = ["DEFAULT_NAME", "DEFAULT_SHARDS", "SCRIPTS", "VERSION", "prefix_of", "shard_prefix"]
+__all__ = [
+    "DEFAULT_NAME",
+    "DEFAULT_SHARDS",
+    "SCRIPTS",
+    "VERSION",
+    "prefix_of",
+    "shard_prefix",
+    "shard_seen_bits",
+]
 
 #: The key layout's version (``P v``); another one is refused.
-VERSION = "2"
+VERSION = "3"
 #: The crawl name when none is given (``--name``).
 DEFAULT_NAME = "default"
 #: Virtual shards of a new crawl (fixed then).
@@ -67,6 +89,14 @@ DEFAULT_SHARDS = 256
 def prefix_of(name: str | None) -> str:
     """The crawl-wide key prefix of crawl ``name``."""
     return f"crawler:{{{name or DEFAULT_NAME}}}:"
+
+
+def shard_seen_bits(bits: int, shards: int) -> int:
+    """Seen-set bucket bits of each shard: ``bits`` less log2(``shards``) (at least 1), so
+    that a crawl whose URLs spread over its shards has about 2**``bits`` buckets in all, as
+    layout 2's one seen set had. A one-host crawl fills one shard's buckets only
+    (``docs/distributed.md``, "Redis Cluster", has the bytes a URL of both)."""
+    return max(1, bits - (shards.bit_length() - 1))
 
 
 def shard_prefix(name: str | None, shard: int) -> str:
@@ -100,102 +130,110 @@ local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'per_host', 'delay
 return {ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2]}
 """
 
-# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: max_pages_per_host (as the last heartbeat read
-# it), then one a candidate, "key index \t bucket \t member \t fp \t queue \t host \t
-# value" -> flags: "1" new and queued, "2" new not queued, "0" seen
-# (dedup and enqueue in one step: a fingerprint is never seen without its request queued)
-_PUT = (
-    BAD_STATE_LUA
-    + r"""
-local P = KEYS[1]
+# KEYS: shard prefixes; ARGV: max_pages_per_host (as the last heartbeat read it), then pairs
+# (key index, "bucket \t member \t fp \t queue \t host \t value") -> flags: "1" new and
+# queued, "2" new not queued, "0" seen (dedup, enqueue and the shard's counts in one step: a
+# fingerprint is never seen without its request queued)
+_PUT = r"""
 local BUDGET = tonumber(ARGV[1]) or 0
 local flags = {}
-local new, queued = 0, 0
-local FIELDS = '^(%d+)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
-for i = 2, #ARGV do
-  local _, _, ki, bucket, member, fp, q, host, value = string.find(ARGV[i], FIELDS)
-  local S = KEYS[tonumber(ki)]
-  if redis.call('SADD', P .. 's:' .. bucket, member) == 1 then
-    new = new + 1
+local new = {}
+local FIELDS = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
+for i = 2, #ARGV, 2 do
+  local ki = tonumber(ARGV[i])
+  local _, _, bucket, member, fp, q, host, value = string.find(ARGV[i + 1], FIELDS)
+  local S = KEYS[ki]
+  if redis.call('SADD', S .. 's:' .. bucket, member) == 1 then
     local take = q == '1'
     if take and BUDGET > 0 then
-      take = (tonumber(redis.call('HGET', P .. 'h', host)) or 0) < BUDGET
-      if take then redis.call('HINCRBY', P .. 'h', host, 1) end
+      take = (tonumber(redis.call('HGET', S .. 'h', host)) or 0) < BUDGET
+      if take then redis.call('HINCRBY', S .. 'h', host, 1) end
     end
     if take then
       redis.call('HSET', S .. 'p', fp, value)
-      queued = queued + 1
       flags[#flags + 1] = '1'
     else
+      new[ki] = (new[ki] or 0) + 1
       flags[#flags + 1] = '2'
     end
   else
     flags[#flags + 1] = '0'
   end
 end
-if queued > 0 then redis.call('HINCRBY', P .. 'c', 'queued', queued) end
-if new > 0 then redis.call('INCRBY', P .. 'n', new) end
+for ki, n in pairs(new) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'x', n) end
 return table.concat(flags)
 """
-)
 
-# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: now, this worker's counters field in ``P kw``
-# and their totals ("" if unchanged), then fives (key index, fp, seen bucket, seen member,
-# error kind or "") -> completed (those still open: a request completed twice counts once).
-# A request not open that the seen set does not know either was offered in writes Redis lost
-# (a restart without its last second): it is added to the seen set and counted done, so that
-# an offer of it again is refused (its page was fetched) and the crawl's numbers stay whole.
-# The named counters of these pages are written in the same step as their completions.
+# KEYS: shard prefixes; ARGV: fives (key index, fp, seen bucket, seen member, error kind or
+# "") -> completed (those still open: a request completed twice counts once). A request not
+# open that the seen set does not know either was offered in writes Redis lost (a restart
+# without its last second): it is added to the seen set and counted done, so that an offer of
+# it again is refused (its page was fetched) and the crawl's numbers stay whole. The shard's
+# counts change in the same step as its requests.
 _COMPLETE = r"""
-local P = KEYS[1]
-local done, closed, new = 0, 0, 0
-local failed = {}
-if ARGV[2] ~= '' then redis.call('HSET', P .. 'kw', ARGV[2], ARGV[3]) end
-for i = 4, #ARGV, 5 do
-  local counted = redis.call('HDEL', KEYS[tonumber(ARGV[i])] .. 'p', ARGV[i + 1]) == 1
+local total = 0
+local per = {}
+for i = 1, #ARGV, 5 do
+  local ki = tonumber(ARGV[i])
+  local S = KEYS[ki]
+  local t = per[ki]
+  if not t then
+    t = {0, 0, 0, {}}
+    per[ki] = t
+  end
+  local counted = redis.call('HDEL', S .. 'p', ARGV[i + 1]) == 1
   if counted then
-    closed = closed + 1
-  elseif redis.call('SADD', P .. 's:' .. ARGV[i + 2], ARGV[i + 3]) == 1 then
-    new = new + 1
+    t[1] = t[1] + 1
+  elseif redis.call('SADD', S .. 's:' .. ARGV[i + 2], ARGV[i + 3]) == 1 then
+    t[2] = t[2] + 1
     counted = true
   end
   if counted then
-    done = done + 1
+    t[3] = t[3] + 1
+    total = total + 1
     local kind = ARGV[i + 4]
-    if kind ~= '' then failed[kind] = (failed[kind] or 0) + 1 end
+    if kind ~= '' then t[4][kind] = (t[4][kind] or 0) + 1 end
   end
 end
-if new > 0 then redis.call('INCRBY', P .. 'n', new) end
-if closed > 0 then redis.call('HINCRBY', P .. 'c', 'queued', -closed) end
-for kind, n in pairs(failed) do redis.call('HINCRBY', P .. 'f', kind, n) end
-if done > 0 then
-  redis.call('HINCRBY', P .. 'c', 'done', done)
-  local b = math.floor(tonumber(ARGV[1]) / 10)
-  -- old buckets go when a new one starts (once in 10 s, not every call)
-  local r = P .. 'rate'
-  if redis.call('HINCRBY', r, b, done) == done and redis.call('HLEN', r) > 16 then
-    for _, k in ipairs(redis.call('HKEYS', P .. 'rate')) do
-      if (tonumber(k) or 0) < b - 12 then redis.call('HDEL', P .. 'rate', k) end
-    end
-  end
+for ki, t in pairs(per) do
+  local c = KEYS[ki] .. 'c'
+  if t[3] > 0 then redis.call('HINCRBY', c, 'done', t[3]) end
+  for kind, n in pairs(t[4]) do redis.call('HINCRBY', c, 'f:' .. kind, n) end
 end
-return done
+return total
 """
 
-# KEYS[1] P, KEYS[2..] shard prefixes; ARGV: "recovered" count, then triples (key index, fp,
-# value): a request back in line (retried, given back, or a new attempt after a takeover):
-# rewritten only while it is still open -> rewritten
+# KEYS[1] P; ARGV: now -> 1: the pages/s buckets of ``crawler status`` older than two
+# minutes dropped (sent with a worker's first completions in a new 10-second bucket; the
+# completions themselves are a plain HINCRBY beside them, not in their atomic step:
+# approximate)
+_RATE = r"""
+local r = KEYS[1] .. 'rate'
+local b = math.floor(tonumber(ARGV[1]) / 10)
+if redis.call('HLEN', r) > 16 then
+  for _, k in ipairs(redis.call('HKEYS', r)) do
+    if (tonumber(k) or 0) < b - 12 then redis.call('HDEL', r, k) end
+  end
+end
+return 1
+"""
+
+# KEYS: shard prefixes; ARGV: quads (key index, fp, value, recovered "1"/"0"): a request back
+# in line (retried, given back, or a new attempt after a takeover): rewritten only while it
+# is still open; those given back by a closing worker count as recovered -> rewritten
 _REQUEUE = r"""
 local n = 0
-for i = 2, #ARGV, 3 do
-  local p = KEYS[tonumber(ARGV[i])] .. 'p'
+local recovered = {}
+for i = 1, #ARGV, 4 do
+  local ki = tonumber(ARGV[i])
+  local p = KEYS[ki] .. 'p'
   if redis.call('HEXISTS', p, ARGV[i + 1]) == 1 then
     redis.call('HSET', p, ARGV[i + 1], ARGV[i + 2])
     n = n + 1
   end
+  if ARGV[i + 3] == '1' then recovered[ki] = (recovered[ki] or 0) + 1 end
 end
-local r = tonumber(ARGV[1]) or 0
-if r > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'recovered', r) end
+for ki, r in pairs(recovered) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'recovered', r) end
 return n
 """
 
@@ -319,21 +357,49 @@ redis.call('HSET', KEYS[1] .. 'ws', ARGV[1], ARGV[2])
 return 1
 """
 
-# KEYS[1] P; ARGV: shards -> {c (flat), f (flat), n, reports of live workers (flat), requests
-# in inboxes, shards without a live claim}: where the whole crawl stands, in one step
+# The shards' counts summed: KEYS[first..] shard prefixes -> {flat name, total (done,
+# recovered, x, "f:<kind>"; queued: the open requests, HLEN of S p), hosts in the budget (if
+# `hosts`)}: an HGETALL and an HLEN a shard
+_SUM_LUA = r"""
+local function sum_shards(first, hosts_too)
+  local sums = {}
+  local hosts = 0
+  for i = first, #KEYS do
+    local key = KEYS[i] .. 'c'
+    local all = redis.pcall('HGETALL', key)
+    if all.err then ktype(key, 'hash') end
+    for j = 1, #all, 2 do
+      local n = string.match(all[j + 1], '^%-?%d+$') and tonumber(all[j + 1])
+      if not n or #all[j] > 256 then bad(key, ' holds a field that is not an integer') end
+      sums[all[j]] = (sums[all[j]] or 0) + n
+    end
+    local open = redis.pcall('HLEN', KEYS[i] .. 'p')
+    if type(open) ~= 'number' then ktype(KEYS[i] .. 'p', 'hash') end
+    sums.queued = (sums.queued or 0) + open
+    if hosts_too and ktype(KEYS[i] .. 'h', 'hash') then
+      hosts = hosts + redis.call('HLEN', KEYS[i] .. 'h')
+    end
+  end
+  local flat = {}
+  for k, v in pairs(sums) do
+    flat[#flat + 1] = k
+    flat[#flat + 1] = string.format('%d', v)
+  end
+  return {flat, hosts}
+end
+"""
+
+# KEYS[1] P, KEYS[2..] shard prefixes (one Redis server: those of ``P used``; none on a
+# cluster); ARGV: shards, hosts ("1": count the budget's hosts) -> {reports of live workers
+# (flat), requests in inboxes, shards without a live claim, the shards ever used (``P
+# used``), the sums of KEYS[2..]}: where the whole crawl stands, one round trip
 _TALLY = (
     BAD_STATE_LUA
+    + _SUM_LUA
     + _NOW
     + r"""
 local P = KEYS[1]
 local now = server_now()
-local function h(key)
-  if ktype(key, 'hash') then return redis.call('HGETALL', key) end
-  return {}
-end
-local c, f = h(P .. 'c'), h(P .. 'f')
-local n = false
-if ktype(P .. 'n', 'string') then n = redis.call('GET', P .. 'n') end
 local live = {}
 local reports = {}
 for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'workers', '(' .. now, '+inf')) do
@@ -350,9 +416,15 @@ local own = redis.call('HVALS', P .. 'own')
 for i = 1, #own do
   if not live[own[i]] then orphans = orphans + 1 end
 end
-return {c, f, n, reports, inbox, orphans}
+local used = {}
+if ktype(P .. 'used', 'set') then used = redis.call('SMEMBERS', P .. 'used') end
+return {reports, inbox, orphans, used, sum_shards(2, ARGV[2] == '1')}
 """
 )
+
+# KEYS: shard prefixes; ARGV: hosts ("1": count the budget's hosts) -> their sums (on a
+# cluster: one call a shard, pipelined with ``tally``)
+_SUMS = BAD_STATE_LUA + _SUM_LUA + "return sum_shards(1, ARGV[1] == '1')\n"
 
 # KEYS[1] P; ARGV: budget, n -> granted: n < 0 gives back; else at most what is left of it
 _ADMIT = r"""
@@ -379,6 +451,8 @@ SCRIPTS: dict[str, str] = {
     "release": _RELEASE,
     "report": _REPORT,
     "tally": _TALLY,
+    "sums": _SUMS,
+    "rate": _RATE,
     "admit": _ADMIT,
     "check": CHECK,
     "read": READ,

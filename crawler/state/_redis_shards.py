@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from crawler.state._redis_check import MAX_FIELDS, damaged
+from crawler.state._redis_cluster import Call
 from crawler.state._redis_link import BACKOFF_MAX, BACKOFF_MIN, RedisLink, redis_errors
 from crawler.state._redis_owner import (
     Item,
@@ -160,7 +161,11 @@ class ShardLink(RedisLink):
         for start in range(0, len(shards), LOAD_SHARDS):
             some = shards[start : start + LOAD_SHARDS]
             keys = [self._sprefix[k] for k in some]
-            pages = await self._script_keys("load", keys, "0", LOAD_PAGE)
+            if self.cluster:  # one call a shard (a slot each), one round trip a node
+                replies = await self._batch([("load", [key], ["0", LOAD_PAGE]) for key in keys])
+                pages = [page for reply in replies for page in reply]
+            else:
+                pages = await self._script_keys("load", keys, "0", LOAD_PAGE)
             for k, (cursor, flat, delays) in zip(some, pages, strict=True):
                 for i in range(0, len(delays), 2):
                     origin = delays[i].decode("utf-8", "surrogatepass")
@@ -259,33 +264,23 @@ class ShardLink(RedisLink):
         return counters_of(self.location, self.prefix, raw, kw)
 
     async def _requeue(self, items: list[tuple[Item, int, float]], recovered: int = 0) -> None:
-        """Write requests back in line (attempts, not_before) in their shards' ``S p``."""
-        keys: list[str] = [self.prefix]
-        index: dict[int, int] = {}
-        args: list[Any] = [recovered]
-        for item, attempts, not_before in items:
+        """Write requests back in line (attempts, not_before) in their shards' ``S p``; the
+        first ``recovered`` of them count as recovered (given back by a closing worker)."""
+        records: list[tuple[int, tuple[int, bytes, str]]] = []
+        for i, (item, attempts, not_before) in enumerate(items):
             fp, k, _g, url, depth, referrer, origin, kind, _a = item
-            ki = index.get(k)
-            if ki is None:
-                ki = index[k] = len(keys) + 1
-                keys.append(self._sprefix[k])
             value = pack_value(attempts, not_before, depth, origin, payload_of(kind, referrer, url))
-            args += (ki, fp, value.encode("utf-8", "surrogatepass"))
-        await self._script_keys("requeue", keys, *args)
+            mark = "1" if i < recovered else "0"
+            records.append((k, (fp, value.encode("utf-8", "surrogatepass"), mark)))
+        await self._sharded("requeue", (), records)
 
     async def _flush_delays(self) -> None:
         pending, self._delays = self._delays, {}
-        keys: list[str] = []
-        index: dict[int, int] = {}
-        args: list[Any] = []
+        records: list[tuple[int, tuple[str, str]]] = []
         for origin, delay in pending.items():
-            k = self.book.shard(origin)
-            ki = index.get(k)
-            if ki is None:
-                ki = index[k] = len(keys) + 1
-                keys.append(self._sprefix[k])
-            args += (ki, origin, repr(float(delay)) if delay > self.book.queues._delay else "")
-        await self._script_keys("delay", keys, *args)
+            wanted = repr(float(delay)) if delay > self.book.queues._delay else ""
+            records.append((self.book.shard(origin), (origin, wanted)))
+        await self._sharded("delay", (), records)
 
     # -- outbox and inbox --
 
@@ -393,11 +388,12 @@ class ShardLink(RedisLink):
     # -- the whole crawl --
 
     async def _counts(self) -> Counts:
-        """Where the crawl stands: ``P c`` (open requests, kept with them atomically), the
-        workers' reports (leased), the inboxes; when every worker is idle and requests are
-        open all the same (a message missed), this worker's shards are checked (``heal``)."""
-        raw = await self._script("tally", self.book.shards)
-        tally = tally_of(self.location, self.prefix, raw, self.worker_id, len(self._mine))
+        """Where the crawl stands: the shards' open requests (``HLEN S p``) and ``S c``
+        summed (both written in the requests' atomic steps), the workers' reports (leased),
+        the inboxes; when every worker is idle and requests are open all the same (a message
+        missed), this worker's shards are checked (``heal``)."""
+        raw, sums = await self._tally()
+        tally = tally_of(self.location, raw, sums, self.worker_id, len(self._mine))
         idle_here = not (self.book.backlog() or self._mine or self._outbox)
         if (
             tally.open_requests
@@ -416,6 +412,31 @@ class ShardLink(RedisLink):
             origins=origins,
             recovered=counts.recovered,
         )
+
+    async def _tally(self) -> tuple[Any, list[Any]]:
+        """The ``tally`` script's answer and the sums of the shards in ``P used``: one round
+        trip (a node) with the shards this worker knows to be used (one server: one script;
+        a cluster: ``tally`` and one ``sums`` a shard, pipelined); one more for shards used
+        since (then known here)."""
+        used = sorted(self._used)
+        p = self.prefix
+        if self.cluster:
+            calls: list[Call] = [("tally", [p], [self.book.shards, 0])]
+            calls += [("sums", [self._sprefix[k]], [0]) for k in used]
+            raw, *sums = await self._batch(calls)
+        else:
+            keys = [p, *(self._sprefix[k] for k in used)]
+            raw = await self._script_keys("tally", keys, self.book.shards, 0)
+            sums = [raw[4]]
+        found = {int(k) for k in raw[3]}
+        more = sorted(found - set(used))  # (not self._used: an outage may have emptied it)
+        self._used.update(found)
+        if more:
+            if self.cluster:
+                sums += await self._batch([("sums", [self._sprefix[k]], [0]) for k in more])
+            else:
+                sums.append(await self._script_keys("sums", [self._sprefix[k] for k in more], 0))
+        return raw, sums
 
     async def _heal(self) -> None:
         """Load again each shard held here whose open requests in Redis outnumber those

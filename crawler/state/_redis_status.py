@@ -25,8 +25,9 @@ from crawler.state._redis_check import (
     read_args,
     text_of,
 )
+from crawler.state._redis_cluster import sync_client
 from crawler.state._redis_link import reason, redacted
-from crawler.state._redis_scripts import DEFAULT_NAME, SCRIPTS, VERSION, prefix_of
+from crawler.state._redis_scripts import DEFAULT_NAME, SCRIPTS, VERSION, prefix_of, shard_prefix
 from crawler.state.base import Counts, StateError
 
 __all__ = [
@@ -99,12 +100,43 @@ class RedisStatus:
 
 
 def _sync_client(url: str) -> Any:
-    import redis  # noqa: PLC0415
+    import redis.exceptions as rexc  # noqa: PLC0415
 
     try:
-        return redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0)
-    except ValueError as e:
-        raise StateError(f"{redacted(url)}: not a usable Redis URL: {e}") from e
+        return sync_client(url, redacted(url))
+    except (rexc.RedisError, OSError) as e:
+        raise StateError(f"{redacted(url)}: cannot use Redis: {reason(e)}") from None
+
+
+def _tally_sync(client: Any, name: str, shards: int) -> tuple[Any, list[Any]]:
+    """``tally`` and ``sums`` read by a synchronous client (one script a shard on a
+    cluster, pipelined)."""
+    from redis.cluster import RedisCluster  # noqa: PLC0415
+
+    p = prefix_of(name)
+    raw = client.eval(SCRIPTS["tally"], 1, p, shards, 1)
+    keys = [shard_prefix(name, int(k)) for k in sorted(int(k) for k in raw[3])]
+    if not keys:
+        return raw, []
+    if not isinstance(client, RedisCluster):
+        return raw, [client.eval(SCRIPTS["sums"], len(keys), *keys, 1)]
+    sha = client.script_load(SCRIPTS["sums"])
+    pipe: Any = client.pipeline()  # type: ignore[no-untyped-call]
+    for key in keys:
+        pipe.evalsha(sha, 1, key, 1)
+    return raw, list(pipe.execute())
+
+
+def _used_memory(client: Any) -> int:
+    """Redis's ``used_memory``: summed over the nodes of a cluster."""
+    from redis.cluster import RedisCluster  # noqa: PLC0415
+
+    if isinstance(client, RedisCluster):
+        found = client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+        if isinstance(found, dict) and "used_memory" not in found:
+            return sum(int(v.get("used_memory", 0)) for v in found.values())
+        return int(found.get("used_memory", 0))
+    return int(client.info("memory").get("used_memory", 0))
 
 
 def _read(client: Any, where: str, name: str, *items: tuple[str, str, int]) -> list[Any]:
@@ -129,7 +161,8 @@ def _check_version(where: str, name: str, found: Any, *, missing_ok: bool) -> bo
     if found != VERSION.encode():
         raise StateError(
             f"{where}: key layout version {found.decode('utf-8', 'replace')!r}, this crawler"
-            f" reads version {VERSION!r}"
+            f" reads version {VERSION!r} (crawls made by an older crawler cannot be continued:"
+            " finish it with that version, or use another --name or another database)"
         )
     return True
 
@@ -157,18 +190,20 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
     where = f"{redacted(url)} name={name}"
     client = _sync_client(url)
     try:
-        found, cfg, hosts, k, settings, created, rate, now, workers = _read(
+        found, cfg, k, settings, created, rate, now, workers = _read(
             client, where, name,
-            ("cfg", "h", MAX_FIELDS), ("h", "l", 0),
+            ("cfg", "h", MAX_FIELDS),
             ("k", "h", MAX_FIELDS), ("settings", "s", MAX_SETTINGS), ("created", "s", 64),
             ("rate", "h", MAX_FIELDS), ("", "t", 0), ("workers", "w", 0),
         )  # fmt: skip
         _check_version(where, name, found, missing_ok=False)
         shards = int_hash(where, p + "cfg", [x.split(b".")[0] for x in cfg]).get("shards", 0)
         try:
-            tally = tally_of(where, p, client.eval(SCRIPTS["tally"], 1, p, shards), "", 0)
+            raw, sums = _tally_sync(client, name, shards)
+            tally = tally_of(where, raw, sums, "", 0)
+            hosts = counts_of(where, sums)[1]
             kw = client.hgetall(p + "kw")
-            memory = int(client.info("memory").get("used_memory", 0))
+            memory = _used_memory(client)
         except (rexc.RedisError, OSError) as e:
             found = bad_state(where, str(e)) if isinstance(e, rexc.ResponseError) else None
             raise found or StateError(f"{where}: cannot read: {reason(e)}") from e
@@ -210,10 +245,10 @@ class Tally:
     orphans: int
 
 
-def tally_of(where: str, prefix: str, raw: Any, me: str, mine: int) -> Tally:
-    """The ``tally`` script's answer; worker ``me`` (if any) counts ``mine`` leases out and
-    its own report is left aside."""
-    c, f, n, reports, inbox, orphans = raw
+def tally_of(where: str, raw: Any, sums: list[Any], me: str, mine: int) -> Tally:
+    """The ``tally`` script's answer and the ``sums`` replies (one or one a shard); worker
+    ``me`` (if any) counts ``mine`` leases out and its own report is left aside."""
+    reports, inbox, orphans = raw[:3]
     leased = mine
     origins = 0
     others_busy = False
@@ -228,7 +263,7 @@ def tally_of(where: str, prefix: str, raw: Any, me: str, mine: int) -> Tally:
                 origins += max(0, int(parts[3]))
             except ValueError:
                 continue
-    counts = counts_of(where, prefix, c, f, n)
+    counts, _hosts = counts_of(where, sums)
     opened = counts.queued
     return Tally(
         Counts(
@@ -247,24 +282,31 @@ def tally_of(where: str, prefix: str, raw: Any, me: str, mine: int) -> Tally:
     )
 
 
-def counts_of(where: str, prefix: str, c: Any, f: Any, n: Any) -> Counts:
-    """The Counts in the crawl's ``P c`` and ``P f`` hashes and ``P n`` (``RedisState.counts``;
-    the hashes as the ``read`` script returns them: flat lists)."""
-    counts = int_hash(where, prefix + "c", c)
-    failed = int_hash(where, prefix + "f", f)
+def counts_of(where: str, sums: list[Any]) -> tuple[Counts, int]:
+    """The Counts that the ``sums`` replies add up to (the shards' open requests and ``S c``,
+    checked inside Redis), and the hosts in the ``max_pages_per_host`` budget."""
+    totals: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    hosts = 0
+    for flat, h in sums:
+        for name, n in int_hash(where, "the shards' counts", flat).items():
+            into, name = (failed, name[2:]) if name.startswith("f:") else (totals, name)
+            into[name] = into.get(name, 0) + n
+        hosts += int(h)
 
     def get(key: str) -> int:
-        return max(0, counts.get(key, 0))
+        return max(0, totals.get(key, 0))
 
-    return Counts(
+    counts = Counts(
         queued=get("queued"),
-        leased=get("leased"),
+        leased=0,
         done=get("done"),
         failed={k: v for k, v in failed.items() if v},
-        seen=as_int(where, prefix + "n", n),
-        origins=get("origins"),
+        seen=get("queued") + get("done") + get("x"),
+        origins=0,
         recovered=get("recovered"),
     )
+    return counts, hosts
 
 
 def _rate(buckets: dict[str, int], now: float, created: float, window: int = 60) -> float:

@@ -1,13 +1,15 @@
 """RedisState: the crawl state in Redis, shared by any number of worker processes.
 
-``open_state("redis://HOST:PORT/DB", name=NAME)`` (also ``rediss://`` and ``unix://``). The
-key layout (version 2) is in ``crawler.state._redis_scripts``: crawl-wide keys under
-``crawler:{NAME}:``, each of the crawl's virtual shards under ``crawler:{NAME:sK}:``.
-redis-py's asyncio client, one connection pool per worker, imported only when a Redis URL is
+``open_state("redis://HOST:PORT/DB", name=NAME)`` (also ``rediss://`` and ``unix://``; the
+URL of a Redis Cluster node works too: ``crawler.state._redis_cluster`` finds the cluster at
+open). The key layout (version 3) is in ``crawler.state._redis_scripts``: crawl-wide keys
+under ``crawler:{NAME}:``, each of the crawl's virtual shards under ``crawler:{NAME:sK}:``
+(one cluster slot a shard; every key a per-page script touches is its shard's). redis-py's
+asyncio client, one connection pool per worker (a node), imported only when a Redis URL is
 used.
 
 How it scales (issue 23): every origin belongs to one of ``shards`` virtual shards (a hash of
-the origin, fixed at creation), every shard to one live worker (rendezvous hashing over the
+its host, fixed at creation), every shard to one live worker (rendezvous hashing over the
 live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``). So:
 
 * **Leasing is local**: a worker leases only from its own shards, with their politeness
@@ -15,43 +17,48 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
   ``OriginQueues``): no Redis call a lease, and the per-host cap holds cluster-wide by
   construction (one owner an origin).
 * **Offers dedup exactly in Redis, in one atomic step with the enqueue** (the ``put`` script:
-  ``SADD`` to the seen bucket, ``HSET`` into the shard's open requests), one round trip a chunk
-  of links whatever their shards; the answer (new or not) is exact and immediate, because the
-  engine lists each new internal URL once, by the worker that found it. A bounded local cache
-  of every fingerprint this worker offered or was sent makes a repeated link cost nothing.
-  A new request of a shard this worker owns goes straight into its queues; one of another
-  owner's shard is sent to that owner point to point, batched (one ``XADD`` a destination every
-  ``FORWARD_GAP`` seconds to its inbox stream), after it is safe in Redis: the inbox is how
-  the owner hears of it, not where it is kept. An owner that misses a message (a stale view of
-  the owners, an inbox of a worker gone) finds the request when it checks its shards while
+  ``SADD`` to the shard's seen bucket, ``HSET`` into its open requests, its counts), one round trip
+  a chunk of links whatever their shards (on a cluster, one a node: a call a shard); the answer (new
+  or not) is exact and immediate, because the engine lists each new internal URL once, by the worker
+  that found it. A bounded local cache of every fingerprint this worker offered or was sent makes a
+  repeated link cost nothing. A new request of a shard this worker owns goes straight into its
+  queues; one of another owner's shard is sent to that owner point to point, batched (one ``XADD`` a
+  destination every ``FORWARD_GAP`` seconds to its inbox stream), after it is safe in Redis: the
+  inbox is how the owner hears of it, not where it is kept. An owner that misses a message (a stale
+  view of the owners, an inbox of a worker gone) finds the request when it checks its shards while
   idle (``heal``), and any new owner when it loads the shard.
 * **Completions and retries** are one script call a batch (``HDEL`` of the open request, the
   counts), never a broadcast: there is no ``PUBLISH`` at all. A worker wakes on its own inbox
   (``XREAD BLOCK``), its own pages and its own timers.
-* **The crawl's end**: ``P c queued`` counts the open requests of every shard, kept in the same
-  atomic steps as the requests themselves, so "nothing queued and nothing leased anywhere" is
-  one read (``tally``); the dispatcher's grace period covers a worker about to offer.
+* **The crawl's end**: each shard's open requests are its ``S p`` (its length: what the
+  atomic steps write); "nothing queued and nothing leased anywhere" is
+  their sum over the shards the crawl used (``P used``) and the workers' reports: one call on
+  one server (``tally``), one round trip a node on a cluster; the dispatcher's grace period
+  covers a worker about to offer.
 * **Membership**: a worker that joins wins shards by rendezvous; their owner stops leasing
   from them, lets what it has out end, and releases the claims; the winner claims and loads
   them at its next heartbeat. A worker that dies stops renewing: its claims lapse after
   ``lease_timeout`` and the winners among the living load its shards, its requests in flight
   included (at-least-once: duplicates at most what it had in flight). A clean ``close``
   writes back what it had out and releases its claims at once.
-* **Outages**: a connection error or timeout in any call is retried with exponential backoff
+* **Outages**: a connection error or timeout in any call (on a cluster also ``CLUSTERDOWN``
+  and the like) is retried with exponential backoff
   (0.1 s doubling to 5 s), a warning logged once per outage and "reconnected" when Redis
   answers again; a restart (a new ``run_id``) or an outage starts a new ``epoch`` (the engine's
   admission then offers again what it may have lost) and for two heartbeats no lapsed claim
   is taken (every live owner renews first). This worker's shards are then read again.
-* **Seen set**: exact 64-bit keyed fingerprints in 2**``seen_bits`` small SETs of integers
-  (intsets: 15.7-16.0 bytes a URL at 1M URLs); no Bloom filter (a false positive would be a
+* **Seen set**: exact 64-bit keyed fingerprints in small SETs of integers, each shard's own
+  (``shard_seen_bits``: about 2**``seen_bits`` in all; docs/distributed.md has the bytes a URL
+  of a spread crawl and of a one-host one); no Bloom filter (a false positive would be a
   page never fetched). **Persistence** is Redis's (``docs/distributed.md``): every script's
   effects are one MULTI/EXEC in the AOF, so the state stays consistent whatever is lost.
 
-The parts: this module is ``RedisState`` (open and close, the frontier calls, counters, robots
-and settings); ``crawler.state._redis_shards`` the heartbeat, the claims, the loads and the
-inbox; ``crawler.state._redis_link`` the calls with retries; ``crawler.state._redis_owner`` the
-shards held and their queues in memory; ``crawler.state._redis_scripts`` the scripts and the
-layout; ``crawler.state._redis_status`` reads a crawl from outside.
+The parts: this module is ``RedisState`` (open and close, the frontier calls, counters, robots and
+settings); ``crawler.state._redis_shards`` the heartbeat, the claims, the loads and the inbox;
+``crawler.state._redis_link`` the calls with retries; ``crawler.state._redis_cluster`` the client
+(one server or a cluster) and how per-shard calls are grouped; ``crawler.state._redis_owner`` the
+shards held and their queues in memory; ``crawler.state._redis_scripts`` the scripts and the layout;
+``crawler.state._redis_status`` reads a crawl from outside.
 """
 
 from __future__ import annotations
@@ -76,6 +83,7 @@ from crawler.state._redis_check import (
     damaged,
     json_object,
 )
+from crawler.state._redis_cluster import connect
 from crawler.state._redis_link import HEARTBEAT_MAX, reason, redacted, redis_errors
 from crawler.state._redis_owner import Item, ShardBook, pack_value, payload_of
 from crawler.state._redis_scripts import (
@@ -85,6 +93,7 @@ from crawler.state._redis_scripts import (
     VERSION,
     prefix_of,
     shard_prefix,
+    shard_seen_bits,
 )
 from crawler.state._redis_shards import ShardLink
 from crawler.state._redis_status import RedisStatus, counter_blob, read_settings, read_status
@@ -184,7 +193,10 @@ class RedisState(ShardLink):
         #: Incremented each time Redis answers again after a failure, or restarted: it may
         #: have lost its last writes. The engine's admission empties its caches when it changes.
         self.epoch = 0
-        self._run_id: str | None = None  # the server's run_id: a new one means a restart
+        self._run_id: dict[str, str] = {}  # node -> its run_id: a new one means a restart
+        self.cluster = False  # a Redis Cluster (found at open), not one server
+        self._used: set[int] = set()  # shards known to be in ``P used``
+        self._rate_bucket = 0  # the 10-second bucket of this worker's last completions
         self._delays: dict[str, float] = {}  # set_delay calls not yet written
         self._event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -214,21 +226,14 @@ class RedisState(ShardLink):
         """
         if not self._closed:
             raise StateError(f"{self.location}: already open")
-        import redis.asyncio as aioredis  # noqa: PLC0415
         import redis.exceptions as rexc  # noqa: PLC0415
 
         try:
-            client = aioredis.Redis.from_url(
-                self.url,
-                socket_connect_timeout=5.0,
-                socket_timeout=10.0,
-                redis_connect_func=self._on_connect,
-            )
-        except ValueError as e:
-            raise StateError(f"{self.location}: not a usable Redis URL: {e}") from e
+            client, self.cluster = await connect(self.url, self.location, self._on_connect)
+        except (rexc.RedisError, OSError) as e:
+            raise StateError(f"{self.location}: cannot use Redis: {reason(e)}") from e
         self._r = client
         try:
-            await client.ping()
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
             await self.check_keys()
@@ -274,7 +279,7 @@ class RedisState(ShardLink):
                 what or f"holds bits = {bits}, shards = {shards}: not 1 to 32, 1 to 65536",
             )
         self._fp = Fingerprinter(key)
-        self._bits = bits
+        self._bits = shard_seen_bits(bits, shards)
         self.book = ShardBook(shards, max(1, per_host), float(delay))
         self._sprefix = [shard_prefix(self.name, k) for k in range(shards)]
         self._host_budget = max(0, max_pages_per_host)
@@ -284,6 +289,7 @@ class RedisState(ShardLink):
         self._closed = False
         self._outage = False
         self._mine.clear()
+        self._used = set()
         self._counted = Counter()
         self._counted_dirty = False
         self._kfield = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"  # this run's counters
@@ -373,33 +379,26 @@ class RedisState(ShardLink):
         low = (1 << shift) - 1
         width = f"0{(self._bits + 3) // 4}x"
         book = self.book
-        sprefix = self._sprefix
         queued_here = False
         now = time.time()
         for start in range(0, len(candidates), OFFER_CHUNK):
             chunk = candidates[start : start + OFFER_CHUNK]
-            keys: list[str] = [self.prefix]
-            index: dict[int, int] = {}
-            args: list[Any] = [self._host_budget]
-            shards: list[int] = []
+            records: list[tuple[int, tuple[bytes]]] = []
             values: list[str] = []
             for c in chunk:
                 fp = c.fp
                 origin = c.origin or origin_of(c.url)
                 k = book.shard(origin)
-                ki = index.get(k)
-                if ki is None:
-                    ki = index[k] = len(keys) + 1
-                    keys.append(sprefix[k])
                 value = pack_value(0, 0.0, c.depth, origin, payload_of(c.kind, c.referrer, c.url))
-                shards.append(k)
                 values.append(value)
-                args.append(
-                    f"{ki}\t{fp >> shift:{width}}\t{fp & low}\t{fp}\t{1 if c.queue else 0}"
-                    f"\t{c.host}\t{value}".encode("utf-8", "surrogatepass")
-                )
-            flags = await self._script_keys("put", keys, *args)
-            for c, k, value, flag in zip(chunk, shards, values, flags, strict=True):
+                record = f"{fp >> shift:{width}}\t{fp & low}\t{fp}\t{1 if c.queue else 0}"
+                record += f"\t{c.host}\t{value}"
+                records.append((k, (record.encode("utf-8", "surrogatepass"),)))
+            flags = bytearray(len(chunk))
+            for where, answer in (await self._sharded("put", [self._host_budget], records))[0]:
+                for i, flag in zip(where, answer, strict=True):
+                    flags[i] = flag
+            for c, (k, _), value, flag in zip(chunk, records, values, flags, strict=True):
                 if flag == 0x30:  # "0": seen before
                     continue
                 accepted.append(c)
@@ -454,11 +453,8 @@ class RedisState(ShardLink):
             return
         if self._delays:
             await self._flush_delays()
-        keys: list[str] = [self.prefix]
-        index: dict[int, int] = {}
         dirty, self._counted_dirty = self._counted_dirty, False
-        blob = counter_blob(dict(self._counted)) if dirty else ""
-        args: list[Any] = [repr(now), self._kfield if dirty else "", blob]
+        records: list[tuple[int, tuple[int, str, int, str]]] = []
         skipped = 0
         shift = 64 - self._bits
         low = (1 << shift) - 1
@@ -469,20 +465,28 @@ class RedisState(ShardLink):
             if item is None or item[3] != lease.url:
                 continue  # not open here (an earlier open's lease: written back at close)
             ended.append(item)
-            k = item[1]
-            ki = index.get(k)
-            if ki is None:
-                ki = index[k] = len(keys) + 1
-                keys.append(self._sprefix[k])
             fp = item[0]
-            args += (ki, fp, f"{fp >> shift:{width}}", fp & low, outcome.error or "")
+            records.append((item[1], (fp, f"{fp >> shift:{width}}", fp & low, outcome.error or "")))
             skipped += outcome.error == "robots_disallowed"
         # links these pages offered to other owners are safe in Redis already: the messages
         # telling those owners go first all the same, so that they hear of them soon
         if self._outbox:
             await self._flush_outbox()
         if ended:
-            await self._script_keys("complete", keys, *args)
+            p, field, blob = self.prefix, self._kfield, counter_blob(dict(self._counted))
+            bucket = int(now // 10)
+            # old pages/s buckets dropped once a 10-second bucket, by each worker
+            trim = [("rate", [p], [repr(now)])] if bucket != self._rate_bucket else []
+            self._rate_bucket = bucket
+
+            def beside(pipe: Any) -> None:
+                # the pages/s bucket and this run's counter totals: crawl-wide keys, in the
+                # same round trip, not the same atomic step (a rate; totals written again)
+                pipe.hincrby(p + "rate", str(bucket), len(ended))
+                if dirty:
+                    pipe.hset(p + "kw", field, blob)
+
+            await self._sharded("complete", (), records, trim, beside)
         elif dirty:
             self._counted_dirty = True
         if skipped and self._budgeted:
