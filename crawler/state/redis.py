@@ -591,12 +591,10 @@ class RedisState(ShardLink):
 
     def borrow_slot(self, origin: str, now: float) -> bool:
         """Refused, always (the protocol's False): a host's slots live in the worker that owns
-        its shard, maybe another process, so none is lent here and the browser's request to
-        another crawled host is not sent. No call of the two below follows a refusal."""
+        its shard, maybe another process, so the browser's request to it is not sent."""
         return False
 
     def want_slot(self, origin: str, delta: int, now: float) -> None:
-        """Nothing: ``borrow_slot`` refuses."""
+        """Nothing: ``borrow_slot`` refuses (so is ``return_slot``)."""
 
-    def return_slot(self, origin: str, now: float) -> None:
-        """Nothing: ``borrow_slot`` refuses."""
+    def return_slot(self, origin: str, now: float) -> None: ...
