@@ -102,7 +102,7 @@ class _Graph:
                 status = verdict.hop_statuses[0] if verdict.hop_statuses else verdict.status
             facts = a.facts.get(url)
             canonical = facts.canonical if facts is not None and facts.canonical else ""
-            depth = run.depth.get(url, -1)
+            depth = run.depth_of(url)
             yield url, status, depth, self.inlinks[node], self.outlinks[node], canonical
 
     def edges(self) -> Iterator[tuple[str, str, str, bool, int]]:
