@@ -20,6 +20,11 @@ from VmHWM, pages from nginx's log). Figures: benchmarks/AUDIT.md.
 Runs: ``crawl`` (``crawler crawl``), ``audit`` (``crawler audit``, the graph in memory),
 ``audit-state`` (``crawler audit --state DIR``: the crawl state in SQLite; the link columns
 are still in memory, so its RSS says what the on-disk graph would have to take off).
+
+``--trace``: instead, one audit in this process (pinned to core 1), with the RSS and its peak
+(VmRSS, VmHWM: the peak reset after each reading through /proc/self/clear_refs) at the
+crawl's end and after each step of the report (``build_report``), and the CPU seconds so
+far: where the audit's memory goes after the crawl.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -122,18 +128,84 @@ class SiteNginx(crawlbench.Nginx):
                 time.sleep(0.05)
 
 
+def _vm() -> tuple[int, int]:
+    """(VmRSS, VmHWM) of this process in MB; the peak is reset for the next reading."""
+    found = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) // 1024
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return found["VmRSS"], found["VmHWM"]
+
+
+def trace(url: str, levels: int, concurrency: int) -> None:
+    """One audit in process, the RSS read at each step of its report (see ``--trace``)."""
+    import time  # noqa: PLC0415
+
+    sys.path.insert(0, str(HERE.parent))
+    from crawler.audit import analysis  # noqa: PLC0415
+    from crawler.audit.api import audit_sync  # noqa: PLC0415
+
+    def mark(step: str) -> None:
+        rss, peak = _vm()
+        crawlbench.log(
+            f"{step:18} RSS {rss:6} MB, peak since the last step {peak:6} MB, "
+            f"{time.process_time():7.1f} CPU s"
+        )
+
+    def step(name: str) -> None:
+        method = getattr(analysis._Analysis, name)
+
+        def traced(self: analysis._Analysis) -> None:
+            method(self)
+            mark(name)
+
+        setattr(analysis._Analysis, name, traced)
+
+    for name in ("completeness", "walk", "orphans", "redirects", "canonicals", "hreflang",
+                 "pages", "places"):  # fmt: skip
+        step(name)
+    build = analysis.build_report
+
+    def traced_build(auditor: Any, graph: str | None = None) -> Any:
+        mark("the crawl's end")
+        report = build(auditor, graph)
+        mark("the report")
+        return report
+
+    analysis.build_report = traced_build
+    os.sched_setaffinity(0, {1})
+    _vm()
+    report = audit_sync(url, ignore_robots=True, concurrency=concurrency, per_host=concurrency,
+                        max_depth=1000, max_click_depth=levels)  # fmt: skip
+    crawlbench.log(
+        f"{report.stats.pages:,} pages, {report.stats.edges:,} edges, "
+        f"{len(report.findings)} findings, click depths {report.stats.depth}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--levels", type=int, default=6, help="digits of the deepest page (2..7)")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--time-limit", type=float, default=7200.0)
     ap.add_argument("--only", nargs="*", default=["crawl", "audit", "audit-state"])
+    ap.add_argument("--trace", action="store_true", help="one audit in process, traced")
     args = ap.parse_args(argv)
     if not 2 <= args.levels <= 7:
         raise SystemExit("--levels: 2 to 7")
     pages = sum(10**k for k in range(args.levels + 1))
     nginx = SiteNginx(crawlbench._apt_install("nginx", "nginx"), args.levels, core=0)
     url = nginx.base + "/"
+    if args.trace:
+        try:
+            trace(url, args.levels, args.concurrency)
+        finally:
+            nginx.stop()
+        return 0
     py = sys.executable
     flags = ["--ignore-robots", "--concurrency", str(args.concurrency), "--per-host",
              str(args.concurrency), "--max-depth", "1000", "--quiet", "-o", os.devnull]  # fmt: skip

@@ -8,7 +8,10 @@ is the page its URL ends at (a link to a redirect is an inlink of the redirect's
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from array import array
+from collections import deque
+from collections.abc import Iterator
+from itertools import compress, repeat
 from typing import TYPE_CHECKING
 
 import langcodes
@@ -20,6 +23,7 @@ from crawler.check.model import Occurrence
 if TYPE_CHECKING:
     from crawler.audit.auditor import Auditor, PageFacts
     from crawler.check.probe import Verdict
+    from crawler.urls.occurrences import Interner
 
 __all__ = ["build_report", "hreflang_valid"]
 
@@ -42,6 +46,40 @@ def _place(page: str, note: Annotation, tag: str) -> Occurrence:
     return Occurrence(page, note.line, note.column, tag, attr, note.href)
 
 
+class _Nodes:
+    """The graph's nodes, the crawled pages, as ids: a page that is a target's key (most
+    are: a page is crawled because it is linked) has that target's id, any other (a redirect's
+    end linked by no page as itself, say) an id past the targets'. Held: a byte a target and
+    a dict of the other pages, not a dict of every page's URL."""
+
+    __slots__ = ("_extra", "_is_page", "_targets", "size")
+
+    def __init__(self, pages: Iterator[str] | dict[str, PageFacts], targets: Interner) -> None:
+        self._targets = targets
+        self._extra: dict[str, int] = {}
+        known = len(targets)
+        self._is_page = bytearray(known)
+        for url in pages:
+            tid = targets.get(url)
+            if tid is None:
+                self._extra[url] = known + len(self._extra)
+            else:
+                self._is_page[tid] = 1
+        self._is_page.extend(b"\1" * len(self._extra))
+        self.size = len(self._is_page)
+
+    def id_of(self, url: str) -> int:
+        """The node id of a crawled page's URL (-1: not one)."""
+        tid = self._targets.get(url)
+        if tid is None:
+            return self._extra.get(url, -1)
+        return tid if tid < self.size and self._is_page[tid] else -1
+
+    def pages(self) -> Iterator[int]:
+        """The node ids."""
+        return compress(range(self.size), self._is_page)
+
+
 class _Analysis:
     def __init__(self, auditor: Auditor) -> None:
         self.a = auditor
@@ -51,10 +89,14 @@ class _Analysis:
         # findings that list the links to a target: layers of target id -> finding
         self._layers: list[dict[int, Finding]] = [{}, {}, {}, {}]
 
-    def resolve(self, url: str) -> Verdict | None:
+    def resolve(self, url: str, keep: bool = True) -> Verdict | None:
+        """The verdict of ``url`` with its redirects followed (kept for the next ask unless
+        ``keep`` is false: a URL asked once, as each linked URL is by `redirects`)."""
         found = self._resolved.get(url, self)
         if found is self:
-            found = self._resolved[url] = self.a._resolve(url)
+            found = self.a._resolve(url)
+            if keep:
+                self._resolved[url] = found
         return found  # type: ignore[return-value]
 
     def node_of(self, url: str) -> str | None:
@@ -100,70 +142,61 @@ class _Analysis:
     def walk(self) -> None:
         """Inlinks, outlinks and click depth, from the links as the crawl recorded them.
 
-        A page's links at once (its run of occurrences: sets and counters over the columns'
-        slices), not a Python step a link: what a page links is the set of the crawled pages
-        its targets end at; a node is followed from it when one of its links there is not
-        nofollow."""
+        A page's links at once (its run of occurrences: a set over the column's slice), not a
+        Python step a link: what a page links is the set of the crawled pages its targets end
+        at (a step each of those, to count it: as fast as the ``Counter.update`` it replaces,
+        without a dict of every page); a node is followed from it when one of its links there
+        is not nofollow. What is kept is a few machine integers a page or a target in arrays
+        indexed by node id (see `_Nodes`), no dict keyed by URL: at a million pages those
+        dicts were the audit's largest part after the crawl's own."""
         a, store = self.a, self.a.store
-        # the linked targets, in the order of their first link
-        target_node: dict[int, str | None] = dict.fromkeys(store.target_ids())
-        node_of_tid: list[str | None] = [None] * len(a.targets)
-        for tid in target_node:
+        nodes = self.nodes = _Nodes(a.facts, a.targets)
+        size = nodes.size + 1  # the last slot: no node (-1), where what is counted of it goes
+        # each target's node: itself if it is a crawled page, else the page it ends at
+        node_of_tid = self.node_of_tid = array("i", [-1]) * len(a.targets)
+        for tid in range(len(a.targets)):
             key = a.targets[tid]
-            node = None if key.startswith("\0") else self.node_of(key)
-            target_node[tid] = node_of_tid[tid] = node
-        self.linked: set[int] = set(target_node)  # target ids some page links
-        self.outlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
-        inlinks: Counter[str | None] = Counter()
-        followed: Counter[str | None] = Counter()
-        spans: dict[str, list[tuple[int, int]]] = {}  # a crawled page's runs of links
+            if not key.startswith("\0"):
+                node_of_tid[tid] = self._node_id(key)
+        node_of_page = array("i", [-1]) * len(store.pages)
+        for pid in range(len(store.pages)):
+            node_of_page[pid] = nodes.id_of(store.pages[pid])
+        self.linked = bytearray(len(a.targets))  # 1: a target some page links
+        mark_linked = self.linked.__setitem__
+        self.outlinks = outlinks = array("I", [0]) * size
+        self.inlinks = inlinks = array("I", [0]) * size
+        self.followed = followed = array("I", [0]) * size
+        # a crawled page's runs of links (a list linked through the runs: next run, -1 ends)
+        first_run = array("i", [-1]) * size
+        next_run = array("i")
+        self._run_end = run_end = array("Q")
         node_at = node_of_tid.__getitem__
         edges = 0
-        for page_id, start, end in store.runs():
-            source = store.pages[page_id]
+        for run, (page_id, start, end) in enumerate(store.runs()):
+            run_end.append(end)
+            source = node_of_page[page_id]
             distinct = set(store.target_slice(start, end))
+            deque(map(mark_linked, distinct, repeat(1)), 0)
             edges += len(distinct)
-            if source in self.outlinks:
-                self.outlinks[source] += len(distinct)
-                spans.setdefault(source, []).append((start, end))
-            nodes = set(map(node_at, distinct))
-            nodes.discard(None)
-            nodes.discard(source)
-            inlinks.update(nodes)
-            nodes_followed = set(map(node_at, set(store.followed(start, end))))
-            nodes_followed.discard(source)
-            followed.update(nodes_followed)
+            next_run.append(-1)
+            if source >= 0:
+                outlinks[source] += len(distinct)
+                next_run[run] = first_run[source]
+                first_run[source] = run
+            linked = set(map(node_at, distinct))
+            linked.discard(source)
+            for node in linked:
+                inlinks[node] += 1
+            linked = set(map(node_at, set(store.followed(start, end))))
+            linked.discard(source)
+            for node in linked:
+                followed[node] += 1
         self.report.stats.edges += edges
-        self.inlinks: dict[str, int] = dict.fromkeys(a.facts, 0)
-        self.followed: dict[str, int] = dict.fromkeys(a.facts, 0)
-        for counts, into in ((inlinks, self.inlinks), (followed, self.followed)):
-            for node, count in counts.items():
-                if node is not None:
-                    into[node] += count
-        self.target_node = target_node
-        # click depth: breadth first from the seeds, a page's links read again from the
-        # columns when it is reached (no adjacency lists: they were the walk's peak memory)
-        depth: dict[str, int] = {}
-        queue: deque[str] = deque()
-        for seed in a.config.seeds:
-            canon = a.policy.canonical(seed)
-            node = self.node_of(canon) if canon else None
-            if node is not None and node not in depth:
-                depth[node] = 0
-                queue.append(node)
-        while queue:
-            node = queue.popleft()
-            d = depth[node] + 1
-            for start, end in spans.get(node, ()):
-                nxt = set(map(node_at, set(store.target_slice(start, end))))
-                nxt.discard(None)
-                new = nxt.difference(depth)
-                depth.update(dict.fromkeys(new, d))  # type: ignore[arg-type]
-                queue.extend(new)  # type: ignore[arg-type]
-        self.depth = depth
+        self._first_run, self._next_run = first_run, next_run
+        self.depth = self._click_depth()
         dist: dict[str, int] = {}
-        for url in a.facts:
-            key = str(depth[url]) if url in depth else "unreached"
+        for node in nodes.pages():
+            key = str(self.depth[node]) if self.depth[node] >= 0 else "unreached"
             dist[key] = dist.get(key, 0) + 1
         self.report.stats.depth = dict(
             sorted(
@@ -171,6 +204,53 @@ class _Analysis:
                 key=lambda kv: (kv[0] == "unreached", int(kv[0] or 0) if kv[0].isdigit() else 0),
             )
         )
+
+    def _node_id(self, url: str) -> int:
+        """`node_of` as a node id (-1: none)."""
+        node = self.nodes.id_of(url)
+        if node >= 0:
+            return node
+        found = self.node_of(url)
+        return -1 if found is None else self.nodes.id_of(found)
+
+    def _click_depth(self) -> array[int]:
+        """Each node's clicks from the seeds (-1: unreached), breadth first, a level at a
+        time; a page's links read again from the columns when it is reached (no adjacency
+        lists: they were the walk's peak memory), the unreached ones picked in C."""
+        a, store, nodes = self.a, self.a.store, self.nodes
+        depth = array("i", [-1]) * (nodes.size + 1)
+        unreached = bytearray(b"\1") * nodes.size + b"\0"  # the last: no node (-1)
+        level = array("i")
+        for seed in a.config.seeds:
+            canon = a.policy.canonical(seed)
+            node = self.node_of(canon) if canon else None
+            node_id = -1 if node is None else nodes.id_of(node)
+            if node_id >= 0 and unreached[node_id]:
+                unreached[node_id] = depth[node_id] = 0
+                level.append(node_id)
+        node_at = self.node_of_tid.__getitem__
+        first_run, next_run, run_end = self._first_run, self._next_run, self._run_end
+        d = 0
+        while level:
+            d += 1
+            below = array("i")
+            for page in level:
+                run = first_run[page]
+                while run >= 0:
+                    start = run_end[run - 1] if run else 0
+                    linked = set(map(node_at, set(store.target_slice(start, run_end[run]))))
+                    new = list(compress(linked, map(unreached.__getitem__, linked)))
+                    deque(map(unreached.__setitem__, new, repeat(0)), 0)
+                    deque(map(depth.__setitem__, new, repeat(d)), 0)
+                    below.extend(new)
+                    run = next_run[run]
+            level = below
+        return depth
+
+    def depth_of(self, url: str) -> int:
+        """A URL's click depth (-1: not a crawled page, or unreached)."""
+        node = self.nodes.id_of(url)
+        return -1 if node < 0 else self.depth[node]
 
     # -- findings --
 
@@ -191,9 +271,10 @@ class _Analysis:
         kind = "orphan" if self.report.complete else "not_linked"
         for url, entry in sitemaps.entries.items():
             tid = a.targets.get(url)
-            if (tid is not None and tid in self.linked) or url in seeds:
+            if (tid is not None and self.linked[tid]) or url in seeds:
                 continue
-            if self.inlinks.get(url, 0) > 0:
+            node = self.nodes.id_of(url)
+            if node >= 0 and self.inlinks[node] > 0:
                 continue  # linked through a redirect to it (that link is a finding of its own)
             verdict = self.resolve(url)
             status = f"HTTP {verdict.status}" if verdict and verdict.status else "not fetched"
@@ -208,11 +289,11 @@ class _Analysis:
 
     def redirects(self) -> None:
         a = self.a
-        for tid in sorted(self.linked):
+        for tid in compress(range(len(self.linked)), self.linked):
             url = a.targets[tid]
             if url.startswith("\0"):
                 continue
-            verdict = self.resolve(url)
+            verdict = self.resolve(url, keep=False)
             if verdict is None:
                 continue
             hops = len(verdict.redirects)
@@ -235,7 +316,7 @@ class _Analysis:
 
     def canonicals(self) -> None:
         a = self.a
-        for tid in sorted(self.linked):
+        for tid in compress(range(len(self.linked)), self.linked):
             url = a.targets[tid]
             facts = a.facts.get(url)
             if facts is None or facts.canonical is None or facts.canonical == url:
@@ -357,26 +438,25 @@ class _Analysis:
 
     def pages(self) -> None:
         """Depth, inlinks, outlinks and indexability of each crawled page."""
-        a = self.a
+        a, nodes = self.a, self.nodes
         seeds = {self.node_of(c) for c in (a.policy.canonical(s) for s in a.config.seeds) if c}
-        tids_of: dict[str, list[int]] = {}
-        for tid, node in self.target_node.items():
-            if node is not None:
-                tids_of.setdefault(node, []).append(tid)
+        # the findings that list the links to a page, by node: their targets found after
+        listed: dict[int, list[tuple[int, Finding]]] = {}
         limit = a.max_click_depth
         for url, facts in a.facts.items():
-            tids = tids_of.get(url, [])
-            depth = self.depth.get(url)
-            if depth is not None and depth > limit:
+            node = nodes.id_of(url)
+            depth = self.depth[node]
+            if depth > limit:
                 detail = f"{depth} clicks from the seeds (--max-click-depth {limit})"
-                self.add(Finding("deep_page", url, detail), 1, tids)
-            inlinks, followed = self.inlinks[url], self.followed[url]
+                self._list(listed, node, 1, Finding("deep_page", url, detail))
+            inlinks, followed = self.inlinks[node], self.followed[node]
             if url not in seeds and inlinks and not followed:
                 detail = f"linked from {inlinks} page(s), every link rel=nofollow"
-                self.add(Finding("nofollow_inlinks_only", url, detail), 2, tids)
+                self._list(listed, node, 2, Finding("nofollow_inlinks_only", url, detail))
             elif url not in seeds and inlinks == 1:
-                self.add(Finding("single_inlink", url, "linked from one page only"), 2, tids)
-            if self.outlinks[url] == 0:
+                finding = Finding("single_inlink", url, "linked from one page only")
+                self._list(listed, node, 2, finding)
+            if self.outlinks[node] == 0:
                 place = Occurrence(url, 0, 0, "", "", "")
                 self.add(Finding("no_outlinks", url, "the page links nowhere", None, [place]))
             if facts.noindex is not None and inlinks:
@@ -386,7 +466,20 @@ class _Analysis:
                     else f"<meta name=robots> on line {facts.noindex.line}"
                 )
                 detail = f"linked from {inlinks} page(s), but noindex ({where})"
-                self.add(Finding("linked_noindex", url, detail), 3, tids)
+                self._list(listed, node, 3, Finding("linked_noindex", url, detail))
+        if not listed:
+            return
+        node_of_tid = self.node_of_tid
+        for tid in compress(range(len(self.linked)), self.linked):
+            for layer, finding in listed.get(node_of_tid[tid], ()):
+                self._layers[layer].setdefault(tid, finding)
+
+    def _list(
+        self, listed: dict[int, list[tuple[int, Finding]]], node: int, layer: int, f: Finding
+    ) -> None:
+        """Add a finding whose places are the links to page ``node`` (found by `places`)."""
+        self.report.findings.append(f)
+        listed.setdefault(node, []).append((layer, f))
 
     def places(self) -> None:
         """Every finding that lists links gets them: one pass over the links per layer."""

@@ -44,31 +44,43 @@ class _Graph:
         self.run = run
         a = run.a
         store, targets = a.store, a.targets
-        # node ids: the http(s) targets, then the pages that are not targets
-        self.urls: list[str] = []
-        self.node_of_target = array("q", [-1]) * len(targets)
-        index: dict[str, int] = {}
-        for tid in range(len(targets)):
-            key = targets[tid]
-            if key.startswith("\0"):
-                continue
-            index[key] = self.node_of_target[tid] = len(self.urls)
-            self.urls.append(key)
-        self.node_of_page = array("q", [-1]) * len(store.pages)
+        # node ids: a target's own id (http(s) ones: the others are no node), then the pages
+        # that are not targets; no dict of the URLs besides the targets' own
+        known = len(targets)
+        self._targets = targets
+        self.node_of_target = array("i", range(known))
+        for tid in range(known):
+            if targets[tid].startswith("\0"):
+                self.node_of_target[tid] = -1
+        self._pages: list[str] = []  # the pages that are not targets, from node id ``known``
+        self.node_of_page = array("i", [-1]) * len(store.pages)
         for pid in range(len(store.pages)):
             url = store.pages[pid]
-            node = index.get(url)
+            node = targets.get(url)
             if node is None:
-                node = index[url] = len(self.urls)
-                self.urls.append(url)
+                node = known + len(self._pages)
+                self._pages.append(url)
             self.node_of_page[pid] = node
-        self.inlinks = array("q", [0]) * len(self.urls)
-        self.outlinks = array("q", [0]) * len(self.urls)
+        self.inlinks = array("I", [0]) * (known + len(self._pages))
+        self.outlinks = array("I", [0]) * (known + len(self._pages))
         for source, pairs in self._blocks():
             self.outlinks[source] += len(pairs)
             for target in pairs:
                 if target != source:
                     self.inlinks[target] += 1
+
+    def url(self, node: int) -> str:
+        """The URL of a node id."""
+        known = len(self.node_of_target)
+        return self._targets[node] if node < known else self._pages[node - known]
+
+    def _nodes(self) -> Iterator[int]:
+        """The node ids in order: the http(s) targets, then the other pages."""
+        known = len(self.node_of_target)
+        for tid in range(known):
+            if self.node_of_target[tid] >= 0:
+                yield tid
+        yield from range(known, known + len(self._pages))
 
     def _blocks(self) -> Iterator[tuple[int, dict[int, list[object]]]]:
         """Per page (its links together): source node -> {target node: [tag, nofollow, n]}."""
@@ -95,23 +107,25 @@ class _Graph:
     def nodes(self) -> Iterator[tuple[str, int, int, int, int, str]]:
         run = self.run
         a = run.a
-        for node, url in enumerate(self.urls):
+        for node in self._nodes():
+            url = self.url(node)
             verdict = a.verdicts.get(url)
             status = -1
             if verdict is not None and verdict.status is not None:
                 status = verdict.hop_statuses[0] if verdict.hop_statuses else verdict.status
             facts = a.facts.get(url)
             canonical = facts.canonical if facts is not None and facts.canonical else ""
-            depth = run.depth.get(url, -1)
+            depth = run.depth_of(url)
             yield url, status, depth, self.inlinks[node], self.outlinks[node], canonical
 
     def edges(self) -> Iterator[tuple[str, str, str, bool, int]]:
         store = self.run.a.store
-        urls = self.urls
+        url = self.url
         for source, pairs in self._blocks():
+            source_url = url(source)
             for target, (tag_id, nofollow, count) in pairs.items():
                 tag = store.tag_attr(tag_id)[0]  # type: ignore[arg-type]
-                yield urls[source], urls[target], tag, bool(nofollow), count  # type: ignore[misc]
+                yield source_url, url(target), tag, bool(nofollow), count  # type: ignore[misc]
 
 
 def _q(text: str) -> str:
