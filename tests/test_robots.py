@@ -444,7 +444,8 @@ async def test_huge_rule_file_does_not_stall_the_event_loop(serve) -> None:  # t
         worst = ticker.stop()
         await fetcher.close()
     assert parse_time > 0.2, parse_time  # the test means something only if parsing is slow
-    assert worst < parse_time / 2, (worst, parse_time)  # on the loop it would be all of it
+    # on the loop it would be all of it; 3/4 leaves room for a loaded machine's scheduling
+    assert worst < parse_time * 0.75, (worst, parse_time)
 
     urls = [f"{origin}/page-{chr(97 + i)}" for i in range(26)]  # no digit: no rule matches
     t0 = time.perf_counter()
@@ -455,7 +456,7 @@ async def test_huge_rule_file_does_not_stall_the_event_loop(serve) -> None:  # t
     worst = ticker.stop()
     assert checked == inline == [True] * 26
     assert check_time > 0.2, check_time
-    assert worst < check_time / 2, (worst, check_time)
+    assert worst < check_time * 0.75, (worst, check_time)  # (inline: all of it, one turn)
     assert not await rules.allowed_async(origin + "/last")
     assert not await rules.allowed_async(origin + "/page-7")  # "/*7*$"
     small = RobotsRules.parse("User-agent: *\nDisallow: /x\n", UA)
