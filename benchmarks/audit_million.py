@@ -43,27 +43,27 @@ import crawl as crawlbench  # noqa: E402
 
 _CONF = """
 daemon off;
-{user}
+@@USER@@
 master_process on;
 worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
+pid @@TMP@@/nginx.pid;
+error_log @@TMP@@/error.log warn;
 events {{ worker_connections 1024; accept_mutex off; }}
 http {{
     log_format pages '$request_method $status $request_uri';
-    access_log {tmp}/pages.log pages buffer=256k flush=1s;
+    access_log @@TMP@@/pages.log pages buffer=256k flush=1s;
     tcp_nodelay on;
     keepalive_timeout 75s;
     keepalive_requests 100000000;
     server_tokens off;
     default_type text/html;
-    client_body_temp_path {tmp}/client_body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
+    client_body_temp_path @@TMP@@/client_body;
+    proxy_temp_path @@TMP@@/proxy;
+    fastcgi_temp_path @@TMP@@/fastcgi;
+    uwsgi_temp_path @@TMP@@/uwsgi;
+    scgi_temp_path @@TMP@@/scgi;
     server {{
-        listen 127.0.0.1:{port} reuseport;
+        listen 127.0.0.1:@@PORT@@ reuseport;
         location = / {{ return 200 '{home}'; }}
         location ~ "^/p/(?<pre>\\d{{0,{inner}}})(?<last>\\d)$" {{ return 200 '{inner_page}'; }}
         location ~ "^/p/(?<pre>\\d{{{inner_plus}}})(?<last>\\d)$" {{ return 200 '{leaf_page}'; }}
@@ -81,51 +81,21 @@ def _page(title: str, links: list[tuple[str, str]]) -> str:
     )
 
 
-def site_conf(tmp: Path, port: int, levels: int) -> str:
-    """The nginx config of the generated site (``levels`` >= 2)."""
+def site_conf(levels: int) -> str:
+    """The nginx config of the generated site (``levels`` >= 2), with crawl.py's ``Nginx``
+    placeholders (@@TMP@@, @@PORT@@, @@USER@@) left for it to fill."""
     home = _page("home", [(f"/p/{d}", str(d)) for d in range(10)])
     siblings = [(f"/p/${{pre}}{d}", f"sibling {d}") for d in range(10)]
     children = [(f"/p/$pre${{last}}{d}", f"child {d}") for d in range(10)]
     inner = _page("$pre$last", [("/", "home"), *siblings, *children])
     leaf = _page("$pre$last", [("/", "home"), *siblings])
-    user = "user root;" if os.geteuid() == 0 else ""
     return _CONF.format(
-        user=user,
-        tmp=tmp,
-        port=port,
         home=home,
         inner=levels - 2,
         inner_page=inner,
         inner_plus=levels - 1,
         leaf_page=leaf,
     )
-
-
-class SiteNginx(crawlbench.Nginx):
-    """benchmarks/crawl.py's nginx (its counters and log reading) on the generated site."""
-
-    def __init__(self, binary: str, levels: int, core: int) -> None:
-        import subprocess  # noqa: PLC0415
-        import time  # noqa: PLC0415
-
-        self.tmp = Path(tempfile.mkdtemp(prefix="auditmillion-nginx-"))
-        self.port = crawlbench._free_port()
-        (self.tmp / "nginx.conf").write_text(site_conf(self.tmp, self.port, levels))
-        self.proc = subprocess.Popen(
-            [binary, "-p", str(self.tmp), "-c", str(self.tmp / "nginx.conf"),
-             "-e", str(self.tmp / "error.log")],
-            preexec_fn=crawlbench._pin({core}),
-        )  # fmt: skip
-        self.base = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.requests()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"nginx did not start; see {self.tmp}/error.log") from None
-                time.sleep(0.05)
 
 
 def _vm() -> tuple[int, int]:
@@ -198,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     if not 2 <= args.levels <= 7:
         raise SystemExit("--levels: 2 to 7")
     pages = sum(10**k for k in range(args.levels + 1))
-    nginx = SiteNginx(crawlbench._apt_install("nginx", "nginx"), args.levels, core=0)
+    nginx = crawlbench.Nginx(
+        crawlbench._apt_install("nginx", "nginx"), Path("/"), core=0, conf=site_conf(args.levels)
+    )
     url = nginx.base + "/"
     if args.trace:
         try:

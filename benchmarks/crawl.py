@@ -118,10 +118,14 @@ def _pin(cores: set[int]):  # type: ignore[no-untyped-def]
 class Nginx:
     """A foreground nginx with our own config in a temp dir, stopped on exit."""
 
-    def __init__(self, binary: str, site: Path, core: int, port: int | None = None) -> None:
+    def __init__(
+        self, binary: str, site: Path, core: int, port: int | None = None, conf: str | None = None
+    ) -> None:
+        """``conf``: another config than crawl/nginx.conf.tmpl, with the same placeholders
+        (benchmarks/audit_million.py's generated site)."""
         self.tmp = Path(tempfile.mkdtemp(prefix="crawlbench-nginx-"))
         self.port = port or _free_port()
-        conf = (HERE / "crawl" / "nginx.conf.tmpl").read_text()
+        conf = conf or (HERE / "crawl" / "nginx.conf.tmpl").read_text()
         # As root, nginx's workers would run as "nobody" and could not read a site under a
         # private directory (pytest's tmp_path): run them as the invoking user instead.
         user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""

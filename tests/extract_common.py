@@ -56,3 +56,35 @@ def run_strict(
         i += k
     out += ex.feed(data[i:])
     return out + ex.close()
+
+
+def feed_in(impl: Any, data: bytes, sizes: list[int], **kw: Any) -> tuple[list[Any], Any]:
+    """``data`` fed to a new ``impl`` extractor in pieces of ``sizes`` (then the rest), and
+    closed: its links and the extractor (strict: a bug raises instead of ending quietly)."""
+    ex = impl(BASE, kw.pop("encoding", None), **kw)
+    ex._strict = True
+    out: list[Any] = []
+    i = 0
+    for k in sizes:
+        out += ex.feed(data[i : i + k])
+        i += k
+    out += ex.feed(data[i:])
+    out += ex.close()
+    return out, ex
+
+
+def head_plain(facts: Any) -> tuple[Any, ...]:
+    """Head facts (the extractor's or ``crawler.audit.head.read_head``'s) as plain tuples:
+    canonicals and alternates as (href, line, column, hreflang), base, noindex, complete."""
+
+    def notes(items: Any) -> list[tuple[str, int, int, str]]:
+        return [(n.href, n.line, n.column, n.hreflang) for n in items]
+
+    noindex = facts.noindex
+    return (
+        notes(facts.canonicals),
+        notes(facts.alternates),
+        facts.base,
+        None if noindex is None else notes([noindex])[0],
+        getattr(facts, "complete", True),
+    )

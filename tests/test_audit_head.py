@@ -16,6 +16,7 @@ from crawler.audit import audit
 from crawler.audit import head as head_module
 from crawler.audit.head import read_head
 from crawler.core.engine import Crawler
+from tests.extract_common import head_plain
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,19 +51,6 @@ def _site() -> web.Application:
     return app
 
 
-def _plain(facts: Any) -> tuple[Any, ...]:
-    def notes(items: Any) -> list[tuple[str, int, int, str]]:
-        return [(n.href, n.line, n.column, n.hreflang) for n in items]
-
-    noindex = facts.noindex
-    return (
-        notes(facts.canonicals),
-        notes(facts.alternates),
-        facts.base,
-        None if noindex is None else notes([noindex])[0],
-    )
-
-
 async def _crawl(seeds: tuple[str, ...], **kw: Any) -> dict[str, Any]:
     pages = {}
     async with Crawler(CrawlConfig(seeds=seeds, max_pages=20), **kw) as crawler:
@@ -84,7 +72,7 @@ async def test_the_page_job_hands_the_extractors_head_facts(serve) -> None:  # t
         )
         if n == "3":
             body = body.replace("<title>3", "<title>テスト3")
-        assert _plain(page.head_facts) == _plain(read_head(body)), page.url
+        assert head_plain(page.head_facts) == head_plain(read_head(body)), page.url
         assert [c.href for c in page.head_facts.canonicals] == [f"/p/{n}"]
         assert (page.head_facts.noindex is not None) == (int(n) % 2 == 1)
     # not HTML: no head read; and off unless asked

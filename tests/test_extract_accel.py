@@ -27,7 +27,7 @@ import crawler.extract as extract
 from crawler.extract import LinkExtractorC, LinkExtractorPy
 from crawler.extract._entities import NAMED, unescape_attr
 from crawler.extract._resolve import Resolver
-from tests.extract_common import CORPUS, NO_CORPUS
+from tests.extract_common import CORPUS, NO_CORPUS, feed_in
 
 BASE = "https://example.org/dir/page.html"
 HERE = Path(extract.__file__).resolve().parent
@@ -100,15 +100,7 @@ def test_require_extensions_makes_a_broken_module_fatal(
 
 
 def _run(impl: Any, data: bytes, sizes: list[int], **kw: Any) -> tuple[Any, ...]:
-    ex = impl(BASE, kw.pop("encoding", None), **kw)
-    ex._strict = True  # a bug raises instead of ending the document quietly
-    out: list[Any] = []
-    i = 0
-    for k in sizes:
-        out += ex.feed(data[i : i + k])
-        i += k
-    out += ex.feed(data[i:])
-    out += ex.close()
+    out, ex = feed_in(impl, data, sizes, **kw)
     return out, ex.base_url, ex.nofollow, ex.encoding
 
 

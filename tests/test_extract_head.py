@@ -23,21 +23,13 @@ from hypothesis import strategies as st
 from crawler.audit.head import read_head
 from crawler.extract import LinkExtractorC, LinkExtractorPy
 from crawler.extract._headfacts import MAX_HEAD_LINKS, HeadFacts
-from tests.extract_common import BASE, IMPL_NAMES, IMPLS, PAGES, corpus_params
+from tests.extract_common import BASE, IMPL_NAMES, IMPLS, PAGES, corpus_params, feed_in, head_plain
 from tests.test_extract_accel import DOCS, OPTIONS, PIECES, SPLITS, needs_c
 
 
 def _run(impl: Any, data: bytes, sizes: list[int], **kw: Any) -> tuple[Any, ...]:
     """Links, base, nofollow, encoding and head facts of ``data`` fed in ``sizes``."""
-    ex = impl(BASE, kw.pop("encoding", None), **kw)
-    ex._strict = True
-    out: list[Any] = []
-    i = 0
-    for k in sizes:
-        out += ex.feed(data[i : i + k])
-        i += k
-    out += ex.feed(data[i:])
-    out += ex.close()
+    out, ex = feed_in(impl, data, sizes, **kw)
     return out, ex.base_url, ex.nofollow, ex.encoding, getattr(ex, "head", None)
 
 
@@ -47,20 +39,7 @@ def _facts(impl: Any, data: bytes, sizes: list[int] | None = None, **kw: Any) ->
     return facts
 
 
-def _plain(facts: Any) -> tuple[Any, ...]:
-    """Head facts of either module as plain tuples: (href, line, column, hreflang)."""
-
-    def notes(items: Any) -> list[tuple[str, int, int, str]]:
-        return [(n.href, n.line, n.column, n.hreflang) for n in items]
-
-    noindex = facts.noindex
-    return (
-        notes(facts.canonicals),
-        notes(facts.alternates),
-        facts.base,
-        None if noindex is None else notes([noindex])[0],
-        getattr(facts, "complete", True),
-    )
+_plain = head_plain
 
 
 HEAD = (
