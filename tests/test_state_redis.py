@@ -224,6 +224,26 @@ async def test_the_last_opener_sets_politeness_for_every_worker(workers: Workers
     assert len(await owner.lease(10, T0)) == 3
 
 
+async def test_an_offer_of_hundreds_of_links_to_one_shard(workers: Workers) -> None:
+    """The offer script writes a shard's new requests with one HSET a run of 500 (Lua's
+    unpack has a limit): a chunk of 512 links of one origin is two runs; none is lost."""
+    a = await workers.open()
+    await settle(a)
+    urls = [f"http://one.test/{i}" for i in range(1200)]
+    assert await offer(a, *urls) == urls
+    k = a.book.shard(origin_of(urls[0]))
+    assert command(workers.server, "HLEN", f"crawler:{{t:s{k}}}:p") == 1200
+    assert (await a.counts()).queued == 1200
+    got: list[Lease] = []
+    while len(got) < 1200:
+        batch = await a.lease(100, T0)
+        assert batch
+        got += batch
+        await a.complete_many([(x, Outcome()) for x in batch], T0)
+    assert sorted(x.url for x in got) == sorted(urls)
+    assert (await a.counts()).queued == 0
+
+
 async def test_dedup_across_workers(workers: Workers) -> None:
     a = await workers.open()
     b = await workers.open()
