@@ -17,7 +17,7 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
   ``OriginQueues``): no Redis call a lease, and the per-host cap holds cluster-wide by
   construction (one owner an origin).
 * **Offers dedup exactly in Redis, in one atomic step with the enqueue** (the ``put`` script:
-  ``SADD`` to the shard's seen bucket, one ``HSET`` a shard into its open requests, its counts), one round trip
+  ``SADD`` to the shard's seen bucket, an ``HSET`` a shard into its open requests), one round trip
   a chunk of links whatever their shards (on a cluster, one a node: a call a shard); the answer (new
   or not) is exact and immediate, because the engine lists each new internal URL once, by the worker
   that found it. A bounded local cache of every fingerprint this worker offered or was sent makes a
