@@ -16,16 +16,16 @@ def _findings() -> Findings:
     return Findings(CrawlConfig(seeds=("http://127.0.0.1:9/",)).validated(), check_fragments=True)
 
 
-def test_a_url_equal_to_a_key_that_is_not_canonical_is_canonicalised() -> None:
-    # "%%341" canonicalises to "%41" (the "%34" decoded to "4"), which is not canonical
-    # itself ("%41" is "A"): a later link to ".../%41" must reach the target ".../A", not
-    # the key ".../%41" the first link made.
+def test_a_stray_percent_keeps_its_escapes_and_each_link_its_target() -> None:
+    # "%%341" once canonicalised to "%41" (the "%34" decoded to "4"), a key that was not
+    # canonical itself ("%41" is "A"). Where a '%' stands alone the escapes are now only
+    # upper-cased, so the key is "%%341", and a later link to ".../%41" reaches ".../A".
     f = _findings()
     first = make_link("http://127.0.0.1:9/%%341", "/%%341", "a", "href", False, 1, 1)
     second = make_link("http://127.0.0.1:9/%41", "/%41", "a", "href", False, 2, 1)
     f._take_links("http://127.0.0.1:9/", [first, second])
     keys = [f.targets[i] for i in range(len(f.targets))]
-    assert keys == ["http://127.0.0.1:9/%41", "http://127.0.0.1:9/A"]
+    assert keys == ["http://127.0.0.1:9/%%341", "http://127.0.0.1:9/A"]
     assert [t for _, t, _, _ in f.store.edges()] == [0, 1]
 
 

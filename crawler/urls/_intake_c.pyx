@@ -220,6 +220,7 @@ cdef class Intake:
     cdef Py_ssize_t _canon(self, const unsigned char* s, Py_ssize_t n) except -2:
         """`UrlPolicy.canonical_resolved` of s[:n] into ``_buf``: its length, NOT_HTTP or NEED_PY."""
         cdef Py_ssize_t pre, i, end, lim, at, m, q, j
+        cdef bint stray
         cdef const unsigned char* h
         cdef unsigned char* o
         cdef int a, b
@@ -255,13 +256,20 @@ cdef class Intake:
             memcpy(o, s, n)
             m = n
         if memchr(o, 0x25, m) != NULL:
+            # (a stray '%', not followed by two hex digits: escapes only upper-cased, as
+            # `policy._STRAY` says why)
+            stray = False
+            for i in range(m):
+                if o[i] == 0x25 and not (i + 2 < m and HEX[o[i + 1]] >= 0 and HEX[o[i + 2]] >= 0):
+                    stray = True
+                    break
             j = 0
             i = 0
             while i < m:
                 if o[i] == 0x25 and i + 2 < m and HEX[o[i + 1]] >= 0 and HEX[o[i + 2]] >= 0:
                     a = HEX[o[i + 1]]
                     b = HEX[o[i + 2]]
-                    if UNRESERVED[a * 16 + b]:
+                    if UNRESERVED[a * 16 + b] and not stray:
                         o[j] = <unsigned char>(a * 16 + b)
                         j += 1
                     else:

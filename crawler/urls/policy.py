@@ -8,7 +8,8 @@ dropped, dot segments resolved, non-ASCII percent-encoded, fragment dropped):
   the WHATWG parser (ada) and then applies the cheap steps below;
 * :meth:`UrlPolicy.canonical_resolved` assumes WHATWG-serialised input and only applies the cheap
   steps: drop the fragment, normalise percent-escapes (upper-case hex, unreserved characters
-  decoded), drop a bare trailing ``?``, and optionally sort the query / drop parameters.
+  decoded; only upper-cased where a stray ``%`` stands), drop a bare trailing ``?``, and
+  optionally sort the query / drop parameters.
 
 Both return the same string for the same URL, and ``canonical(canonical(u)) == canonical(u)``
 (a hypothesis test checks it). Scope is checked only for URLs that are new to the seen set, so it
@@ -47,8 +48,18 @@ _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _ESCAPE_MAP = {f"{b:02x}": (chr(b) if b in _UNRESERVED else f"%{b:02X}") for b in range(256)}
 
 
+# A '%' not followed by two hex digits (sent as it is, as a browser sends it). Where one stands
+# the escapes are only upper-cased, not decoded: "%%41a" decoded would be "%Aa", a new escape,
+# and the canonical form of the canonical form would differ (it must be idempotent).
+_STRAY = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
 def _fix_escape(m: re.Match[str]) -> str:
     return _ESCAPE_MAP[m.group(1).lower()]
+
+
+def _upper_escape(m: re.Match[str]) -> str:
+    return "%" + m.group(1).upper()
 
 
 _PSL: PublicSuffixList | None = None
@@ -262,7 +273,7 @@ class UrlPolicy:
             # (aiohttp turns them into Authorization: Basic) is never what a crawler wants.
             url = url[: url.index("//") + 2] + url[at + 1 :]
         if "%" in url:
-            url = _ESCAPE.sub(_fix_escape, url)
+            url = _ESCAPE.sub(_upper_escape if _STRAY.search(url) else _fix_escape, url)
         q = url.find("?")
         if q >= 0:
             if q == len(url) - 1:  # an empty query: "/p?" is "/p" (but "/p??" has query "?")
