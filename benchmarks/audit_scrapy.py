@@ -28,6 +28,7 @@ import sys
 import time
 from collections import Counter, deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 
@@ -36,6 +37,9 @@ from protego import Protego
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "crawl"))
+from scrapy_spider import bench_settings  # noqa: E402  (the crawl benchmark's Scrapy settings)
 
 _LOC = re.compile(r"<loc>\s*([^<\s]+)\s*</loc>")
 _XLINK = re.compile(r"<xhtml:link\b([^>]*)/?>")
@@ -286,20 +290,14 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=0)
     ap.add_argument("--out", help="also write the result here (JSON)")
     args = ap.parse_args()
-    settings = {
-        "CONCURRENT_REQUESTS": args.concurrency,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
-        "DOWNLOAD_DELAY": 0,
-        "AUTOTHROTTLE_ENABLED": False,
-        "ROBOTSTXT_OBEY": True,
-        "REDIRECT_ENABLED": False,
-        "HTTPERROR_ALLOW_ALL": True,
-        "RETRY_ENABLED": False,
-        "LOG_LEVEL": "WARNING",
-        "DEPTH_LIMIT": 0,
-        "TELNETCONSOLE_ENABLED": False,
-        "CLOSESPIDER_TIMEOUT": args.time_limit,
-    }
+    settings = bench_settings(
+        args.concurrency,
+        args.time_limit,
+        ROBOTSTXT_OBEY=True,
+        REDIRECT_ENABLED=False,  # every hop seen
+        HTTPERROR_ALLOW_ALL=True,
+        RETRY_ENABLED=False,
+    )
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(GraphSpider)
     t0 = time.perf_counter()

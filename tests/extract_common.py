@@ -58,10 +58,13 @@ def run_strict(
     return out + ex.close()
 
 
-def feed_in(impl: Any, data: bytes, sizes: list[int], **kw: Any) -> tuple[list[Any], Any]:
-    """``data`` fed to a new ``impl`` extractor in pieces of ``sizes`` (then the rest), and
-    closed: its links and the extractor (strict: a bug raises instead of ending quietly)."""
-    ex = impl(BASE, kw.pop("encoding", None), **kw)
+def feed_in(
+    impl: Any, data: bytes, sizes: list[int], url: str = BASE, **kw: Any
+) -> tuple[list[Any], Any]:
+    """``data`` (the document at ``url``) fed to a new ``impl`` extractor in pieces of
+    ``sizes`` (then the rest), and closed: its links and the extractor (strict: a bug raises
+    instead of ending quietly)."""
+    ex = impl(url, kw.pop("encoding", None), **kw)
     ex._strict = True
     out: list[Any] = []
     i = 0

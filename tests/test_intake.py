@@ -24,7 +24,7 @@ from crawler.config import CrawlConfig
 from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
 from crawler.urls.intake import IntakeC, IntakePy, intake_for
 from crawler.urls.policy import UrlPolicy
-from tests.extract_common import PAGES
+from tests.extract_common import PAGES, feed_in
 
 needs_c = pytest.mark.skipif(
     IntakeC is None or LinkExtractorC is None, reason="the compiled twins are not built"
@@ -267,15 +267,7 @@ def _dense_page(rng: random.Random, n_links: int) -> bytes:
 
 
 def _direct(data: bytes, url: str, sizes: list[int], intake: Any) -> list[Any]:
-    ex = LinkExtractorC(url, None, intake=intake)
-    ex._strict = True
-    out: list[Any] = []
-    i = 0
-    for k in sizes:
-        out += ex.feed(data[i : i + k])
-        i += k
-    out += ex.feed(data[i:])
-    return out + ex.close()
+    return feed_in(LinkExtractorC, data, sizes, url, intake=intake)[0]
 
 
 def _reference(data: bytes, url: str, intake: IntakePy) -> list[Any]:

@@ -39,24 +39,31 @@ class BenchSpider(scrapy.Spider):
             yield scrapy.Request(link.url, callback=self.parse)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("url")
-    ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--time-limit", type=float, default=0)
-    args = ap.parse_args()
-    settings = {
-        "CONCURRENT_REQUESTS": args.concurrency,
-        "CONCURRENT_REQUESTS_PER_DOMAIN": args.concurrency,
+def bench_settings(concurrency: int, time_limit: float, **more: Any) -> dict[str, Any]:
+    """The settings every Scrapy peer of the benchmarks runs with: ``concurrency`` requests
+    (all to one host if need be), no delays or throttling, robots off, quiet, no depth limit,
+    closed after ``time_limit`` seconds (0: none); ``more`` adds or overrides."""
+    return {
+        "CONCURRENT_REQUESTS": concurrency,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": concurrency,
         "DOWNLOAD_DELAY": 0,
         "AUTOTHROTTLE_ENABLED": False,
         "ROBOTSTXT_OBEY": False,
         "LOG_LEVEL": "WARNING",
         "DEPTH_LIMIT": 0,
         "TELNETCONSOLE_ENABLED": False,
-        "CLOSESPIDER_TIMEOUT": args.time_limit,
+        "CLOSESPIDER_TIMEOUT": time_limit,
+        **more,
     }
-    process = CrawlerProcess(settings)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("url")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--time-limit", type=float, default=0)
+    args = ap.parse_args()
+    process = CrawlerProcess(bench_settings(args.concurrency, args.time_limit))
     crawler = process.create_crawler(BenchSpider)
     t0 = time.perf_counter()
     process.crawl(crawler, start=args.url)
