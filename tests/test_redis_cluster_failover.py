@@ -13,12 +13,14 @@ Behind the ``cluster`` marker (``pytest -m cluster``; .ci/run runs it).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from crawler.state.redis import RedisState
 from tests.rediscluster import RedisCluster, started_cluster
 from tests.test_redis_cluster import (
     CONCURRENCY,
@@ -30,6 +32,7 @@ from tests.test_redis_cluster import (
     wait_requests,
     wait_until,
 )
+from tests.test_redis_cluster_mode import cand
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.cluster]
 
@@ -91,3 +94,43 @@ def test_a_master_killed_mid_crawl_fails_over_and_loses_nothing(
         assert _crawl_keys(replicated, entry) > 0
     finally:
         crawl.stop_all()
+
+
+async def test_a_failover_redis_py_rides_through_still_turns_the_epoch(
+    replicated: RedisCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A manual failover (CLUSTER FAILOVER on a replica) raises no error at all: redis-py
+    # follows the MOVED to the promoted replica and carries on. A replica promoted after a
+    # crash may lack its master's last writes, and a worker cannot tell the two apart, so a
+    # master it did not know at open starts a new epoch (it offers again what it may have
+    # lost, reads its shards again), as a restarted master does.
+    state = RedisState(replicated.url, name="t", lease_timeout=30.0)
+    await state.open(per_host=4, delay=0.0, max_pages_per_host=0)
+    try:
+        await state.offer_many([cand(state, f"http://h{i}.test/") for i in range(30)])
+        epoch = state.epoch
+        entry = replicated.nodes[0]
+        replica = next(
+            n
+            for n in replicated.nodes
+            if replicated.role(n) == "slave"
+            and f"master_port:{entry.port}"
+            not in replicated.cli_call(n, "--raw", "INFO", "replication")
+        )
+        # FORCE: no handshake with the master (which may time out on a loaded machine), as
+        # an operator does when the master is unreachable; asked again until it takes
+        deadline = time.monotonic() + 60
+        while replicated.role(replica) != "master":
+            assert time.monotonic() < deadline, "the manual failover never took"
+            assert "OK" in replicated.cli_call(replica, "CLUSTER", "FAILOVER", "FORCE")
+            wait = time.monotonic() + 8
+            while replicated.role(replica) != "master" and time.monotonic() < wait:
+                time.sleep(0.1)
+        more = [cand(state, f"http://h{i}.test/x") for i in range(30)]
+        await asyncio.wait_for(state.offer_many(more), 60)
+        assert state.epoch > epoch
+        assert f"a new master at 127.0.0.1:{replica.port}" in caplog.text
+        counts = await state.counts()
+        assert (counts.seen, counts.queued + counts.leased) == (60, 60)  # nothing lost
+    finally:
+        await state.close()

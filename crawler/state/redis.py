@@ -232,7 +232,7 @@ class RedisState(ShardLink):
             client, self.cluster = await connect(self.url, self.location, self._on_connect)
         except (rexc.RedisError, OSError) as e:
             raise StateError(f"{self.location}: cannot use Redis: {reason(e)}") from e
-        self._r = client
+        self._attach(client)
         try:
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
