@@ -57,7 +57,7 @@ _SHARD_CACHE_MAX = 1 << 16
 def shard_of(origin: str, shards: int) -> int:
     """The shard of ``origin``: its host's (every origin of a host in one shard, so that the
     host's ``max_pages_per_host`` budget is one shard's count), the same in every worker (an
-    unkeyed hash)."""
+    unkeyed hash). A split host's part ``j`` is the shard ``j`` after it (``ShardBook.shard``)."""
     host = host_of(origin) or origin
     digest = blake2b(host.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % shards

@@ -15,7 +15,8 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
 * **Leasing is local**: a worker leases only from its own shards, with their politeness
   (per-host cap, delay, Crawl-delay, Retry-After) in local timers (the memory state's
   ``OriginQueues``): no Redis call a lease, and the per-host cap holds cluster-wide by
-  construction (one owner an origin).
+  construction (one owner an origin, or a share of the host's politeness to each owner of
+  a part of a split host: ``crawler.state._redis_split``, one hot origin).
 * **Offers dedup exactly in Redis, in one atomic step with the enqueue** (the ``put`` script:
   ``SADD`` to the shard's seen bucket, an ``HSET`` a shard into its open requests), one round trip
   a chunk of links whatever their shards (on a cluster, one a node: a call a shard); the answer (new
