@@ -152,9 +152,11 @@ def test_host_split_is_fixed_at_creation_and_shown(
     site_factory: Callable[..., SiteServer],  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """``--host-split 1`` keeps a one-site crawl in one part (one owner: the others fetch
-    nothing), whatever a later worker asks for: the split is the crawl's, fixed when the
-    first worker created it."""
+    """``--host-split 1`` keeps a one-site crawl in one part whatever a later worker asks
+    for: the split is the crawl's, fixed when the first worker created it (a worker that
+    routed the host's URLs by its own K would fetch pages twice: none is)."""
+    import redis  # noqa: PLC0415
+
     site = site_factory(pages=60, origins=1, seed=14, latency=0.05)
     cluster = Cluster(redis_server, site, tmp_path)
     clusters.append(cluster)
@@ -164,4 +166,9 @@ def test_host_split_is_fixed_at_creation_and_shown(
     for w in cluster.workers:
         assert w.wait() == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
     starts = check_cluster_crawl(cluster)
-    assert len({w for s in starts.values() for _, w in s}) == 1, summary(cluster, starts)
+    assert all(len(s) == 1 for s in starts.values()), summary(cluster, starts)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        assert client.hget("crawler:{default}:cfg", "split") == b"1"
+    finally:
+        client.close()
