@@ -120,6 +120,7 @@ def test_one_site_a_worker_killed_loses_nothing(
     assert min(v for k, v in got.items() if k != victim.label) >= MIN_SHARE, got
 
 
+@pytest.mark.slow  # (about 15 s; .ci/run's slice of the slow tests runs it)
 def test_one_site_delay_holds_for_the_host(
     hot: int,
     clusters: list[Cluster],  # noqa: F811
