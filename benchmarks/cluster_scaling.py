@@ -7,6 +7,8 @@ memory under the same quota; with and without a delaying proxy in front of Redis
     python benchmarks/cluster_scaling.py --rtt 0,0.25,1 --repeat 3 --json out.json
     python benchmarks/cluster_scaling.py --tree /work/wt-cluster23   # another checkout
     python benchmarks/cluster_scaling.py --quick                # 4 origins, N = 1,2, quota 0.2
+    python benchmarks/cluster_scaling.py --origins 1 --workers 1,2,4   # one hot origin
+    python benchmarks/cluster_scaling.py --origins 1 --workers 4 --host-split 4  # its parts given
 
 What it does (benchmarks/CLUSTER.md has the figures and why each choice):
 1. The site: the PostgreSQL 15 manual (Debian ``postgresql-doc-15``, 1,169 HTML pages, installed
@@ -267,6 +269,8 @@ def commands(
     if mode == "memory":
         return [[*py, *seeds, *base, "--header", "X-Worker: 0"]]
     state = ["--state", state_url]
+    if args.host_split is not None:  # (a crawler before the split has no such option)
+        state += ["--host-split", str(args.host_split)]
     return [
         [*py, *(seeds if i == 0 else []), *state, *base, "--header", f"X-Worker: {i}"]
         for i in range(n)
@@ -588,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose crawler runs")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--per-host", type=int, default=16)
+    ap.add_argument(
+        "--host-split", type=int, default=None, help="workers' --host-split (default: not given)"
+    )
     ap.add_argument("--cross-links", action="store_true", help='href="sql-... to the next origin')
     ap.add_argument("--time-limit", type=float, default=900, help="seconds a run")
     ap.add_argument("--no-priority", dest="priority", action="store_false")

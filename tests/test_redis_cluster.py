@@ -572,9 +572,10 @@ def test_one_origin_four_workers(
     site_factory: Callable[..., SiteServer],
     tmp_path: Path,
 ) -> None:
-    """A single-origin crawl with four workers: the origin's shard has one owner, which
-    fetches it all within --per-host; the others find nothing to lease, wait on their inboxes
-    without polling, and stop by themselves when the crawl is done."""
+    """A single-origin crawl with four workers, one seeding, three joining: the host is
+    split into --per-host (2) parts, each with one owner, within --per-host together; the
+    workers without a part wait on their inboxes without polling, and all stop by themselves
+    when the crawl is done (tests/test_redis_hot.py: four parts, four workers)."""
     site = site_factory(pages=120, origins=1, seed=7, latency=0.03)
     cluster = Cluster(redis_server, site, tmp_path)
     clusters.append(cluster)

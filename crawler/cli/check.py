@@ -46,7 +46,7 @@ FAIL_ON = ("broken", "blocked", "warnings")
 #: Report formats; text and json are written here, the others by ``report_<name>.py``.
 FORMATS = ("text", "json", "junit", "sarif", "markdown", "html")
 # The crawl's output options that the checker replaces with its own.
-_NOT_FOR_CHECK = frozenset({"format", "output", "all_links", "name", "lease_timeout"})
+_NOT_FOR_CHECK = frozenset({"format", "output", "all_links", "name", "lease_timeout", "host_split"})
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

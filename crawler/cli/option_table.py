@@ -320,6 +320,14 @@ def option_table() -> dict[str, Option]:
             "with a redis:// state: seconds before a dead worker's requests go back to the queue;"
             " 0 = automatic: 3 x --timeout, at least 60",
         ),
+        "host_split": (
+            ("--host-split",),
+            {"type": int, "metavar": "K"},
+            "with a redis:// state: split each host into K parts (each its share of --per-host,"
+            " --delay and --max-pages-per-host) so that K workers crawl one site; fixed when the"
+            " crawl is created; 0 = automatic: min(--per-host, 16) when the seeds are one host,"
+            " else 1",
+        ),
         "metrics_port": (
             ("--metrics-port",),
             {"type": int, "metavar": "PORT"},

@@ -131,6 +131,15 @@ def check_together(cfg: CrawlConfig, source: str | None) -> None:
             key="name",
             source=source,
         )
+    if cfg.host_split and not is_redis_url(cfg.state):
+        raise ConfigError(
+            "needs a redis:// state (--state redis://HOST:PORT/DB): it splits a host among"
+            " the workers of a shared crawl",
+            key="host_split",
+            source=source,
+        )
+    if cfg.host_split > 65536:
+        raise ConfigError("must be at most 65536 (a part a shard)", key="host_split", source=source)
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")

@@ -158,6 +158,11 @@ class CrawlConfig:
     #: Seconds a leased request stays with its worker before another may take it (a worker
     #: that died); 0 = automatic: 3 x ``timeout``, at least 60 s.
     lease_timeout: float = 0.0
+    #: With a Redis state: the parts a host's requests are split into, each with its share
+    #: of ``per_host``, ``delay`` and ``max_pages_per_host``, so that several workers crawl
+    #: one host (fixed when the crawl is created); 0 = automatic: when the seeds are one
+    #: host, ``min(per_host, 16)``, else 1 (a host is one part).
+    host_split: int = 0
 
     # -- metrics --
     #: Serve Prometheus metrics on http://metrics_host:metrics_port/metrics (0 = off).
@@ -242,7 +247,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "extraction": ("link_set",),
     "render": ("render", "render_concurrency", "render_timeout", "render_sample"),
     "output": ("format", "output", "all_links", "quiet", "warc"),
-    "backend": ("state", "state_sync", "name", "lease_timeout"),
+    "backend": ("state", "state_sync", "name", "lease_timeout", "host_split"),
     "metrics": ("metrics_port", "metrics_host", "metrics_linger"),
 }
 

@@ -87,7 +87,7 @@ from crawler.core.page import MAX_CRAWL_DELAY, REDIRECT_STATUSES, PageJob
 from crawler.core.results import CrawlResult, CrawlStats, PageResult, Sink
 from crawler.core.robots import RobotsCache, robots_agent
 from crawler.http.client import Fetcher
-from crawler.state import CrawlState, open_state
+from crawler.state import CrawlState, state_for
 from crawler.urls.policy import UrlPolicy
 
 __all__ = ["Crawler", "crawl", "crawl_sync"]
@@ -161,17 +161,7 @@ class Crawler:
         self._collect_ids = collect_ids
         self._report_skipped = report_skipped
         self._head_facts = head_facts
-        self._state: CrawlState = (
-            state
-            if state is not None
-            else open_state(
-                cfg.state,
-                synchronous=cfg.state_sync,
-                name=cfg.name,
-                lease_timeout=cfg.lease_timeout,
-                request_timeout=cfg.timeout,
-            )
-        )
+        self._state: CrawlState = state if state is not None else state_for(cfg)
         self._state_open = False
         # An in-memory state made here dies with this crawler: nobody resumes it, so what its
         # page budget cannot reach need not be queued (`_bound_queues`).

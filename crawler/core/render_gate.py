@@ -19,11 +19,10 @@ ended. The rules:
   ``CrawlState.borrow_slot``/``want_slot``/``return_slot``; while it waits, the frontier
   leases none of that host's requests) and holds it until it ends, its delay (and
   Crawl-delay) shared with the crawl's own fetches of it. So the requests in flight to any
-  host never exceed ``per_host`` whatever the browser does. A state that lends no slots
-  (``borrow_slot`` says False: Redis, whose hosts' slots are their shard owners', maybe
-  another worker's) gets such requests refused (after the first refusal, without asking
-  again). With a delay, the browser's requests to the page's own host start at least that
-  long apart and after the page's own fetch.
+  host never exceed ``per_host`` whatever the browser does. A state that does not lend a
+  host's slots (``borrow_slot`` says False: Redis, for a host whose shard, or whose parts,
+  another worker owns) gets such requests refused. With a delay, the browser's requests to
+  the page's own host start at least that long apart and after the page's own fetch.
 * **Credentials** (:meth:`headers_for`): what ``crawler.http`` sends to that origin and only
   there: the crawl's credential headers (``--header`` secrets, ``--auth``, ``--bearer-env``,
   ``--header-for``) for the origins they were given for, and the other ``--header`` values
@@ -88,8 +87,8 @@ class CrawlGate:
         # url -> what each allowed request to a crawled host holds, in order: (the page it
         # is for, its page's lock, or the origin of the state's slot it borrowed)
         self._held: dict[str, list[tuple[str, asyncio.Lock | str]]] = {}
-        # Another crawled host's slots are the crawl state's to lend (CrawlState.borrow_slot);
-        # False once it refused (Redis: a host's slots are its shard owner's), or no state
+        # Another crawled host's slots are the crawl state's to lend (CrawlState.borrow_slot,
+        # asked each time: Redis lends those of the hosts this worker owns); False: no state
         self._lends = state is not None
         # page URL -> its requests waiting for another host's slot; the pages whose render
         # ended while some still waited (they leave, refused)
@@ -151,8 +150,7 @@ class CrawlGate:
             return False
         own = origin == origin_of(page_url)
         if not own and not self._lends:
-            # Another crawled host and a state that lends no slots (Redis: the host's slots
-            # are its shard owner's, maybe in another worker): sending it could exceed them.
+            # Another crawled host and no state to lend its slots: sending it could exceed them.
             self.refused["politeness"] += 1
             return False
         delay = self.config.delay
@@ -166,11 +164,10 @@ class CrawlGate:
                 self.state.set_delay(origin, crawl_delay)  # as the page job tells the state
             delay = max(delay, crawl_delay)
         if not own:
-            if await self._borrowed(url, origin, page_url):
-                return True
-            if not self._lends:  # the state refused to lend
+            got = await self._borrowed(url, origin, page_url)
+            if got is None:  # the state refused to lend
                 self.refused["politeness"] += 1
-            return False
+            return bool(got)
         lock = self._page_locks.get(page_url)
         if lock is None:
             lock = self._page_locks[page_url] = asyncio.Lock()
@@ -192,11 +189,11 @@ class CrawlGate:
         self.allowed += 1
         return True
 
-    async def _borrowed(self, url: str, origin: str, page_url: str) -> bool:
+    async def _borrowed(self, url: str, origin: str, page_url: str) -> bool | None:
         """A request to another crawled host: it waits for one of THAT host's ``per_host``
         slots in the crawl state, the one the frontier's leases take (its delay and
         Crawl-delay included), and holds it until it ends. Refused if the page's render ends
-        first, or if the state lends no slots (``borrow_slot`` False). (A look every
+        first; None if the state lends none of that host (``borrow_slot`` False). (A look every
         ``_SLOT_POLL`` seconds: the state has no per-origin wake-up.)"""
         state = self.state
         assert state is not None
@@ -209,8 +206,7 @@ class CrawlGate:
                     return False
                 wait = state.borrow_slot(origin, time.time())
                 if wait is False:  # (checked first: False == 0.0)
-                    self._lends = False
-                    return False
+                    return None  # (asked again next time: a Redis worker may own it by then)
                 if wait == 0.0:
                     break
                 if not wanting:  # the next slot is ours: the frontier leases none meanwhile

@@ -155,6 +155,7 @@ PER_RUN: dict[str, str] = {
 NOT_STORED: dict[str, str] = {
     "state": "it addresses the state itself",
     "name": "it addresses the state itself (the crawl's name in a Redis database)",
+    "host_split": "read only by the worker that creates a Redis crawl, which keeps it itself",
     "auth": "a secret: give it again on resume (a marker of the origins it was for is stored)",
     "origin_auth": "secrets: give them again on resume (the origins are stored as a marker)",
     "origin_headers": "may hold secrets: give them again on resume (the origins are stored as a"

@@ -8,7 +8,7 @@ for SQLite.
 
 from __future__ import annotations
 
-from crawler.config import is_redis_url  # the one rule (case-insensitive), with the config's
+from crawler.config import CrawlConfig, is_redis_url  # the one rule, with the config's
 from crawler.state.base import (
     KIND_PAGE,
     KIND_SITEMAP,
@@ -33,6 +33,7 @@ __all__ = [
     "StoredRobots",
     "is_redis_url",
     "open_state",
+    "state_for",
 ]
 
 
@@ -43,6 +44,8 @@ def open_state(
     name: str | None = None,
     lease_timeout: float = 0.0,
     request_timeout: float = 30.0,
+    host_split: int = 0,
+    seeds: tuple[str, ...] = (),
 ) -> CrawlState:
     """The backend for state URL ``url`` (not opened yet: call ``await state.open(...)``).
 
@@ -58,6 +61,8 @@ def open_state(
             automatic, ``max(60, 3 x request_timeout)``); ignored by the others.
         request_timeout: the crawl's request timeout (config ``timeout``), for the
             automatic lease timeout.
+        host_split, seeds: a new Redis crawl's parts of a host (config ``host_split``; the
+            seeds for the automatic choice); ignored by the others.
     """
     if not url:
         from crawler.state.memory import MemoryState  # noqa: PLC0415
@@ -67,8 +72,26 @@ def open_state(
         from crawler.state.redis import RedisState  # noqa: PLC0415
 
         return RedisState(
-            url, name=name, lease_timeout=lease_timeout, request_timeout=request_timeout
+            url,
+            name=name,
+            lease_timeout=lease_timeout,
+            request_timeout=request_timeout,
+            host_split=host_split,
+            seeds=seeds,
         )
     from crawler.state.sqlite import SQLiteState  # noqa: PLC0415
 
     return SQLiteState(url, synchronous=synchronous)
+
+
+def state_for(cfg: CrawlConfig) -> CrawlState:
+    """``open_state`` with a crawl configuration's keys (what the engine opens)."""
+    return open_state(
+        cfg.state,
+        synchronous=cfg.state_sync,
+        name=cfg.name,
+        lease_timeout=cfg.lease_timeout,
+        request_timeout=cfg.timeout,
+        host_split=cfg.host_split,
+        seeds=cfg.seeds,
+    )

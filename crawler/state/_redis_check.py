@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from crawler.state.base import StateError
+from crawler.state.base import StateError, StoredRobots
 
 __all__ = [
     "BAD_STATE_LUA",
@@ -41,6 +41,8 @@ __all__ = [
     "expected_type",
     "json_object",
     "read_args",
+    "refused_version",
+    "robots_record",
     "text_of",
 ]
 
@@ -275,3 +277,27 @@ def json_object(where: str, key: str, raw: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise damaged(where, _shown(key), f"holds a JSON {type(value).__name__}, not an object")
     return value
+
+
+def refused_version(where: str, name: str, found: bytes, version: str) -> StateError:
+    """The StateError of a crawl whose key layout this crawler does not read."""
+    return StateError(
+        f"{where}: the crawl {name!r} has key layout version"
+        f" {found.decode('utf-8', 'replace')!r}, this crawler reads version"
+        f" {version!r} (crawls made by an older crawler cannot be continued: finish"
+        " it with that version, or use another --name or another database)"
+    )
+
+
+def robots_record(where: str, key: str, origin: str, raw: bytes) -> StoredRobots:
+    """A stored robots.txt (a JSON head line, then the body), checked."""
+    head, _, body = raw.partition(b"\n")
+    meta = json_object(where, key, head)
+    t, s, e = meta.get("t"), meta.get("s"), meta.get("e")
+    if (
+        not isinstance(t, (int, float))
+        or not (s is None or type(s) is int)
+        or not (e is None or isinstance(e, str))
+    ):
+        raise damaged(where, ascii(key)[1:-1], "is not a robots.txt record")
+    return StoredRobots(origin, float(t), s, body, e)

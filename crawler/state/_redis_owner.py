@@ -32,7 +32,7 @@ import heapq
 from hashlib import blake2b
 from typing import Any
 
-from crawler.state.frontier import OriginQueues
+from crawler.state._redis_split import SplitQueues, sub_of
 from crawler.urls.policy import host_of
 
 __all__ = [
@@ -57,7 +57,7 @@ _SHARD_CACHE_MAX = 1 << 16
 def shard_of(origin: str, shards: int) -> int:
     """The shard of ``origin``: its host's (every origin of a host in one shard, so that the
     host's ``max_pages_per_host`` budget is one shard's count), the same in every worker (an
-    unkeyed hash)."""
+    unkeyed hash). A split host's part ``j`` is the shard ``j`` after it (``ShardBook.shard``)."""
     host = host_of(origin) or origin
     digest = blake2b(host.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % shards
@@ -140,12 +140,14 @@ class ShardBook:
 
     Args:
         shards: the crawl's shard count.
-        per_host, delay: the crawl's politeness (``OriginQueues``).
+        per_host, delay: the crawl's politeness (``SplitQueues``).
+        split: the parts of each host (``crawler.state._redis_split``; 1: a host is one shard).
     """
 
-    def __init__(self, shards: int, per_host: int, delay: float) -> None:
+    def __init__(self, shards: int, per_host: int, delay: float, split: int = 1) -> None:
         self.shards = shards
-        self.queues: OriginQueues[Item] = OriginQueues(per_host, delay)
+        self.split = max(1, min(split, shards))
+        self.queues = SplitQueues(per_host, delay, self.split)
         self.held: dict[int, _Shard] = {}
         self.held_back: list[tuple[float, int, Item]] = []  # retries until their not_before
         self.owners: list[str] = [""] * shards  # claim holders as of the last heartbeat
@@ -169,13 +171,19 @@ class ShardBook:
         # lease ends unfinished (``again``).
         self._leased: dict[int, int] = {}  # fp -> its shard
 
-    def shard(self, origin: str) -> int:
+    def shard(self, origin: str, fp: int = 0) -> int:
+        """The shard of a request of ``origin`` with fingerprint ``fp`` (its host's part)."""
         k = self._origin_shard.get(origin)
         if k is None:
             if len(self._origin_shard) >= _SHARD_CACHE_MAX:
                 self._origin_shard.clear()
             k = self._origin_shard[origin] = shard_of(origin, self.shards)
-        return k
+        return k if self.split == 1 else (k + sub_of(fp, self.split)) % self.shards
+
+    def parts(self, origin: str) -> list[tuple[int, int]]:
+        """(part, shard) of each of ``origin``'s host's parts."""
+        k = self.shard(origin)
+        return [(j, (k + j) % self.shards) for j in range(self.split)]
 
     # -- holding --
 
@@ -212,7 +220,7 @@ class ShardBook:
             self._seq += 1
             heapq.heappush(self.held_back, (not_before, self._seq, item))
         else:
-            self.queues.push_item(origin, depth, item)
+            self.queues.push(item, now)
         return True
 
     def hold_back(self, item: Item, not_before: float) -> None:
@@ -227,7 +235,7 @@ class ShardBook:
         while back and back[0][0] <= now:
             item = heapq.heappop(back)[2]
             if self._current(item):
-                self.queues.push_item(item[6], item[4], item)
+                self.queues.push(item, now)
         out: list[Item] = []
         queues = self.queues
         while len(out) < n:
@@ -237,7 +245,7 @@ class ShardBook:
             for item in got:
                 held = self.held.get(item[1])
                 if held is None or held.gen != item[2] or held.leaving or item[0] in self._leased:
-                    queues.release(item[6], now)  # a shard no longer leased from here
+                    queues.release(item, now)  # a shard no longer leased from here
                     continue
                 held.out.add(item[0])
                 self._leased[item[0]] = item[1]
@@ -251,7 +259,7 @@ class ShardBook:
     def ended(self, item: Item, now: float, *, completed: bool) -> bool:
         """A leased item ended (its origin's slot freed); True if its shard is held still.
         Unfinished (a retry, a lease put back), it comes back in line only by ``again``."""
-        self.queues.release(item[6], now)
+        self.queues.release(item, now)
         fp = item[0]
         self._leased.pop(fp, None)
         if completed:
@@ -291,10 +299,10 @@ class ShardBook:
         if not_before > now:
             self.hold_back(back, not_before)
         else:
-            self.queues.push_item(origin, depth, back)
+            self.queues.push(back, now)
 
     def next_due(self, now: float) -> float | None:
-        due = self.queues.due_time(now)
+        due = self.queues.next_due(now)
         if self.held_back:
             t = self.held_back[0][0]
             due = t if due is None or t < due else due
@@ -365,6 +373,37 @@ class ShardBook:
         if held is not None and held.open:
             self.handed.add(k)
         self.drop(k)
+
+    def resplit(self, split: int) -> None:
+        """The crawl's split, read after open (a worker that opened before the crawl was
+        created): the queues start over (the shards held are read again from Redis)."""
+        self.split = max(1, min(split, self.shards))
+        self.queues = SplitQueues(self.queues.per_host, self.queues.delay, self.split)
+        self._origin_shard.clear()
+        for held in self.held.values():
+            held.open = set(held.out)
+
+    # -- the browser's slots: from the parts of the origin's host held here --
+
+    def _parts_here(self, origin: str) -> list[int]:
+        return [j for j, k in self.parts(origin) if self.active(k) is not None]
+
+    def borrow(self, origin: str, now: float) -> float | None | bool:
+        """A slot of ``origin`` for a request of the browser (``--render``) from the parts of
+        its host this worker owns (their share of the host's cap and delay): 0.0 if taken,
+        else the wait (None: all their slots out). False, refused, when it owns none of them:
+        the slots of the host are another worker's (it may be another process; no slots are
+        lent between workers), so the browser's request to it is not sent."""
+        parts = self._parts_here(origin)
+        if not parts:
+            return False
+        return self.queues.borrow(origin, parts, now)
+
+    def want(self, origin: str, delta: int, now: float) -> None:
+        self.queues.want(origin, self._parts_here(origin), delta, now)
+
+    def give_back(self, origin: str, now: float) -> None:
+        self.queues.give_back(origin, now)
 
     def owner(self, k: int) -> str:
         """The live worker holding shard ``k`` as last seen ("" if none)."""

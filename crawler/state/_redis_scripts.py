@@ -1,8 +1,9 @@
 """The Lua scripts of the Redis crawl state (``crawler.state.redis``) and its key layout.
 
-Version 3 (issue 23): the crawl is split into ``shards`` virtual shards (256 by default,
+Version 4 (issue 23): the crawl is split into ``shards`` virtual shards (256 by default,
 fixed at creation) by a hash of the host (``crawler.state._redis_owner.shard_of``: the
-origins of one host, and so its ``max_pages_per_host`` budget, are in one shard); each shard
+origins of one host, and so its ``max_pages_per_host`` budget, are in one shard; with a
+``split`` K > 1, in K shards, each with its share: ``crawler.state._redis_split``); each shard
 is owned by one live worker (``crawler.state._redis_owner``), which holds the shard's queue and
 politeness in memory and leases from it without a Redis call. What stays in Redis is what a
 takeover must find: every request not yet completed (``S p``), the seen fingerprints
@@ -23,7 +24,8 @@ the pages/s buckets (``P rate``, approximate).
 ``P fpkey``               the fingerprint key (16 random bytes, SET NX at creation)
 ``P created``             server time the crawl was created
 ``P cfg``                 hash: per_host, delay, budget (max_pages_per_host; the last opener's
-                          values), bits (seen-set bucket bits), shards (both fixed)
+                          values), bits (seen-set bucket bits), shards, split (the parts of a
+                          host: ``crawler.state._redis_split``; these three fixed)
 ``P k``                   hash: the crawl's named counters (layout 1's; read, not written)
 ``P kw``                  hash: worker run -> its named counters' totals ("name=n" lines),
                           written with its completions (same round trip, not the same atomic
@@ -71,6 +73,7 @@ from crawler.state._redis_check import BAD_STATE_LUA, CHECK, MAX_ITEM, READ
 __all__ = [
     "DEFAULT_NAME",
     "DEFAULT_SHARDS",
+    "READABLE",
     "SCRIPTS",
     "VERSION",
     "prefix_of",
@@ -78,8 +81,12 @@ __all__ = [
     "shard_seen_bits",
 ]
 
-#: The key layout's version (``P v``); another one is refused.
-VERSION = "3"
+#: The key layout's version (``P v``) of a new crawl; those of ``READABLE`` are read, another
+#: one is refused. 4 is 3 with ``P cfg split`` (``crawler.state._redis_split``): a host's
+#: requests may be in K shards, which a crawler of layout 3 would not look for, so it is
+#: refused there; a crawl of layout 3 is continued here as it is (split 1).
+VERSION = "4"
+READABLE = ("3", "4")
 #: The crawl name when none is given (``--name``).
 DEFAULT_NAME = "default"
 #: Virtual shards of a new crawl (fixed then).
@@ -111,12 +118,15 @@ local function server_now()
 end
 """
 
-# KEYS[1] P; ARGV: version, fingerprint key, per_host, delay, budget, bits, shards
-# -> {version found, fingerprint key, bits, shards}
+# KEYS[1] P; ARGV: version, fingerprint key, per_host, delay, budget, bits, shards, split
+# ("0": no opinion) -> {version found, fingerprint key, bits, shards, split ("" if none yet)};
+# a crawl of layout 3 is read as it is: its hosts are not split
 _INIT = r"""
 local P = KEYS[1]
 local v = redis.call('GET', P .. 'v')
-if v and v ~= ARGV[1] then return {v, '', '', ''} end
+if v and v ~= ARGV[1] and v ~= '3' then return {v, '', '', '', ''} end
+if v == '3' then redis.call('HSETNX', P .. 'cfg', 'split', '1') end
+if ARGV[8] ~= '0' then redis.call('HSETNX', P .. 'cfg', 'split', ARGV[8]) end
 if not v then
   redis.call('SET', P .. 'v', ARGV[1])
   local t = redis.call('TIME')
@@ -126,14 +136,15 @@ redis.call('SET', P .. 'fpkey', ARGV[2], 'NX')
 redis.call('HSET', P .. 'cfg', 'per_host', ARGV[3], 'delay', ARGV[4], 'budget', ARGV[5])
 redis.call('HSETNX', P .. 'cfg', 'bits', ARGV[6])
 redis.call('HSETNX', P .. 'cfg', 'shards', ARGV[7])
-local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'per_host', 'delay', 'budget')
-return {ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2]}
+local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'split')
+return {v or ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2], cfg[3] or ''}
 """
 
 # KEYS: shard prefixes; ARGV: max_pages_per_host (as the last heartbeat read it), then pairs
 # (key index, "bucket \t member \t fp \t queue \t host \t value") -> flags: "1" new and
 # queued, "2" new not queued, "0" seen (dedup, enqueue and the shard's counts in one step: a
-# fingerprint is never seen without its request queued)
+# fingerprint is never seen without its request queued). ``queue`` is "0" (not queued), "1"
+# (queued within BUDGET) or "1:<n>" (within ``n``: the budget's share of a host's part)
 _PUT = r"""
 local BUDGET = tonumber(ARGV[1]) or 0
 local flags = {}
@@ -145,9 +156,11 @@ for i = 2, #ARGV, 2 do
   local _, _, bucket, member, fp, q, host, value = string.find(ARGV[i + 1], FIELDS)
   local S = KEYS[ki]
   if redis.call('SADD', S .. 's:' .. bucket, member) == 1 then
-    local take = q == '1'
-    if take and BUDGET > 0 then
-      take = (tonumber(redis.call('HGET', S .. 'h', host)) or 0) < BUDGET
+    local take = q ~= '0'
+    local budget = BUDGET
+    if #q > 2 then budget = tonumber(string.sub(q, 3)) or BUDGET end
+    if take and budget > 0 then
+      take = (tonumber(redis.call('HGET', S .. 'h', host)) or 0) < budget
       if take then redis.call('HINCRBY', S .. 'h', host, 1) end
     end
     if take then
@@ -313,9 +326,9 @@ for _, w in ipairs(redis.call('ZRANGEBYSCORE', P .. 'workers', '-inf', now - 60)
 end
 redis.call('ZREMRANGEBYSCORE', P .. 'cx', '-inf', now - 3600)
 local live = redis.call('ZRANGEBYSCORE', P .. 'workers', '(' .. now, '+inf')
-local cfg = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay', 'budget')
+local cfg = redis.call('HMGET', P .. 'cfg', 'per_host', 'delay', 'budget', 'split')
 return {string.format('%.6f', now), live, redis.call('HGETALL', P .. 'own'), cfg[3] or '',
-        cfg[1] or '', cfg[2] or '', redis.call('HGETALL', P .. 'ws')}
+        cfg[1] or '', cfg[2] or '', redis.call('HGETALL', P .. 'ws'), cfg[4] or ''}
 """
 )
 

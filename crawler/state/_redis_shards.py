@@ -72,6 +72,7 @@ class ShardLink(RedisLink):
     _counted: Counter[str]
     _counted_dirty: bool
     _kfield: str
+    _split_pending: bool = False
 
     def _init_shard_link(self) -> None:
         self._outbox: dict[str, dict[int, list[str]]] = {}
@@ -90,7 +91,7 @@ class ShardLink(RedisLink):
         book = self.book
         return (
             f"{book.backlog()} {len(self._mine)} {1 if self._busy else 0}"
-            f" {len(book.queues.working_origins()) if self._busy else 0}"
+            f" {book.queues.working() if self._busy else 0}"
             f" {','.join(map(str, book.active_shards())) or '-'}"
         )
 
@@ -104,14 +105,20 @@ class ShardLink(RedisLink):
         book = self.book
         me = self.worker_id
         alive = repr(self.heartbeat * 3.0)
-        now_s, live, own_flat, host_budget, per_host, delay, reports = await self._script(
+        now_s, live, own_flat, host_budget, per_host, delay, reports, split = await self._script(
             "beat", self._wid, alive, repr(self.lease_timeout), self._report()
         )
         self._host_budget = int(host_budget or 0)
-        if per_host:
-            book.queues._per_host = max(1, int(per_host))
-        if delay:
-            book.queues._delay = float(delay)
+        if per_host or delay:
+            queues = book.queues
+            queues.set_politeness(
+                int(per_host) if per_host else queues.per_host,
+                float(delay) if delay else queues.delay,
+            )
+        if split and self._split_pending:
+            self._split_pending = False
+            book.resplit(int(split))
+            self._reload = True
         own = {
             int(own_flat[i]): own_flat[i + 1].decode("utf-8", "replace")
             for i in range(0, len(own_flat), 2)
@@ -278,9 +285,26 @@ class ShardLink(RedisLink):
         pending, self._delays = self._delays, {}
         records: list[tuple[int, tuple[str, str]]] = []
         for origin, delay in pending.items():
-            wanted = repr(float(delay)) if delay > self.book.queues._delay else ""
-            records.append((self.book.shard(origin), (origin, wanted)))
+            wanted = repr(float(delay)) if delay > self.book.queues.delay else ""
+            # each part of the host keeps it (its owner applies K times it: _redis_split)
+            records += [(k, (origin, wanted)) for _, k in self.book.parts(origin)]
         await self._sharded("delay", (), records)
+
+    async def _settle_split(self) -> None:
+        """This worker opened a crawl with no split yet and had no opinion (no seeds): before
+        its first offer or lease, the crawl's split is read, or fixed at 1 if still none (a
+        worker with seeds stores its own at open, before its settings, which a joining worker
+        waits for): no request is routed before the split is fixed in Redis."""
+        key = self.prefix + "cfg"
+        _, split = await self._cmd(
+            lambda pipe: (pipe.hsetnx(key, "split", "1"), pipe.hget(key, "split"))
+        )
+        self._split_pending = False
+        if int(split or 1) != self.book.split:
+            self.book.resplit(int(split or 1))
+            await self._load(*self.book.held)  # queued again with their parts' politeness
+        if self._delays:
+            await self._flush_delays()
 
     # -- outbox and inbox --
 
@@ -402,7 +426,7 @@ class ShardLink(RedisLink):
         ):
             await self._heal()
         counts = tally.counts
-        origins = counts.origins + len(self.book.queues.working_origins())
+        origins = counts.origins + self.book.queues.working()
         return Counts(
             queued=counts.queued,
             leased=counts.leased,

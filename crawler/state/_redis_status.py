@@ -27,7 +27,14 @@ from crawler.state._redis_check import (
 )
 from crawler.state._redis_cluster import sync_client
 from crawler.state._redis_link import reason, redacted
-from crawler.state._redis_scripts import DEFAULT_NAME, SCRIPTS, VERSION, prefix_of, shard_prefix
+from crawler.state._redis_scripts import (
+    DEFAULT_NAME,
+    READABLE,
+    SCRIPTS,
+    VERSION,
+    prefix_of,
+    shard_prefix,
+)
 from crawler.state.base import Counts, StateError
 
 __all__ = [
@@ -72,7 +79,8 @@ class RedisStatus:
         version: the key layout version found.
         counts: queued (held retries included), leased (cluster-wide, now), done, failed by
             kind, seen, origins with work, recovered (leases returned, crawl's lifetime).
-        hosts: hosts with at least one request queued or done.
+        hosts: hosts with at least one request queued or done (with a split K: the host
+            parts counted, divided by K, rounded up).
         counters: the crawl's named counters.
         settings: the stored settings (None before a first run stored them).
         seeds: the settings' seeds (if stored).
@@ -158,7 +166,7 @@ def _check_version(where: str, name: str, found: Any, *, missing_ok: bool) -> bo
         if missing_ok:
             return False
         raise StateError(f"{where}: no crawl named {name!r} in this database")
-    if found != VERSION.encode():
+    if found.decode("utf-8", "replace") not in READABLE:
         raise StateError(
             f"{where}: key layout version {found.decode('utf-8', 'replace')!r}, this crawler"
             f" reads version {VERSION!r} (crawls made by an older crawler cannot be continued:"
@@ -197,11 +205,12 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
             ("rate", "h", MAX_FIELDS), ("", "t", 0), ("workers", "w", 0),
         )  # fmt: skip
         _check_version(where, name, found, missing_ok=False)
-        shards = int_hash(where, p + "cfg", [x.split(b".")[0] for x in cfg]).get("shards", 0)
+        fixed = int_hash(where, p + "cfg", [x.split(b".")[0] for x in cfg])
+        shards, split = fixed.get("shards", 0), max(1, fixed.get("split", 1))
         try:
             raw, sums = _tally_sync(client, name, shards)
             tally = tally_of(where, raw, sums, "", 0)
-            hosts = counts_of(where, sums)[1]
+            hosts = -(-counts_of(where, sums)[1] // split)  # a split host: in K shards' S h
             kw = client.hgetall(p + "kw")
             memory = _used_memory(client)
         except (rexc.RedisError, OSError) as e:
@@ -218,7 +227,7 @@ def read_status(url: str, name: str | None = None) -> RedisStatus:
     return RedisStatus(
         location=where,
         name=name,
-        version=int(VERSION),
+        version=int(found),
         counts=tally.counts,
         hosts=int(hosts) or tally.counts.origins,
         counters=counters_of(where, p, k, kw),

@@ -15,7 +15,8 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
 * **Leasing is local**: a worker leases only from its own shards, with their politeness
   (per-host cap, delay, Crawl-delay, Retry-After) in local timers (the memory state's
   ``OriginQueues``): no Redis call a lease, and the per-host cap holds cluster-wide by
-  construction (one owner an origin).
+  construction (one owner an origin, or a share of the host's politeness to each owner of
+  a part of a split host: ``crawler.state._redis_split``, one hot origin).
 * **Offers dedup exactly in Redis, in one atomic step with the enqueue** (the ``put`` script:
   ``SADD`` to the shard's seen bucket, an ``HSET`` a shard into its open requests), one round trip
   a chunk of links whatever their shards (on a cluster, one a node: a call a shard); the answer (new
@@ -82,6 +83,8 @@ from crawler.state._redis_check import (
     bad_state,
     damaged,
     json_object,
+    refused_version,
+    robots_record,
 )
 from crawler.state._redis_cluster import connect
 from crawler.state._redis_link import HEARTBEAT_MAX, reason, redacted, redis_errors
@@ -89,6 +92,7 @@ from crawler.state._redis_owner import Item, ShardBook, pack_value, payload_of
 from crawler.state._redis_scripts import (
     DEFAULT_NAME,
     DEFAULT_SHARDS,
+    READABLE,
     SCRIPTS,
     VERSION,
     prefix_of,
@@ -96,6 +100,7 @@ from crawler.state._redis_scripts import (
     shard_seen_bits,
 )
 from crawler.state._redis_shards import ShardLink
+from crawler.state._redis_split import auto_split, budget_parts
 from crawler.state._redis_status import RedisStatus, counter_blob, read_settings, read_status
 from crawler.state.base import (
     Candidate,
@@ -147,6 +152,7 @@ class RedisState(ShardLink):
         heartbeat: seconds between renewals; None: ``min(lease_timeout / 3, 5)``.
         local_seen: fingerprints the local ``seen`` cache holds before it starts over.
         shards: virtual shards of a new crawl (fixed when the crawl is created).
+        host_split, seeds: the parts of a host in a new crawl (``_redis_split.auto_split``).
     """
 
     shared = True
@@ -164,6 +170,8 @@ class RedisState(ShardLink):
         heartbeat: float | None = None,
         local_seen: int = 1 << 20,
         shards: int = DEFAULT_SHARDS,
+        host_split: int = 0,
+        seeds: Sequence[str] = (),
     ) -> None:
         if not 1 <= seen_bits <= 32:
             raise ValueError(f"seen_bits must be in 1..32, not {seen_bits}")
@@ -177,6 +185,7 @@ class RedisState(ShardLink):
         self.heartbeat = heartbeat or min(self.lease_timeout / 3.0, HEARTBEAT_MAX)
         self._seen_bits_wanted = seen_bits
         self._shards_wanted = shards
+        self._split_wanted = (host_split, tuple(seeds))
         self._bits = seen_bits
         self._local_max = max(1024, local_seen)
         self._local = MemorySeenSet()
@@ -237,7 +246,7 @@ class RedisState(ShardLink):
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
             await self.check_keys()
-            found, key, bits, shards = await client.evalsha(
+            found, key, bits, shards, split = await client.evalsha(
                 self._sha["init"],
                 1,
                 self.prefix,
@@ -248,6 +257,7 @@ class RedisState(ShardLink):
                 max(0, max_pages_per_host),
                 self._seen_bits_wanted,
                 self._shards_wanted,
+                auto_split(self._split_wanted[1], max(1, per_host), self._split_wanted[0]),
             )
         except (rexc.RedisError, OSError, StateError) as e:
             self._r = None
@@ -257,15 +267,10 @@ class RedisState(ShardLink):
             raise bad_state(self.location, str(e)) or StateError(
                 f"{self.location}: cannot use Redis: {reason(e)}"
             ) from e
-        if found != VERSION.encode():
+        if found.decode("utf-8", "replace") not in READABLE:
             self._r = None
             await client.aclose()
-            raise StateError(
-                f"{self.location}: the crawl {self.name!r} has key layout version"
-                f" {found.decode('utf-8', 'replace')!r}, this crawler reads version"
-                f" {VERSION!r} (crawls made by an older crawler cannot be continued: finish"
-                " it with that version, or use another --name or another database)"
-            )
+            raise refused_version(self.location, self.name, found, VERSION)
         p = self.prefix
         bits = as_int(self.location, p + "cfg", bits)
         shards = as_int(self.location, p + "cfg", shards)
@@ -280,7 +285,8 @@ class RedisState(ShardLink):
             )
         self._fp = Fingerprinter(key)
         self._bits = shard_seen_bits(bits, shards)
-        self.book = ShardBook(shards, max(1, per_host), float(delay))
+        self.book = ShardBook(shards, max(1, per_host), float(delay), int(split or 1))
+        self._split_pending = not split  # none stored yet: read again before leasing
         self._sprefix = [shard_prefix(self.name, k) for k in range(shards)]
         self._host_budget = max(0, max_pages_per_host)
         self._event = asyncio.Event()
@@ -372,13 +378,14 @@ class RedisState(ShardLink):
     # -- the frontier --
 
     async def offer_many(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        if self._delays:
-            await self._flush_delays()
+        if self._delays or self._split_pending:
+            await (self._settle_split() if self._split_pending else self._flush_delays())
         accepted: list[Candidate] = []
         shift = 64 - self._bits
         low = (1 << shift) - 1
         width = f"0{(self._bits + 3) // 4}x"
         book = self.book
+        parts = budget_parts(book.split, self._host_budget)
         queued_here = False
         now = time.time()
         for start in range(0, len(candidates), OFFER_CHUNK):
@@ -388,10 +395,11 @@ class RedisState(ShardLink):
             for c in chunk:
                 fp = c.fp
                 origin = c.origin or origin_of(c.url)
-                k = book.shard(origin)
+                k = book.shard(origin, fp)
                 value = pack_value(0, 0.0, c.depth, origin, payload_of(c.kind, c.referrer, c.url))
                 values.append(value)
-                record = f"{fp >> shift:{width}}\t{fp & low}\t{fp}\t{1 if c.queue else 0}"
+                q = (parts[fp % len(parts)] if parts else "1") if c.queue else "0"
+                record = f"{fp >> shift:{width}}\t{fp & low}\t{fp}\t{q}"
                 record += f"\t{c.host}\t{value}"
                 records.append((k, (record.encode("utf-8", "surrogatepass"),)))
             flags = bytearray(len(chunk))
@@ -422,8 +430,8 @@ class RedisState(ShardLink):
         (``P a``: leases granted, less those given back and robots.txt skips)."""
         if n <= 0:
             return []
-        if self._delays:
-            await self._flush_delays()
+        if self._delays or self._split_pending:
+            await (self._settle_split() if self._split_pending else self._flush_delays())
         items = self.book.pop(n, now)
         if budget > 0 and items:
             self._budgeted = True
@@ -538,20 +546,7 @@ class RedisState(ShardLink):
     async def get_robots(self, origin: str) -> StoredRobots | None:
         key = "r:" + origin
         (raw,) = await self._script("read", key, "s", MAX_ROBOTS_VALUE)
-        if raw is None:
-            return None
-        head, _, body = raw.partition(b"\n")
-        meta = json_object(self.location, self.prefix + key, head)
-        t, s, e = meta.get("t"), meta.get("s"), meta.get("e")
-        if (
-            not isinstance(t, (int, float))
-            or not (s is None or type(s) is int)
-            or not (e is None or isinstance(e, str))
-        ):
-            raise damaged(
-                self.location, ascii(self.prefix + key)[1:-1], "is not a robots.txt record"
-            )
-        return StoredRobots(origin, float(t), s, body, e)
+        return None if raw is None else robots_record(self.location, self.prefix + key, origin, raw)
 
     async def put_robots(self, robots: StoredRobots) -> None:
         head = json.dumps({"t": robots.fetched_at, "s": robots.status, "e": robots.error})
@@ -589,12 +584,14 @@ class RedisState(ShardLink):
         """
         return read_status(url, name)
 
-    def borrow_slot(self, origin: str, now: float) -> bool:
-        """Refused, always (the protocol's False): a host's slots live in the worker that owns
-        its shard, maybe another process, so the browser's request to it is not sent."""
-        return False
+    def borrow_slot(self, origin: str, now: float) -> float | None | bool:
+        """A slot of ``origin`` from the parts of its host this worker owns, else refused
+        (False): see ``_redis_split.borrow_here``."""
+        return self.book.borrow(origin, now)
 
     def want_slot(self, origin: str, delta: int, now: float) -> None:
-        """Nothing: ``borrow_slot`` refuses (so is ``return_slot``)."""
+        self.book.want(origin, delta, now)
 
-    def return_slot(self, origin: str, now: float) -> None: ...
+    def return_slot(self, origin: str, now: float) -> None:
+        self.book.give_back(origin, now)
+        self._event.set()  # the dispatcher may lease from the origin again
