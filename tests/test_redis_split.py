@@ -62,6 +62,9 @@ def test_shares_add_up_and_auto_split() -> None:
     assert auto_split([f"{SITE}/", "http://two.test/"], 8, 0) == 1
     assert auto_split([], 8, 0) == 0  # no seeds: the crawl's own
     assert auto_split([], 8, 20) == 8  # never above per_host
+    # a per-host page budget divided by hash could stop a part short: not split unless asked
+    assert auto_split([f"{SITE}/"], 8, 0, budget=100) == 1
+    assert auto_split([f"{SITE}/"], 8, 4, budget=100) == 4
 
 
 async def test_per_host_is_shared_among_the_parts(states: States) -> None:

@@ -325,8 +325,8 @@ def option_table() -> dict[str, Option]:
             {"type": int, "metavar": "K"},
             "with a redis:// state: split each host into K parts (each its share of --per-host,"
             " --delay and --max-pages-per-host) so that K workers crawl one site; fixed when the"
-            " crawl is created; 0 = automatic: min(--per-host, 16) when the seeds are one host,"
-            " else 1",
+            " crawl is created; 0 = automatic: min(--per-host, 16) when the seeds are one host"
+            " and no --max-pages-per-host is set, else 1",
         ),
         "metrics_port": (
             ("--metrics-port",),

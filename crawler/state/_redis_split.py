@@ -58,19 +58,24 @@ def budget_parts(split: int, budget: int) -> list[str]:
     return [f"1:{n}" if (n := share(budget, split, j)) else "0" for j in range(split)]
 
 
-def auto_split(seeds: Sequence[str], per_host: int, wanted: int) -> int:
+def auto_split(seeds: Sequence[str], per_host: int, wanted: int, budget: int = 0) -> int:
     """The split a new crawl asks for: ``wanted`` if given (> 0), else automatic: when every
-    seed is on one host, ``min(per_host, AUTO_SPLIT_MAX)`` (a one-site crawl goes as fast as
-    the workers started on it, each driving its share of the host's cap); else 1 (a crawl of
-    many hosts spreads over the workers by host already, and splitting them would divide
-    each host's ``max_pages_per_host`` by hash). 0: no seeds, no opinion (a joining worker:
-    the crawl's stored split is used). Never above ``per_host``."""
+    seed is on one host and there is no ``max_pages_per_host`` ``budget``,
+    ``min(per_host, AUTO_SPLIT_MAX)`` (a one-site crawl goes as fast as the workers started
+    on it, each driving its share of the host's cap); else 1 (a crawl of many hosts spreads
+    over the workers by host already; and a budget divided among parts by hash can stop a
+    part short while another part of the host still has pages: B pages of the host are then
+    not always reached, so only an explicit ``--host-split`` makes that trade). 0: no seeds,
+    no opinion (a joining worker: the crawl's stored split is used). Never above
+    ``per_host``."""
     if wanted > 0:
         return max(1, min(wanted, per_host))
     hosts = {host_of(s) or s for s in seeds}
     if not hosts:
         return 0
-    return max(1, min(per_host, AUTO_SPLIT_MAX)) if len(hosts) == 1 else 1
+    if len(hosts) > 1 or budget > 0:
+        return 1
+    return max(1, min(per_host, AUTO_SPLIT_MAX))
 
 
 class SplitQueues:

@@ -185,7 +185,7 @@ class RedisState(ShardLink):
         self.heartbeat = heartbeat or min(self.lease_timeout / 3.0, HEARTBEAT_MAX)
         self._seen_bits_wanted = seen_bits
         self._shards_wanted = shards
-        self._split_wanted = (host_split, tuple(seeds))
+        self._seeds, self._split_wanted = tuple(seeds), host_split
         self._bits = seen_bits
         self._local_max = max(1024, local_seen)
         self._local = MemorySeenSet()
@@ -257,7 +257,7 @@ class RedisState(ShardLink):
                 max(0, max_pages_per_host),
                 self._seen_bits_wanted,
                 self._shards_wanted,
-                auto_split(self._split_wanted[1], max(1, per_host), self._split_wanted[0]),
+                auto_split(self._seeds, max(1, per_host), self._split_wanted, max_pages_per_host),
             )
         except (rexc.RedisError, OSError, StateError) as e:
             self._r = None
