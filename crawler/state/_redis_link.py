@@ -111,8 +111,8 @@ class RedisLink:
     _outage: bool
     _quiet_until: float
     _closed: bool
-    #: A cluster's masters when it was opened (``_attach``), and those seen since: a
-    #: connection to any other is to a promoted replica or a new master.
+    #: A cluster's masters when it was opened (``_attach``), and those seen since: a call
+    #: routed to any other went to a promoted replica (``_new_masters``).
     _masters: set[str] | None = None
 
     # -- calls with retries --
@@ -148,7 +148,24 @@ class RedisLink:
                 )
                 self._forget()
                 log.warning("%s: Redis reconnected", self.location)
+            if self._masters is not None and self._r is not None:
+                self._new_masters()
             return result
+
+    def _new_masters(self) -> None:
+        """On a cluster, after each call: a master redis-py routes to that was none at open
+        is a replica promoted in a failover (redis-py followed the ``MOVED`` without an
+        error), which may lack its master's last writes, as a restarted master may: a new
+        epoch, as for a restart."""
+        assert self._masters is not None
+        now = {f"{n.host}:{n.port}" for n in self._r.get_primaries()}
+        new = now - self._masters
+        if new:
+            where = ", ".join(sorted(new))
+            log.warning("%s: a new master at %s (a failover)", self.location, where)
+            self._masters |= new
+            self._forget()
+            self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
 
     def _forget(self) -> None:
         """Redis may have come back without its last writes: what this worker remembers as
@@ -184,32 +201,10 @@ class RedisLink:
             log.warning("%s: Redis restarted (a new run_id at %s)", self.location, node)
             self._forget()
             self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
-        elif known is None and self._masters is not None and node not in self._masters:
-            if await self._is_master(conn):
-                # a failover redis-py followed without an error (a MOVED to the promoted
-                # replica): it may lack its master's last writes, as a restarted master may
-                log.warning("%s: a new master at %s (a failover)", self.location, node)
-                self._masters.add(node)
-                self._forget()
-                self._quiet_until = time.monotonic() + min(
-                    self.lease_timeout, 2 * HEARTBEAT_MAX + 1
-                )
         self._run_id[node] = run_id
 
-    @staticmethod
-    async def _is_master(conn: Any) -> bool:
-        """Whether the node of ``conn`` is a master now (redis-py also connects to replicas,
-        to ask one for the slots when it looks the cluster up again)."""
-        try:
-            await conn.send_command("ROLE")
-            role = await conn.read_response()
-        except Exception:  # noqa: BLE001  (an ACL may forbid ROLE: then no failover is seen)
-            return False
-        first = role[0] if isinstance(role, list) and role else b""
-        return (first.decode() if isinstance(first, bytes) else str(first)) == "master"
-
     def _attach(self, client: Any) -> None:
-        """Use ``client`` (at open); on a cluster, remember its masters (``_on_connect``)."""
+        """Use ``client`` (at open); on a cluster, remember its masters (``_new_masters``)."""
         self._r = client
         if self.cluster:
             self._masters = {f"{n.host}:{n.port}" for n in client.get_primaries()}
