@@ -13,9 +13,11 @@ turns all of it into the report.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crawler.audit.diskgraph import GRAPH_DB, DiskOccurrences
 from crawler.audit.head import Annotation, HeadFacts, parse_link_header, robots_noindex
 from crawler.audit.journal import AuditJournal, head_facts
 from crawler.audit.sitemaps import Sitemaps
@@ -96,6 +98,9 @@ class Auditor(Checker):
 
     def _journal(self, state_dir: str) -> PageJournal:
         journal = self._audit_journal = AuditJournal(state_dir)
+        # the links go to SQLite in the state directory (the journal's replay refills it)
+        os.makedirs(state_dir, exist_ok=True)
+        self.store = DiskOccurrences(os.path.join(state_dir, GRAPH_DB))
         return journal
 
     def _on_page(self, page: PageResult) -> None:
@@ -177,7 +182,11 @@ class Auditor(Checker):
         """Crawl, check what the crawl did not fetch, and build the audit's report."""
         from crawler.audit.analysis import build_report  # noqa: PLC0415 (a cycle otherwise)
 
-        check_report = await self.run()
-        report = build_report(self, self.graph)
+        try:
+            check_report = await self.run()
+            report = build_report(self, self.graph)
+        finally:
+            if isinstance(self.store, DiskOccurrences):
+                self.store.close()
         report.stats.duration = check_report.stats.duration
         return report

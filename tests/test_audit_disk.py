@@ -1,0 +1,138 @@
+"""``crawler audit --state DIR``: the link graph in SQLite (crawler/audit/diskgraph.py) gives
+the report and the graph files the in-memory path gives, byte for byte, on the planted site
+(tests/audit_site.py, every finding) and a generated site of a few thousand pages; an audit
+killed with SIGKILL and resumed reports what a run in one go does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from audit_gensite import gen_app
+from audit_site import EXPECTED, site_app
+
+from crawler.audit import audit
+from crawler.audit.diskgraph import GRAPH_DB
+from crawler.audit.model import AuditReport
+from crawler.check.journal import JOURNAL_NAME
+
+pytestmark = pytest.mark.timeout(180)
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _graph_files(path: Path) -> dict[str, bytes]:
+    if path.suffix == ".csv":
+        stem = str(path)[: -len(".csv")]
+        return {s: Path(stem + s).read_bytes() for s in (".nodes.csv", ".edges.csv")}
+    return {path.suffix: path.read_bytes()}
+
+
+def _json(report: AuditReport) -> dict[str, Any]:
+    data = report.to_dict()
+    data["stats"]["duration"] = 0
+    return data
+
+
+async def _both(
+    tmp_path: Path, url: str, fmt: str, **options: Any
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, bytes], dict[str, bytes]]:
+    """The audit in memory and with --state (one page at a time: the same crawl order)."""
+    out = []
+    for name, extra in (("mem", {}), ("disk", {"state": str(tmp_path / "state")})):
+        graph = tmp_path / f"{name}{fmt}"
+        report = await audit(url, graph=str(graph), concurrency=1, **options, **extra)
+        out.append((_json(report), _graph_files(graph)))
+    (mem, mem_graph), (disk, disk_graph) = out
+    # the disk path was taken: the links are in the state's database, as many as reported
+    with sqlite3.connect(tmp_path / "state" / GRAPH_DB) as db:
+        (rows,) = db.execute("SELECT COUNT(*) FROM link").fetchone()
+    assert rows == disk["stats"]["links"] > 0
+    return mem, disk, mem_graph, disk_graph
+
+
+@pytest.mark.parametrize("fmt", [".graphml", ".gexf", ".csv"])
+async def test_planted_site_same_report_and_graph_from_disk(
+    serve: Any, tmp_path: Path, fmt: str
+) -> None:
+    server = await serve(site_app())
+    base = str(server.make_url("/")).rstrip("/")
+    mem, disk, mem_graph, disk_graph = await _both(tmp_path, base + "/", fmt)
+    assert {(f["kind"], f["url"].removeprefix(base)) for f in mem["findings"]} == EXPECTED
+    assert disk == mem
+    assert disk_graph == mem_graph
+
+
+async def test_generated_site_same_report_and_graph_from_disk(serve: Any, tmp_path: Path) -> None:
+    pages = 3000
+    server = await serve(gen_app(pages))
+    base = str(server.make_url("/")).rstrip("/")
+    mem, disk, mem_graph, disk_graph = await _both(
+        tmp_path, base + "/", ".csv", sitemaps=[base + "/sitemap.xml"], max_click_depth=2
+    )
+    kinds = {f["kind"] for f in mem["findings"]}
+    # the site holds each of these, with places found by the target index
+    assert kinds >= {"orphan", "redirect", "deep_page", "nofollow_inlinks_only",
+                     "link_to_non_canonical", "linked_noindex", "no_outlinks"}  # fmt: skip
+    assert mem["stats"]["pages"] >= pages
+    assert sum(len(f["places"]) for f in mem["findings"]) > pages
+    assert disk == mem
+    assert disk_graph == mem_graph
+
+
+def _sorted_places(data: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The findings with their places sorted (a resumed crawl's order is not one run's)."""
+    return sorted(
+        (
+            f["kind"],
+            f["url"],
+            f["detail"],
+            f["target"],
+            tuple(sorted(tuple(p.values()) for p in f["places"])),
+        )
+        for f in data["findings"]
+    )
+
+
+async def test_audit_killed_then_resumed_reports_as_one_run(serve: Any, tmp_path: Path) -> None:
+    pages = 600
+    server = await serve(gen_app(pages, delay=0.005))
+    base = str(server.make_url("/")).rstrip("/")
+    options = {"sitemaps": [base + "/sitemap.xml"], "max_click_depth": 2}
+    whole = _json(await audit(base + "/", concurrency=1, **options))  # type: ignore[arg-type]
+    state = tmp_path / "state"
+    args = [
+        *(sys.executable, "-m", "crawler", "audit", base + "/", "--state", str(state)),
+        *("--sitemap", base + "/sitemap.xml", "--max-click-depth", "2"),
+        *("--concurrency", "1", "-q", "-f", "json"),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(_ROOT))
+    pipe = asyncio.subprocess.PIPE
+    proc = await asyncio.create_subprocess_exec(*args, stdout=pipe, stderr=pipe, env=env)
+    journal = state / JOURNAL_NAME
+    for _ in range(600):  # until some pages are in the journal (and so in the graph)
+        await asyncio.sleep(0.05)
+        if journal.exists() and journal.read_bytes().count(b"\n") >= 100:
+            break
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    killed_at = journal.read_bytes().count(b"\n")
+    assert (state / GRAPH_DB).exists()
+    proc = await asyncio.create_subprocess_exec(*args, stdout=pipe, stderr=pipe, env=env)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 1, err.decode()
+    assert 0 < killed_at < journal.read_bytes().count(b"\n")  # killed midway
+    resumed = json.loads(out)
+    with sqlite3.connect(state / GRAPH_DB) as db:
+        (rows,) = db.execute("SELECT COUNT(*) FROM link").fetchone()
+    assert rows == resumed["stats"]["links"] == whole["stats"]["links"]
+    assert resumed["stats"]["depth"] == whole["stats"]["depth"]
+    assert resumed["stats"]["edges"] == whole["stats"]["edges"]
+    assert resumed["counts"] == whole["counts"]
+    assert _sorted_places(resumed) == _sorted_places(whole)
