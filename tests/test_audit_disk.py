@@ -136,3 +136,73 @@ async def test_audit_killed_then_resumed_reports_as_one_run(serve: Any, tmp_path
     assert resumed["stats"]["edges"] == whole["stats"]["edges"]
     assert resumed["counts"] == whole["counts"]
     assert _sorted_places(resumed) == _sorted_places(whole)
+
+
+def _disk_site(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pages: int, depth: int) -> Any:
+    """test_audit_memory's synthetic graph (a page in two runs and all), its links recorded
+    into a DiskOccurrences."""
+    import test_audit_memory  # noqa: PLC0415
+
+    from crawler.audit.auditor import Auditor  # noqa: PLC0415
+    from crawler.audit.diskgraph import DiskOccurrences  # noqa: PLC0415
+
+    class OnDisk(Auditor):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.store = DiskOccurrences(str(tmp_path / GRAPH_DB))
+
+    monkeypatch.setattr(test_audit_memory, "Auditor", OnDisk)
+    return test_audit_memory._site(pages, max_click_depth=depth)[0]
+
+
+def test_sql_walk_gives_the_columns_walk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The report's counts, click depth and places from SQL (GROUP BY, a BFS a level at a
+    time) are those of the in-memory columns, on a graph where a page's links are in two
+    runs and thousands of pages are deeper than the limit."""
+    import test_audit_memory  # noqa: PLC0415
+
+    from crawler.audit.analysis import build_report  # noqa: PLC0415
+
+    mem = build_report(test_audit_memory._site(5000, max_click_depth=2)[0])
+    auditor = _disk_site(monkeypatch, tmp_path, 5000, 2)
+    disk = build_report(auditor)
+    auditor.store.close()
+    assert len([f for f in mem.findings if f.kind == "deep_page"]) > 3000
+    assert disk.to_dict() == mem.to_dict()
+
+
+def test_disk_store_memory_does_not_grow_with_the_links(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Recording 30,000 pages' links (4 a page): the in-memory columns and raw values grow
+    with them; on disk what is held is a batch, and the report adds a few integers a page."""
+    import tracemalloc  # noqa: PLC0415
+
+    import test_audit_memory  # noqa: PLC0415
+
+    from crawler.audit import diskgraph  # noqa: PLC0415
+    from crawler.audit.analysis import build_report  # noqa: PLC0415
+
+    pages = 30_000
+    monkeypatch.setattr(diskgraph, "MAX_RAWS", 1000)  # (65,536: more than this site has)
+    tracemalloc.start()
+    try:
+        mem = test_audit_memory._site(pages, max_click_depth=100)[0]
+        mem_held = tracemalloc.get_traced_memory()[0]
+        del mem
+        base = tracemalloc.get_traced_memory()[0]
+        auditor = _disk_site(monkeypatch, tmp_path, pages, 100)
+        disk_held = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        report = build_report(auditor)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+        auditor.store.close()
+    assert report.stats.links == len(auditor.store) > 3 * pages
+    # the same site: the columns and the raw values are the difference (~100 bytes a link)
+    # the same site: the columns (14 bytes a link) and the raw values (a str each, of
+    # 30,000 here) are the difference; on disk, a batch and at most MAX_RAWS raw values
+    assert mem_held - disk_held > 30 * report.stats.links, (mem_held, disk_held)
+    assert peak / pages < 150, f"{peak / pages:.0f} bytes a page"
