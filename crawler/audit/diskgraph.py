@@ -45,8 +45,10 @@ GRAPH_DB = "audit-graph.sqlite"
 BATCH_LINKS = 8192
 #: Raw values interned before the interner (and the compiled twin's tables) start afresh.
 MAX_RAWS = 65536
-#: SQLite's page cache, KiB (its sorts and temporary tables spill to files past it).
-CACHE_KIB = 32768
+#: SQLite's page cache, KiB (its sorts and temporary tables spill to files past it): small,
+#: since the pages written are not read again until the report (32 MB took back more than
+#: the columns gave at 111,111 pages: benchmarks/AUDIT.md).
+CACHE_KIB = 2048
 
 _SCHEMA = """
 CREATE TABLE link (
