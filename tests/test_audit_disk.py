@@ -69,7 +69,15 @@ async def test_planted_site_same_report_and_graph_from_disk(
     assert disk_graph == mem_graph
 
 
-async def test_generated_site_same_report_and_graph_from_disk(serve: Any, tmp_path: Path) -> None:
+async def test_generated_site_same_report_and_graph_from_disk(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawler.audit import diskgraph  # noqa: PLC0415
+
+    # small batches and few raw values kept: the columns emptied and the raw values (and the
+    # compiled twin's tables) let go many times during the crawl
+    monkeypatch.setattr(diskgraph, "BATCH_LINKS", 700)
+    monkeypatch.setattr(diskgraph, "MAX_RAWS", 300)
     pages = 3000
     server = await serve(gen_app(pages))
     base = str(server.make_url("/")).rstrip("/")
