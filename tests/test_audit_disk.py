@@ -214,3 +214,51 @@ def test_disk_store_memory_does_not_grow_with_the_links(
     # 30,000 here) are the difference; on disk, a batch and at most MAX_RAWS raw values
     assert mem_held - disk_held > 30 * report.stats.links, (mem_held, disk_held)
     assert peak / pages < 150, f"{peak / pages:.0f} bytes a page"
+
+
+async def test_state_directory_refused_before_the_graph_is_written(
+    serve: Any, tmp_path: Path
+) -> None:
+    """A --state that is a file, a foreign directory, or one a running audit holds: a clear
+    error (exit 2), and the graph file is not made or replaced there."""
+    env = dict(os.environ, PYTHONPATH=str(_ROOT))
+    pipe = asyncio.subprocess.PIPE
+
+    async def run(*args: str) -> tuple[int, str, str]:
+        cmd = (sys.executable, "-m", "crawler", "audit", *args)
+        proc = await asyncio.create_subprocess_exec(*cmd, stdout=pipe, stderr=pipe, env=env)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    code, _, err = await run("http://127.0.0.1:9/", "--state", str(a_file), "-q")
+    assert code == 2 and "not a directory" in err and "Traceback" not in err
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    code, _, err = await run("http://127.0.0.1:9/", "--state", str(foreign), "-q")
+    assert code == 2 and "not a crawl state" in err
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+    server = await serve(gen_app(300, delay=0.01))
+    base = str(server.make_url("/"))
+    state = tmp_path / "state"
+    args = (base, "--state", str(state), "--concurrency", "1", "-q", "-f", "json")
+    cmd = (sys.executable, "-m", "crawler", "audit", *args)
+    first = await asyncio.create_subprocess_exec(*cmd, stdout=pipe, stderr=pipe, env=env)
+    journal = state / JOURNAL_NAME
+    for _ in range(400):
+        await asyncio.sleep(0.05)
+        if journal.exists() and journal.read_bytes().count(b"\n") >= 20:
+            break
+    code, _, err = await run(*args)
+    assert code == 2 and "in use by process" in err
+    out, err_first = await asyncio.wait_for(first.communicate(), 120)
+    assert first.returncode in (0, 1), err_first.decode()
+    report = json.loads(out)
+    with sqlite3.connect(state / GRAPH_DB) as db:  # the first run's graph, whole
+        (rows,) = db.execute("SELECT COUNT(*) FROM link").fetchone()
+    assert rows == report["stats"]["links"] > 800
+    assert report["stats"]["pages"] >= 300

@@ -24,6 +24,8 @@ from crawler.audit.sitemaps import Sitemaps
 from crawler.check.checker import Checker, CheckOptions
 from crawler.core.robots import RobotsCache, robots_agent
 from crawler.http.response import HTML_TYPES
+from crawler.state._sqlite_files import inspect_directory, lock_holder
+from crawler.state.base import StateError
 from crawler.urls.policy import join, origin_of
 
 if TYPE_CHECKING:
@@ -97,9 +99,16 @@ class Auditor(Checker):
     # -- each page --
 
     def _journal(self, state_dir: str) -> PageJournal:
+        # the directory is the crawl state's: checked as it checks it before the graph's
+        # file is made there (nothing written into a directory it refuses, nor into one a
+        # running crawl holds)
+        inspect_directory(state_dir)
+        holder = lock_holder(state_dir)
+        if holder is not None:
+            who = f"process {holder}" if holder > 0 else "another process"
+            raise StateError(f"{state_dir}: in use by {who} (one crawl per state directory)")
         journal = self._audit_journal = AuditJournal(state_dir)
         # the links go to SQLite in the state directory (the journal's replay refills it)
-        os.makedirs(state_dir, exist_ok=True)
         self.store = DiskOccurrences(os.path.join(state_dir, GRAPH_DB))
         return journal
 
