@@ -218,10 +218,9 @@ class _Analysis:
             if source >= 0:
                 self.outlinks[source] += distinct
         self.report.stats.edges += edges
-        for node, count in store.inlinks_by_node(followed_only=False):
+        for node, count, followed in store.inlinks_by_node():
             self.inlinks[node] = count
-        for node, count in store.inlinks_by_node(followed_only=True):
-            self.followed[node] = count
+            self.followed[node] = followed
         return store.click_depth(self._seed_nodes(), self.nodes.size)
 
     def _seed_nodes(self) -> list[int]:

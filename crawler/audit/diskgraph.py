@@ -259,15 +259,15 @@ class DiskOccurrences(OccurrenceStore):
         """(page id, distinct targets it links), a page at a time."""
         return iter(self._rows("SELECT page, COUNT(DISTINCT target) FROM link GROUP BY page"))
 
-    def inlinks_by_node(self, followed_only: bool) -> Iterator[tuple[int, int]]:
-        """(node, distinct pages that link it, itself not counted), with ``followed_only``
-        the links that are not nofollow alone (`set_nodes` first)."""
-        where = " AND l.nofollow = 0" if followed_only else ""
+    def inlinks_by_node(self) -> Iterator[tuple[int, int, int]]:
+        """(node, distinct pages that link it, those of them with a link that is not
+        nofollow), itself not counted: one aggregate (`set_nodes` first)."""
         return iter(
             self._rows(
-                "SELECT t.node, COUNT(DISTINCT l.page) FROM link l"
+                "SELECT t.node, COUNT(DISTINCT l.page),"
+                " COUNT(DISTINCT CASE WHEN l.nofollow = 0 THEN l.page END) FROM link l"
                 " JOIN tnode t ON t.tid = l.target JOIN pnode p ON p.pid = l.page"
-                f" WHERE t.node >= 0 AND t.node != p.node{where} GROUP BY t.node"
+                " WHERE t.node >= 0 AND t.node != p.node GROUP BY t.node"
             )
         )
 
