@@ -5,6 +5,7 @@ benchmark's site: wall time, CPU seconds and peak RSS, as ratios to the crawl.
     python benchmarks/audit.py                  # the 20,000-page site (~2 million links)
     python benchmarks/audit.py --pages 2000     # a smaller one
     python benchmarks/audit.py --runs 2         # each command twice, the best wall kept
+    python benchmarks/audit.py --only crawl crawl-state audit audit-state   # --state's cost
     python benchmarks/audit.py --pages 2000 --profile 25   # where an audit's time goes
     python benchmarks/audit.py --heads ../shared/corpus/pages   # the head facts' own cost
 
@@ -31,13 +32,20 @@ sys.path.insert(0, str(HERE))
 import crawl as crawlbench  # noqa: E402
 
 
-def _commands(url: str, conc: int) -> list[crawlbench.Run]:
+def _commands(url: str, conc: int, states: Path) -> list[crawlbench.Run]:
+    """The runs; those with ``--state`` get a new directory under ``states`` each call."""
     flags = ["--ignore-robots", "--concurrency", str(conc), "--per-host", str(conc)]
     flags += ["--max-depth", "1000", "--quiet"]
     py = sys.executable
+    n = len(list(states.glob("*"))) if states.exists() else 0
+    crawl = [py, "-m", "crawler", "crawl", url, *flags, "-o", os.devnull]
+    audit = [py, "-m", "crawler", "audit", url, *flags, "-o", os.devnull]
     return [
-        crawlbench.Run("crawl", [py, "-m", "crawler", "crawl", url, *flags, "-o", os.devnull]),
-        crawlbench.Run("audit", [py, "-m", "crawler", "audit", url, *flags, "-o", os.devnull]),
+        crawlbench.Run("crawl", crawl),
+        crawlbench.Run("crawl-state", [*crawl, "--state", str(states / f"crawl-{n}")]),
+        crawlbench.Run("audit", audit),
+        # the crawl's state and the audit's link graph in SQLite (crawler/audit/diskgraph.py)
+        crawlbench.Run("audit-state", [*audit, "--state", str(states / f"audit-{n}")]),
         crawlbench.Run(
             "check",
             [py, "-m", "crawler", "check", url, *flags, "--links-only", "-o", os.devnull],
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="auditbench-") as tmp:
             for _ in range(args.runs):
-                for run in _commands(nginx.base + "/", args.concurrency):
+                for run in _commands(nginx.base + "/", args.concurrency, Path(tmp, "states")):
                     if run.name not in args.only:
                         continue
                     done = crawlbench.run_one(run, nginx, 1, args.time_limit, Path(tmp))
@@ -159,14 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     base = best.get("crawl")
     print(f"\n{args.pages} pages, concurrency {args.concurrency}, best of {args.runs}")
     print(
-        f"{'command':8} {'pages':>6} {'wall s':>8} {'CPU s':>7} {'RSS MB':>7}"
+        f"{'command':11} {'pages':>6} {'wall s':>8} {'CPU s':>7} {'RSS MB':>7}"
         f" {'wall x':>7} {'RSS x':>6}"
     )
     for name, run in best.items():
         wall_x = run.wall / base.wall if base else float("nan")
         rss_x = run.rss_mb / base.rss_mb if base else float("nan")
         print(
-            f"{name:8} {run.pages:>6} {run.wall:>8.1f} {run.cpu:>7.1f} {run.rss_mb:>7.0f}"
+            f"{name:11} {run.pages:>6} {run.wall:>8.1f} {run.cpu:>7.1f} {run.rss_mb:>7.0f}"
             f" {wall_x:>7.2f} {rss_x:>6.2f}"
         )
     audit = best.get("audit")

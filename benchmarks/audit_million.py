@@ -17,14 +17,16 @@ number of levels). What is measured is what a large graph costs. nginx and the c
 each pinned to one core and measured as benchmarks/crawl.py's ``run_one`` does (peak RSS
 from VmHWM, pages from nginx's log). Figures: benchmarks/AUDIT.md.
 
-Runs: ``crawl`` (``crawler crawl``), ``audit`` (``crawler audit``, the graph in memory),
-``audit-state`` (``crawler audit --state DIR``: the crawl state in SQLite; the link columns
-are still in memory, so its RSS says what the on-disk graph would have to take off).
+Runs: ``crawl`` (``crawler crawl``), ``crawl-state`` (``crawler crawl --state DIR``: the
+crawl's seen set and frontier in SQLite), ``audit`` (``crawler audit``, the graph in memory),
+``audit-state`` (``crawler audit --state DIR``: the crawl state and the audit's link graph in
+SQLite, crawler/audit/diskgraph.py).
 
 ``--trace``: instead, one audit in this process (pinned to core 1), with the RSS and its peak
 (VmRSS, VmHWM: the peak reset after each reading through /proc/self/clear_refs) at the
 crawl's end and after each step of the report (``build_report``), and the CPU seconds so
-far: where the audit's memory goes after the crawl.
+far: where the audit's memory goes after the crawl. ``--trace --state``: that audit with
+``--state DIR`` (a new directory), the graph on disk.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def _vm() -> tuple[int, int]:
     return found["VmRSS"], found["VmHWM"]
 
 
-def trace(url: str, levels: int, concurrency: int) -> None:
+def trace(url: str, levels: int, concurrency: int, state: str | None = None) -> None:
     """One audit in process, the RSS read at each step of its report (see ``--trace``)."""
     import time  # noqa: PLC0415
 
@@ -150,7 +152,7 @@ def trace(url: str, levels: int, concurrency: int) -> None:
     os.sched_setaffinity(0, {1})
     _vm()
     report = audit_sync(url, ignore_robots=True, concurrency=concurrency, per_host=concurrency,
-                        max_depth=1000, max_click_depth=levels)  # fmt: skip
+                        max_depth=1000, max_click_depth=levels, state=state)  # fmt: skip
     crawlbench.log(
         f"{report.stats.pages:,} pages, {report.stats.edges:,} edges, "
         f"{len(report.findings)} findings, click depths {report.stats.depth}"
@@ -164,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=7200.0)
     ap.add_argument("--only", nargs="*", default=["crawl", "audit", "audit-state"])
     ap.add_argument("--trace", action="store_true", help="one audit in process, traced")
+    ap.add_argument("--state", action="store_true", help="with --trace: the audit with --state")
     args = ap.parse_args(argv)
     if not 2 <= args.levels <= 7:
         raise SystemExit("--levels: 2 to 7")
@@ -174,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     url = nginx.base + "/"
     if args.trace:
         try:
-            trace(url, args.levels, args.concurrency)
+            with tempfile.TemporaryDirectory(prefix="auditmillion-") as tmp:
+                state = str(Path(tmp, "state")) if args.state else None
+                trace(url, args.levels, args.concurrency, state)
         finally:
             nginx.stop()
         return 0
@@ -188,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
                      "--max-click-depth", str(args.levels)]  # fmt: skip
             runs = [
                 crawlbench.Run("crawl", [py, "-m", "crawler", "crawl", url, *flags]),
+                crawlbench.Run(
+                    "crawl-state",
+                    [py, "-m", "crawler", "crawl", url, *flags, "--state", str(Path(tmp, "cs"))],
+                ),
                 crawlbench.Run("audit", audit),
                 crawlbench.Run("audit-state", [*audit, "--state", str(Path(tmp, "state"))]),
             ]

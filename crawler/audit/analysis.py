@@ -4,6 +4,11 @@ breadth-first walk from the seeds for click depth, then each finding with its pl
 
 The graph's nodes are the HTML pages crawled with status 200, by final URL; a link's target
 is the page its URL ends at (a link to a redirect is an inlink of the redirect's target).
+
+Under ``--state`` the links are in SQLite (diskgraph.py): the same counts come from its
+``GROUP BY`` aggregates and the click depth from a breadth-first walk a level at a time in
+SQL; what is held is the same arrays by node id (4 bytes a target for its node, 4 a page
+for its node, 16 a node for outlinks, inlinks, followed inlinks and depth), no run of links.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import langcodes
 
+from crawler.audit.diskgraph import DiskOccurrences
 from crawler.audit.head import Annotation
 from crawler.audit.model import AuditReport, Finding
 from crawler.check.model import Occurrence
@@ -166,6 +172,10 @@ class _Analysis:
         self.outlinks = outlinks = array("I", [0]) * size
         self.inlinks = inlinks = array("I", [0]) * size
         self.followed = followed = array("I", [0]) * size
+        if isinstance(store, DiskOccurrences):  # --state: the same counts, in SQL
+            self.depth = self._walk_on_disk(store, node_of_page)
+            self._depth_stats()
+            return
         # a crawled page's runs of links (a list linked through the runs: next run, -1 ends)
         first_run = array("i", [-1]) * size
         next_run = array("i")
@@ -194,6 +204,38 @@ class _Analysis:
         self.report.stats.edges += edges
         self._first_run, self._next_run = first_run, next_run
         self.depth = self._click_depth()
+        self._depth_stats()
+
+    def _walk_on_disk(self, store: DiskOccurrences, node_of_page: array[int]) -> array[int]:
+        """`walk`'s counts and click depth from the links in SQLite (diskgraph.py): what is
+        held is the arrays `walk` fills (by node id), no run of links."""
+        store.set_nodes(self.node_of_tid, node_of_page)
+        deque(map(self.linked.__setitem__, store.linked_targets(), repeat(1)), 0)
+        edges = 0
+        for page_id, distinct in store.outlinks_by_page():
+            edges += distinct
+            source = node_of_page[page_id]
+            if source >= 0:
+                self.outlinks[source] += distinct
+        self.report.stats.edges += edges
+        for node, count, followed in store.inlinks_by_node():
+            self.inlinks[node] = count
+            self.followed[node] = followed
+        return store.click_depth(self._seed_nodes(), self.nodes.size)
+
+    def _seed_nodes(self) -> list[int]:
+        """The node ids of the seeds (the crawled pages they end at), in order."""
+        found: list[int] = []
+        for seed in self.a.config.seeds:
+            canon = self.a.policy.canonical(seed)
+            node = self.node_of(canon) if canon else None
+            node_id = -1 if node is None else self.nodes.id_of(node)
+            if node_id >= 0:
+                found.append(node_id)
+        return found
+
+    def _depth_stats(self) -> None:
+        nodes = self.nodes
         dist: dict[str, int] = {}
         for node in nodes.pages():
             key = str(self.depth[node]) if self.depth[node] >= 0 else "unreached"
@@ -217,15 +259,12 @@ class _Analysis:
         """Each node's clicks from the seeds (-1: unreached), breadth first, a level at a
         time; a page's links read again from the columns when it is reached (no adjacency
         lists: they were the walk's peak memory), the unreached ones picked in C."""
-        a, store, nodes = self.a, self.a.store, self.nodes
+        store, nodes = self.a.store, self.nodes
         depth = array("i", [-1]) * (nodes.size + 1)
         unreached = bytearray(b"\1") * nodes.size + b"\0"  # the last: no node (-1)
         level = array("i")
-        for seed in a.config.seeds:
-            canon = a.policy.canonical(seed)
-            node = self.node_of(canon) if canon else None
-            node_id = -1 if node is None else nodes.id_of(node)
-            if node_id >= 0 and unreached[node_id]:
+        for node_id in self._seed_nodes():
+            if unreached[node_id]:
                 unreached[node_id] = depth[node_id] = 0
                 level.append(node_id)
         node_at = self.node_of_tid.__getitem__

@@ -13,15 +13,19 @@ turns all of it into the report.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crawler.audit.diskgraph import GRAPH_DB, DiskOccurrences
 from crawler.audit.head import Annotation, HeadFacts, parse_link_header, robots_noindex
 from crawler.audit.journal import AuditJournal, head_facts
 from crawler.audit.sitemaps import Sitemaps
 from crawler.check.checker import Checker, CheckOptions
 from crawler.core.robots import RobotsCache, robots_agent
 from crawler.http.response import HTML_TYPES
+from crawler.state._sqlite_files import inspect_directory, lock_holder
+from crawler.state.base import StateError
 from crawler.urls.policy import join, origin_of
 
 if TYPE_CHECKING:
@@ -95,7 +99,17 @@ class Auditor(Checker):
     # -- each page --
 
     def _journal(self, state_dir: str) -> PageJournal:
+        # the directory is the crawl state's: checked as it checks it before the graph's
+        # file is made there (nothing written into a directory it refuses, nor into one a
+        # running crawl holds)
+        inspect_directory(state_dir)
+        holder = lock_holder(state_dir)
+        if holder is not None:
+            who = f"process {holder}" if holder > 0 else "another process"
+            raise StateError(f"{state_dir}: in use by {who} (one crawl per state directory)")
         journal = self._audit_journal = AuditJournal(state_dir)
+        # the links go to SQLite in the state directory (the journal's replay refills it)
+        self.store = DiskOccurrences(os.path.join(state_dir, GRAPH_DB))
         return journal
 
     def _on_page(self, page: PageResult) -> None:
@@ -177,7 +191,11 @@ class Auditor(Checker):
         """Crawl, check what the crawl did not fetch, and build the audit's report."""
         from crawler.audit.analysis import build_report  # noqa: PLC0415 (a cycle otherwise)
 
-        check_report = await self.run()
-        report = build_report(self, self.graph)
+        try:
+            check_report = await self.run()
+            report = build_report(self, self.graph)
+        finally:
+            if isinstance(self.store, DiskOccurrences):
+                self.store.close()
         report.stats.duration = check_report.stats.duration
         return report

@@ -31,6 +31,7 @@ _NEW = DB_NAME + ".new"  # a state being created, renamed to DB_NAME when comple
 #: page journal ``crawler check --state DIR`` keeps beside the state (crawler/check/journal.py).
 OWN_FILES = frozenset(
     {DB_NAME, DB_NAME + "-wal", DB_NAME + "-shm", LOCK_NAME, "check-pages.jsonl"}
+    | {"audit-graph.sqlite" + s for s in ("", "-wal", "-shm")}  # (crawler/audit/diskgraph.py)
     | {_NEW + s for s in ("", "-wal", "-shm", "-journal")}
 )
 
