@@ -118,3 +118,27 @@ async def test_check_killed_then_resumed_reports_the_whole_site(tmp_path: Path) 
         for p in whole.broken + whole.warnings
     }
     assert got == want
+
+
+def test_a_state_that_is_a_file_or_foreign_is_refused_and_left_alone(tmp_path: Path) -> None:
+    # the state directory is checked before the journal is read or written: a file (a
+    # traceback before) and a directory holding something else are a clear error, exit 2
+    import subprocess  # noqa: PLC0415
+
+    a_file = tmp_path / "afile"
+    a_file.write_text("mine\n")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine\n")
+    for where, why in ((a_file, "not a directory"), (foreign, "not a crawl state")):
+        done = subprocess.run(
+            [*CMD, "http://127.0.0.1:9/", "--state", str(where)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert why in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert a_file.read_text() == "mine\n"
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]

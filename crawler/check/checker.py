@@ -55,10 +55,11 @@ from crawler.check.findings import Findings, id_hashes, recheckable
 from crawler.check.journal import PageJournal
 from crawler.check.model import CheckReport
 from crawler.check.probe import HOST_TIMEOUTS, UNRESPONSIVE, Prober, Verdict, error_kind
-from crawler.config import CrawlConfig
+from crawler.config import CrawlConfig, is_redis_url
 from crawler.core.engine import Crawler
 from crawler.core.robots import RobotsCache, robots_agent
 from crawler.output.progress import Snapshot
+from crawler.state._sqlite_files import inspect_directory
 from crawler.urls.policy import UrlPolicy, origin_of
 
 __all__ = ["CheckOptions", "Checker"]
@@ -387,6 +388,9 @@ class Checker(Findings):
         """Crawl, probe, look again, and build the report (by ``max_time`` when it is set)."""
         t0 = time.monotonic()
         state_dir = self.config.state
+        if state_dir and not is_redis_url(state_dir):
+            # refused before the journal is read or written: a file, a foreign directory
+            inspect_directory(state_dir)
         journal = self._journal(state_dir) if state_dir else None
         cache = (
             ResultCache(self.options.cache, self.options.cache_max_age)
