@@ -132,6 +132,7 @@ class ShardLink(RedisLink):
             if not book.held or claim:  # (just open, or joined: tell the others at once)
                 await self._tell_members(names)
         if release:
+            await self._flush_done()  # their completions ended here: written before they go
             await self._script("release", self._wid, "0", *release)
             for k in release:
                 book.hand_over(k)
@@ -281,6 +282,9 @@ class ShardLink(RedisLink):
             wanted = repr(float(delay)) if delay > self.book.queues._delay else ""
             records.append((self.book.shard(origin), (origin, wanted)))
         await self._sharded("delay", (), records)
+
+    async def _flush_done(self) -> None:
+        """Write the completions ended here and not yet written (``_redis_done``)."""
 
     # -- outbox and inbox --
 
