@@ -47,7 +47,8 @@ the pages/s buckets (``P rate``, approximate).
 ``S c``                   hash: done, recovered, x (URLs seen and not queued), ``f:<kind>``
                           (failed by error kind); the shard's open requests are ``HLEN S p``
                           and its URLs seen open + done + x: the crawl's are the sums over
-                          ``P used`` (an HGETALL and an HLEN a shard)
+                          ``P used`` (an HGETALL and an HLEN a shard); only the sums are read,
+                          so a script call's counts go to the first shard it names
 ``S h``                   hash host -> requests queued or done (max_pages_per_host only)
 ``S s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits; the
                           bucket is its top ``shard_seen_bits`` bits), intset-encoded while
@@ -173,7 +174,9 @@ for ki, o in pairs(open) do
     redis.call('HSET', KEYS[ki] .. 'p', unpack(o, j, math.min(j + 999, #o)))
   end
 end
-for ki, n in pairs(new) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'x', n) end
+local x = 0  -- (only read summed over the shards: one HINCRBY, in the first shard's)
+for _, n in pairs(new) do x = x + n end
+if x > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'x', x) end
 return table.concat(flags)
 """
 
@@ -185,33 +188,24 @@ return table.concat(flags)
 # counts change in the same step as its requests.
 _COMPLETE = r"""
 local total = 0
-local per = {}
+local kinds = {}
 for i = 1, #ARGV, 5 do
-  local ki = tonumber(ARGV[i])
-  local S = KEYS[ki]
-  local t = per[ki]
-  if not t then
-    t = {0, 0, 0, {}}
-    per[ki] = t
-  end
+  local S = KEYS[tonumber(ARGV[i])]
   local counted = redis.call('HDEL', S .. 'p', ARGV[i + 1]) == 1
-  if counted then
-    t[1] = t[1] + 1
-  elseif redis.call('SADD', S .. 's:' .. ARGV[i + 2], ARGV[i + 3]) == 1 then
-    t[2] = t[2] + 1
-    counted = true
+  if not counted then
+    counted = redis.call('SADD', S .. 's:' .. ARGV[i + 2], ARGV[i + 3]) == 1
   end
   if counted then
-    t[3] = t[3] + 1
     total = total + 1
     local kind = ARGV[i + 4]
-    if kind ~= '' then t[4][kind] = (t[4][kind] or 0) + 1 end
+    if kind ~= '' then kinds[kind] = (kinds[kind] or 0) + 1 end
   end
 end
-for ki, t in pairs(per) do
-  local c = KEYS[ki] .. 'c'
-  if t[3] > 0 then redis.call('HINCRBY', c, 'done', t[3]) end
-  for kind, n in pairs(t[4]) do redis.call('HINCRBY', c, 'f:' .. kind, n) end
+-- counts are only read summed over the shards: one HINCRBY a call, in its first shard's
+if total > 0 then
+  local c = KEYS[1] .. 'c'
+  redis.call('HINCRBY', c, 'done', total)
+  for kind, n in pairs(kinds) do redis.call('HINCRBY', c, 'f:' .. kind, n) end
 end
 return total
 """
