@@ -153,6 +153,13 @@ class CompletionPath(ShardLink):
             raise
         self._rate_bucket = bucket
 
+    async def _membership_now(self) -> None:
+        """A heartbeat, the completions ended here written first: a shard it loads again
+        (after an outage or a restart, when what this worker completed is forgotten) must
+        not find open a request completed here, or it would be fetched twice."""
+        await self._flush_done()
+        await super()._membership_now()
+
     async def retry(self, lease: Lease, not_before: float, now: float) -> None:
         if self._delays:
             await self._flush_delays()
