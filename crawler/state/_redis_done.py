@@ -38,9 +38,10 @@ log = logging.getLogger("crawler.state.redis")
 #: Seconds the first pending completion waits for others before they are written together.
 DONE_GAP = 0.025
 
-#: A completion's write: its shard and the ``complete`` script's fields (fingerprint, seen
-#: bucket, the fingerprint's low bits, the error kind or "").
-DoneRecord = tuple[int, tuple[int, str, int, str]]
+#: A completion's write: its shard and the ``complete`` script's record (fingerprint, seen
+#: bucket, the fingerprint's low bits, the error kind or nothing; tab-separated: one argument
+#: for redis-py to encode, not four).
+DoneRecord = tuple[int, tuple[str]]
 
 
 class CompletionPath(ShardLink):
@@ -82,7 +83,8 @@ class CompletionPath(ShardLink):
                 continue  # not open here (an earlier open's lease: written back at close)
             ended.append(item)
             fp = item[0]
-            pending.append((item[1], (fp, f"{fp >> shift:{width}}", fp & low, outcome.error or "")))
+            record = f"{fp}\t{fp >> shift:{width}}\t{fp & low}\t{outcome.error or ''}"
+            pending.append((item[1], (record,)))
             skipped += outcome.error == "robots_disallowed"
         if skipped and self._budgeted:  # given back to the page budget now, as a lease
             await self._script("admit", 0, -skipped)

@@ -180,24 +180,26 @@ if x > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'x', x) end
 return table.concat(flags)
 """
 
-# KEYS: shard prefixes; ARGV: fives (key index, fp, seen bucket, seen member, error kind or
-# "") -> completed (those still open: a request completed twice counts once). A request not
-# open that the seen set does not know either was offered in writes Redis lost (a restart
-# without its last second): it is added to the seen set and counted done, so that an offer of
-# it again is refused (its page was fetched) and the crawl's numbers stay whole. The shard's
-# counts change in the same step as its requests.
+# KEYS: shard prefixes; ARGV: pairs (key index, "fp TAB seen bucket TAB seen member TAB error
+# kind or nothing": one argument, not four, for the client to encode) -> completed (those still
+# open: a request completed twice counts once). A request not open that the seen set does not
+# know either was offered in writes Redis lost (a restart without its last second): it is added
+# to the seen set and counted done, so that an offer of it again is refused (its page was
+# fetched) and the crawl's numbers stay whole. The shard's counts change in the same step as
+# its requests.
 _COMPLETE = r"""
 local total = 0
 local kinds = {}
-for i = 1, #ARGV, 5 do
+for i = 1, #ARGV, 2 do
   local S = KEYS[tonumber(ARGV[i])]
-  local counted = redis.call('HDEL', S .. 'p', ARGV[i + 1]) == 1
+  local _, _, fp, bucket, member, kind = string.find(ARGV[i + 1], '^(%d+)\t(%x+)\t(%d+)\t(.*)$')
+  if not fp then return redis.error_reply('ERR a completion this script cannot read') end
+  local counted = redis.call('HDEL', S .. 'p', fp) == 1
   if not counted then
-    counted = redis.call('SADD', S .. 's:' .. ARGV[i + 2], ARGV[i + 3]) == 1
+    counted = redis.call('SADD', S .. 's:' .. bucket, member) == 1
   end
   if counted then
     total = total + 1
-    local kind = ARGV[i + 4]
     if kind ~= '' then kinds[kind] = (kinds[kind] or 0) + 1 end
   end
 end
