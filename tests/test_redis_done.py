@@ -68,9 +68,11 @@ async def test_completions_of_a_window_cost_a_call_not_one_each(
             await state.complete_many([(lease, Outcome())], time.time())
         await asyncio.sleep(DONE_GAP * 8)
         first = commandstats(redis_server)
-        assert first.get("hdel") == 20  # each request written: none left open
-        # one HINCRBY done a shard and one pages/s bucket a call, not 2 a completion
-        assert first.get("hincrby", 0) <= len(shards) + 1
+        # one HDEL a shard, one HINCRBY done and one pages/s bucket a call: not 1, 2 a page
+        assert 1 <= first.get("hdel", 0) <= len(shards)
+        assert 1 <= first.get("hincrby", 0) <= 2
+        counts = await state.counts()  # (written already: nothing left to write first)
+        assert (counts.done, counts.queued, counts.leased) == (20, 0, 20)
         # ten more: the counts read at once see them (written first: the crawl's end and
         # the page budget read these counts)
         for lease in leases[20:30]:
@@ -78,8 +80,8 @@ async def test_completions_of_a_window_cost_a_call_not_one_each(
         counts = await state.counts()
         assert (counts.done, counts.queued, counts.leased) == (30, 0, 10)
         calls = commandstats(redis_server)
-        assert calls.get("hdel") == 30
-        assert calls.get("hincrby", 0) <= 2 * (len(shards) + 1)
+        assert calls.get("hdel", 0) <= 2 * len(shards)
+        assert calls.get("hincrby", 0) <= 4
         # the rest, a failed one last: a close at once writes them (not lost at the window)
         for lease in leases[30:39]:
             await state.complete_many([(lease, Outcome())], time.time())

@@ -186,21 +186,54 @@ return table.concat(flags)
 # know either was offered in writes Redis lost (a restart without its last second): it is added
 # to the seen set and counted done, so that an offer of it again is refused (its page was
 # fetched) and the crawl's numbers stay whole. The shard's counts change in the same step as
-# its requests.
+# its requests. The pages fetched (no error kind) of a shard go in one HDEL (its answer, how
+# many were open, is all that is counted of them; the seen set is asked only when fewer were
+# open than given); each failed one in its own (its kind is counted only if it was open).
 _COMPLETE = r"""
 local total = 0
 local kinds = {}
+local fine = {}
+local FIELDS = '^(%d+)\t(%x+)\t(%d+)\t(.*)$'
 for i = 1, #ARGV, 2 do
-  local S = KEYS[tonumber(ARGV[i])]
-  local _, _, fp, bucket, member, kind = string.find(ARGV[i + 1], '^(%d+)\t(%x+)\t(%d+)\t(.*)$')
+  local ki = tonumber(ARGV[i])
+  local S = KEYS[ki]
+  local _, _, fp, bucket, member, kind = string.find(ARGV[i + 1], FIELDS)
   if not fp then return redis.error_reply('ERR a completion this script cannot read') end
-  local counted = redis.call('HDEL', S .. 'p', fp) == 1
-  if not counted then
-    counted = redis.call('SADD', S .. 's:' .. bucket, member) == 1
+  if kind == '' then
+    local f = fine[ki]
+    if not f then
+      f = {{}, {}}
+      fine[ki] = f
+    end
+    f[1][#f[1] + 1] = fp
+    f[2][#f[2] + 1] = bucket
+    f[2][#f[2] + 1] = member
+  else
+    local counted = redis.call('HDEL', S .. 'p', fp) == 1
+    if not counted then
+      counted = redis.call('SADD', S .. 's:' .. bucket, member) == 1
+    end
+    if counted then
+      total = total + 1
+      kinds[kind] = (kinds[kind] or 0) + 1
+    end
   end
-  if counted then
-    total = total + 1
-    if kind ~= '' then kinds[kind] = (kinds[kind] or 0) + 1 end
+end
+for ki, f in pairs(fine) do
+  local S = KEYS[ki]
+  local fps = f[1]
+  local open = 0
+  for j = 1, #fps, 1000 do
+    open = open + redis.call('HDEL', S .. 'p', unpack(fps, j, math.min(j + 999, #fps)))
+  end
+  total = total + open
+  if open < #fps then
+    -- not all open: those the seen set does not know either are counted (lost writes); the
+    -- others, open a moment ago or completed before, are in it already
+    local seen = f[2]
+    for j = 1, #seen, 2 do
+      total = total + redis.call('SADD', S .. 's:' .. seen[j], seen[j + 1])
+    end
   end
 end
 -- counts are only read summed over the shards: one HINCRBY a call, in its first shard's
