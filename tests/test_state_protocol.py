@@ -828,8 +828,10 @@ async def test_an_abandoned_state_gives_its_leases_back(backend: Backend) -> Non
     counts = await state.counts()
     if backend.shared:
         # the holder may be a live worker: its shards (and what it had out) stay its own until
-        # its claims lapse (Redis: tests/test_state_redis.py takes them over); nothing is lost
-        assert (counts.seen, counts.queued + counts.leased, counts.done) == (40, 39, 1)
+        # its claims lapse (Redis: tests/test_state_redis.py takes them over); nothing is lost.
+        # Its completion was ended there, not yet written (Redis writes those a window at a
+        # time: tests/test_redis_done.py): the page stays open, to be fetched again
+        assert (counts.seen, counts.queued + counts.leased, counts.done) == (40, 40, 0)
         return
     assert counts.recovered == 2
     assert (counts.seen, counts.queued, counts.leased, counts.done) == (40, 39, 0, 1)

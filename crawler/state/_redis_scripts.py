@@ -49,7 +49,8 @@ the pages/s buckets (``P rate``, approximate).
 ``S c``                   hash: done, recovered, x (URLs seen and not queued), ``f:<kind>``
                           (failed by error kind); the shard's open requests are ``HLEN S p``
                           and its URLs seen open + done + x: the crawl's are the sums over
-                          ``P used`` (an HGETALL and an HLEN a shard)
+                          ``P used`` (an HGETALL and an HLEN a shard); only the sums are read,
+                          so a script call's counts go to the first shard it names
 ``S h``                   hash host -> requests queued or done (max_pages_per_host only)
 ``S s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits; the
                           bucket is its top ``shard_seen_bits`` bits), intset-encoded while
@@ -186,45 +187,73 @@ for ki, o in pairs(open) do
     redis.call('HSET', KEYS[ki] .. 'p', unpack(o, j, math.min(j + 999, #o)))
   end
 end
-for ki, n in pairs(new) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'x', n) end
+local x = 0  -- (only read summed over the shards: one HINCRBY, in the first shard's)
+for _, n in pairs(new) do x = x + n end
+if x > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'x', x) end
 return table.concat(flags)
 """
 
-# KEYS: shard prefixes; ARGV: fives (key index, fp, seen bucket, seen member, error kind or
-# "") -> completed (those still open: a request completed twice counts once). A request not
-# open that the seen set does not know either was offered in writes Redis lost (a restart
-# without its last second): it is added to the seen set and counted done, so that an offer of
-# it again is refused (its page was fetched) and the crawl's numbers stay whole. The shard's
-# counts change in the same step as its requests.
+# KEYS: shard prefixes; ARGV: pairs (key index, "fp TAB seen bucket TAB seen member TAB error
+# kind or nothing": one argument, not four, for the client to encode) -> completed (those still
+# open: a request completed twice counts once). A request not open that the seen set does not
+# know either was offered in writes Redis lost (a restart without its last second): it is added
+# to the seen set and counted done, so that an offer of it again is refused (its page was
+# fetched) and the crawl's numbers stay whole. The shard's counts change in the same step as
+# its requests. The pages fetched (no error kind) of a shard go in one HDEL (its answer, how
+# many were open, is all that is counted of them; the seen set is asked only when fewer were
+# open than given); each failed one in its own (its kind is counted only if it was open).
 _COMPLETE = r"""
 local total = 0
-local per = {}
-for i = 1, #ARGV, 5 do
+local kinds = {}
+local fine = {}
+local FIELDS = '^(%d+)\t(%x+)\t(%d+)\t(.*)$'
+for i = 1, #ARGV, 2 do
   local ki = tonumber(ARGV[i])
   local S = KEYS[ki]
-  local t = per[ki]
-  if not t then
-    t = {0, 0, 0, {}}
-    per[ki] = t
-  end
-  local counted = redis.call('HDEL', S .. 'p', ARGV[i + 1]) == 1
-  if counted then
-    t[1] = t[1] + 1
-  elseif redis.call('SADD', S .. 's:' .. ARGV[i + 2], ARGV[i + 3]) == 1 then
-    t[2] = t[2] + 1
-    counted = true
-  end
-  if counted then
-    t[3] = t[3] + 1
-    total = total + 1
-    local kind = ARGV[i + 4]
-    if kind ~= '' then t[4][kind] = (t[4][kind] or 0) + 1 end
+  local _, _, fp, bucket, member, kind = string.find(ARGV[i + 1], FIELDS)
+  if not fp then return redis.error_reply('ERR a completion this script cannot read') end
+  if kind == '' then
+    local f = fine[ki]
+    if not f then
+      f = {{}, {}}
+      fine[ki] = f
+    end
+    f[1][#f[1] + 1] = fp
+    f[2][#f[2] + 1] = bucket
+    f[2][#f[2] + 1] = member
+  else
+    local counted = redis.call('HDEL', S .. 'p', fp) == 1
+    if not counted then
+      counted = redis.call('SADD', S .. 's:' .. bucket, member) == 1
+    end
+    if counted then
+      total = total + 1
+      kinds[kind] = (kinds[kind] or 0) + 1
+    end
   end
 end
-for ki, t in pairs(per) do
-  local c = KEYS[ki] .. 'c'
-  if t[3] > 0 then redis.call('HINCRBY', c, 'done', t[3]) end
-  for kind, n in pairs(t[4]) do redis.call('HINCRBY', c, 'f:' .. kind, n) end
+for ki, f in pairs(fine) do
+  local S = KEYS[ki]
+  local fps = f[1]
+  local open = 0
+  for j = 1, #fps, 1000 do
+    open = open + redis.call('HDEL', S .. 'p', unpack(fps, j, math.min(j + 999, #fps)))
+  end
+  total = total + open
+  if open < #fps then
+    -- not all open: those the seen set does not know either are counted (lost writes); the
+    -- others, open a moment ago or completed before, are in it already
+    local seen = f[2]
+    for j = 1, #seen, 2 do
+      total = total + redis.call('SADD', S .. 's:' .. seen[j], seen[j + 1])
+    end
+  end
+end
+-- counts are only read summed over the shards: one HINCRBY a call, in its first shard's
+if total > 0 then
+  local c = KEYS[1] .. 'c'
+  redis.call('HINCRBY', c, 'done', total)
+  for kind, n in pairs(kinds) do redis.call('HINCRBY', c, 'f:' .. kind, n) end
 end
 return total
 """

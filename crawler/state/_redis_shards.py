@@ -139,6 +139,7 @@ class ShardLink(RedisLink):
             if not book.held or claim:  # (just open, or joined: tell the others at once)
                 await self._tell_members(names)
         if release:
+            await self._flush_done()  # their completions ended here: written before they go
             await self._script("release", self._wid, "0", *release)
             for k in release:
                 book.hand_over(k)
@@ -305,6 +306,9 @@ class ShardLink(RedisLink):
             await self._load(*self.book.held)  # queued again with their parts' politeness
         if self._delays:
             await self._flush_delays()
+
+    async def _flush_done(self) -> None:
+        """Write the completions ended here and not yet written (``_redis_done``)."""
 
     # -- outbox and inbox --
 

@@ -28,8 +28,10 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
   inbox is how the owner hears of it, not where it is kept. An owner that misses a message (a stale
   view of the owners, an inbox of a worker gone) finds the request when it checks its shards while
   idle (``heal``), and any new owner when it loads the shard.
-* **Completions and retries** are one script call a batch (``HDEL`` of the open request, the
-  counts), never a broadcast: there is no ``PUBLISH`` at all. A worker wakes on its own inbox
+* **Completions** end here at once (slots, delays, the next lease) and are written in one
+  script call a window (``HDEL`` of the open request, the counts: ``crawler.state._redis_done``),
+  before any ``counts``, a heartbeat that hands shards over, and ``close``; a retry is one call.
+  Never a broadcast: there is no ``PUBLISH`` at all. A worker wakes on its own inbox
   (``XREAD BLOCK``), its own pages and its own timers.
 * **The crawl's end**: each shard's open requests are its ``S p`` (its length: what the
   atomic steps write); "nothing queued and nothing leased anywhere" is
@@ -40,7 +42,8 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
   from them, lets what it has out end, and releases the claims; the winner claims and loads
   them at its next heartbeat. A worker that dies stops renewing: its claims lapse after
   ``lease_timeout`` and the winners among the living load its shards, its requests in flight
-  included (at-least-once: duplicates at most what it had in flight). A clean ``close``
+  included (at-least-once: duplicates at most what it had in flight and the completions it had
+  not yet written, each bounded by its concurrency). A clean ``close``
   writes back what it had out and releases its claims at once.
 * **Outages**: a connection error or timeout in any call (on a cluster also ``CLUSTERDOWN``
   and the like) is retried with exponential backoff
@@ -54,8 +57,9 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
   page never fetched). **Persistence** is Redis's (``docs/distributed.md``): every script's
   effects are one MULTI/EXEC in the AOF, so the state stays consistent whatever is lost.
 
-The parts: this module is ``RedisState`` (open and close, the frontier calls, counters, robots and
-settings); ``crawler.state._redis_shards`` the heartbeat, the claims, the loads and the inbox;
+The parts: this module is ``RedisState`` (open and close, the offers and leases, counters, robots
+and settings); ``crawler.state._redis_done`` the completions and retries;
+``crawler.state._redis_shards`` the heartbeat, the claims, the loads and the inbox;
 ``crawler.state._redis_link`` the calls with retries; ``crawler.state._redis_cluster`` the client
 (one server or a cluster) and how per-shard calls are grouped; ``crawler.state._redis_owner`` the
 shards held and their queues in memory; ``crawler.state._redis_scripts`` the scripts and the layout;
@@ -87,6 +91,7 @@ from crawler.state._redis_check import (
     robots_record,
 )
 from crawler.state._redis_cluster import connect
+from crawler.state._redis_done import CompletionPath
 from crawler.state._redis_link import HEARTBEAT_MAX, reason, redacted, redis_errors
 from crawler.state._redis_owner import Item, ShardBook, pack_value, payload_of
 from crawler.state._redis_scripts import (
@@ -99,14 +104,12 @@ from crawler.state._redis_scripts import (
     shard_prefix,
     shard_seen_bits,
 )
-from crawler.state._redis_shards import ShardLink
 from crawler.state._redis_split import auto_split, budget_parts
-from crawler.state._redis_status import RedisStatus, counter_blob, read_settings, read_status
+from crawler.state._redis_status import RedisStatus, read_settings, read_status
 from crawler.state.base import (
     Candidate,
     Counts,
     Lease,
-    Outcome,
     StateError,
     StoredRobots,
     wait_event,
@@ -139,7 +142,7 @@ def default_lease_timeout(request_timeout: float) -> float:
     return max(60.0, 3.0 * request_timeout)
 
 
-class RedisState(ShardLink):
+class RedisState(CompletionPath):
     """The CrawlState in Redis (see the module docstring).
 
     Args:
@@ -205,7 +208,6 @@ class RedisState(ShardLink):
         self._run_id: dict[str, str] = {}  # node -> its run_id: a new one means a restart
         self.cluster = False  # a Redis Cluster (found at open), not one server
         self._used: set[int] = set()  # shards known to be in ``P used``
-        self._rate_bucket = 0  # the 10-second bucket of this worker's last completions
         self._delays: dict[str, float] = {}  # set_delay calls not yet written
         self._event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -213,6 +215,7 @@ class RedisState(ShardLink):
         self._quiet_until = 0.0  # monotonic: no lapsed claim taken before then
         self._closed = True
         self._init_shard_link()
+        self._init_completion_path()
         self._host_budget = 0  # max_pages_per_host, as the last heartbeat read it
         self._counted: Counter[str] = Counter()  # this run's named counters (totals)
         self._counted_dirty = False
@@ -331,6 +334,7 @@ class RedisState(ShardLink):
         errors: tuple[type[BaseException], ...] = (TimeoutError, *redis_errors())
 
         async def leave() -> None:
+            await self._flush_done()
             if self._delays:
                 await self._flush_delays()
             await self._flush_counters()
@@ -351,6 +355,7 @@ class RedisState(ShardLink):
             log.warning("%s: could not hand leases back at close: %s", self.location, reason(e))
         finally:
             await r.aclose()
+            self._init_completion_path()  # (what could not be written stays open in Redis)
 
     # -- fingerprints --
 
@@ -453,71 +458,6 @@ class RedisState(ShardLink):
             self._busy_changed()
         return out
 
-    async def complete(self, lease: Lease, outcome: Outcome, now: float) -> None:
-        await self.complete_many([(lease, outcome)], now)
-
-    async def complete_many(self, done: Sequence[tuple[Lease, Outcome]], now: float) -> None:
-        if not done:
-            return
-        if self._delays:
-            await self._flush_delays()
-        dirty, self._counted_dirty = self._counted_dirty, False
-        records: list[tuple[int, tuple[int, str, int, str]]] = []
-        skipped = 0
-        shift = 64 - self._bits
-        low = (1 << shift) - 1
-        width = f"0{(self._bits + 3) // 4}x"
-        ended: list[Item] = []
-        for lease, outcome in done:
-            item = self._mine.pop(lease.id, None)
-            if item is None or item[3] != lease.url:
-                continue  # not open here (an earlier open's lease: written back at close)
-            ended.append(item)
-            fp = item[0]
-            records.append((item[1], (fp, f"{fp >> shift:{width}}", fp & low, outcome.error or "")))
-            skipped += outcome.error == "robots_disallowed"
-        # links these pages offered to other owners are safe in Redis already: the messages
-        # telling those owners go first all the same, so that they hear of them soon
-        if self._outbox:
-            await self._flush_outbox()
-        if ended:
-            p, field, blob = self.prefix, self._kfield, counter_blob(dict(self._counted))
-            bucket = int(now // 10)
-            # old pages/s buckets dropped once a 10-second bucket, by each worker
-            trim = [("rate", [p], [repr(now)])] if bucket != self._rate_bucket else []
-            self._rate_bucket = bucket
-
-            def beside(pipe: Any) -> None:
-                # the pages/s bucket and this run's counter totals: crawl-wide keys, in the
-                # same round trip, not the same atomic step (a rate; totals written again)
-                pipe.hincrby(p + "rate", str(bucket), len(ended))
-                if dirty:
-                    pipe.hset(p + "kw", field, blob)
-
-            await self._sharded("complete", (), records, trim, beside)
-        elif dirty:
-            self._counted_dirty = True
-        if skipped and self._budgeted:
-            await self._script("admit", 0, -skipped)
-        for item in ended:
-            self.book.ended(item, now, completed=True)
-        self._event.set()
-        self._busy_changed()
-
-    async def retry(self, lease: Lease, not_before: float, now: float) -> None:
-        if self._delays:
-            await self._flush_delays()
-        item = self._mine.pop(lease.id, None)
-        if item is None or item[3] != lease.url:
-            return  # not open here (an earlier open's lease: written back at close)
-        await self._requeue([(item, item[8] + 1, not_before if not_before > now else 0.0)])
-        if self._budgeted:
-            await self._script("admit", 0, -1)
-        self.book.ended(item, now, completed=False)
-        self.book.again(item, item[8] + 1, not_before, now)
-        self._event.set()
-        self._busy_changed()
-
     def set_delay(self, origin: str, delay: float) -> None:
         """Applied here at once (this worker owns the origin's shard, or will write it for
         the owner), written to the shard before this worker's next call that writes."""
@@ -539,6 +479,7 @@ class RedisState(ShardLink):
         await wait_event(self._event, timeout)
 
     async def counts(self) -> Counts:
+        await self._flush_done()  # what it sums (open requests, done) includes them
         return await self._counts()
 
     # -- the crawl's counters, robots rules and settings --
