@@ -111,9 +111,8 @@ class RedisLink:
     _outage: bool
     _quiet_until: float
     _closed: bool
-    #: A cluster's masters when it was opened (``_attach``), and those seen since: a call
-    #: routed to any other went to a promoted replica (``_new_masters``).
-    _masters: set[str] | None = None
+    #: A cluster's current epoch when last read (``_seen_failover``).
+    _cluster_epoch: int | None = None
 
     # -- calls with retries --
 
@@ -148,22 +147,21 @@ class RedisLink:
                 )
                 self._forget()
                 log.warning("%s: Redis reconnected", self.location)
-            if self._masters is not None and self._r is not None:
-                self._new_masters()
             return result
 
-    def _new_masters(self) -> None:
-        """On a cluster, after each call: a master redis-py routes to that was none at open
-        is a replica promoted in a failover (redis-py followed the ``MOVED`` without an
-        error), which may lack its master's last writes, as a restarted master may: a new
-        epoch, as for a restart."""
-        assert self._masters is not None
-        now = {f"{n.host}:{n.port}" for n in self._r.get_primaries()}
-        new = now - self._masters
-        if new:
-            where = ", ".join(sorted(new))
-            log.warning("%s: a new master at %s (a failover)", self.location, where)
-            self._masters |= new
+    async def _seen_failover(self) -> None:
+        """On a cluster: a failover (a replica promoted, which may lack its master's last
+        writes; redis-py may follow it with no error at all, a ``MOVED`` taken in its stride)
+        raises the cluster's current epoch. Read at open, at each heartbeat and before each
+        count (the crawl's end is decided on counts): a change starts a new epoch here, as a
+        restart does."""
+        if not self.cluster or self._r is None:
+            return
+        info = await self._retrying(lambda: self._r.cluster_info())
+        epoch = int(info.get("cluster_current_epoch", 0)) if isinstance(info, dict) else 0
+        known, self._cluster_epoch = self._cluster_epoch, epoch
+        if known is not None and epoch != known:
+            log.warning("%s: the cluster's epoch moved (a failover)", self.location)
             self._forget()
             self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
 
@@ -204,10 +202,8 @@ class RedisLink:
         self._run_id[node] = run_id
 
     def _attach(self, client: Any) -> None:
-        """Use ``client`` (at open); on a cluster, remember its masters (``_new_masters``)."""
+        """Use ``client`` (at open)."""
         self._r = client
-        if self.cluster:
-            self._masters = {f"{n.host}:{n.port}" for n in client.get_primaries()}
 
     async def _script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` on the crawl's prefix, retried on outages."""

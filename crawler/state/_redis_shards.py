@@ -99,6 +99,7 @@ class ShardLink(RedisLink):
         """One heartbeat: renew, see the live workers and claims, claim, release, load (one
         at a time: a heartbeat asked for while one runs waits for it)."""
         async with self._member_lock:
+            await self._seen_failover()
             await self._membership_now()
 
     async def _membership_now(self) -> None:

@@ -249,6 +249,7 @@ class RedisState(CompletionPath):
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
             await self.check_keys()
+            await self._seen_failover()
             found, key, bits, shards, split = await client.evalsha(
                 self._sha["init"],
                 1,
@@ -479,6 +480,7 @@ class RedisState(CompletionPath):
         await wait_event(self._event, timeout)
 
     async def counts(self) -> Counts:
+        await self._seen_failover()  # (a cluster: what a failover lost is offered again)
         await self._flush_done()  # what it sums (open requests, done) includes them
         return await self._counts()
 
