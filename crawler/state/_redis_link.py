@@ -201,10 +201,6 @@ class RedisLink:
             self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
         self._run_id[node] = run_id
 
-    def _attach(self, client: Any) -> None:
-        """Use ``client`` (at open)."""
-        self._r = client
-
     async def _script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` on the crawl's prefix, retried on outages."""
         return await self._script_keys(name, [self.prefix], *args)

@@ -244,7 +244,7 @@ class RedisState(CompletionPath):
             client, self.cluster = await connect(self.url, self.location, self._on_connect)
         except (rexc.RedisError, OSError) as e:
             raise StateError(f"{self.location}: cannot use Redis: {reason(e)}") from e
-        self._attach(client)
+        self._r = client
         try:
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
