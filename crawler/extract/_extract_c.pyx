@@ -2107,6 +2107,7 @@ cdef class LinkExtractor:
     cdef int _u_lo
     cdef int _u_hi
     cdef Py_ssize_t _t_at
+    cdef Py_ssize_t _t_stop  # stream offset just past the start tag being emitted
     cdef int _dflt  # the table's entry for a tag not in it (collecting ids), or -1
     cdef bint _has_cr  # the buffer being scanned has a CR (most pages have none)
     cdef Py_ssize_t _w_line
@@ -2287,6 +2288,7 @@ cdef class LinkExtractor:
         self._closed = False
         self._begin_tag(False, 0)
         self._t_at = -1
+        self._t_stop = 0
         self._state = S_DATA
 
     cdef int _set_base(self, str url, qc) except -1:
@@ -2401,7 +2403,15 @@ cdef class LinkExtractor:
         self._sniff = False
         name = _charset.detect_undeclared(v, True)
         if name is not None and name != self.encoding:
+            self._count_tag()
             self._decide(name)
+        return 0
+
+    cdef int _count_tag(self) except -1:
+        """`_machine.LinkExtractor._count_tag`: count to the end of the start tag that
+        changes the encoding."""
+        self._locate()
+        self._advance(<const unsigned char*>PyBytes_AS_STRING(self._cur), self._t_stop - self._off)
         return 0
 
     cdef _decide(self, str name):
@@ -2744,6 +2754,7 @@ cdef class LinkExtractor:
         elif name == "x-user-defined":
             name = "windows-1252"
         if name != self.encoding and name not in _charset.TRANSCODE and name != "replacement":
+            self._count_tag()
             self._decide(name)
         return 0
 
@@ -3191,6 +3202,7 @@ cdef class LinkExtractor:
                         return pos
                 c = p[pos]
                 if c == 0x3E:
+                    self._t_stop = self._off + pos + 1
                     self._tag_done(out)
                     return pos + 1
                 self._t_slash = False

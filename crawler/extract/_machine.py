@@ -53,7 +53,8 @@ byte in single-byte encodings; UTF-8 and the CJK encodings by their decoder, an 
 sequence one U+FFFD per maximal invalid part as Python's (and the standard's) decoders make
 them, a partial character just before a ``<`` one; UTF-16 and ISO-2022-JP are counted in the
 decoded text (their escape sequences and BOM are no characters, nor is a UTF-8 BOM). After a
-late ``<meta charset>`` switches the codec, what follows that tag is counted in the new one.
+tag changes the codec (a late ``<meta charset>``, or the first non-ASCII value deciding a
+guess), what follows that tag is counted in the new one; the tag itself, in the old.
 A tag cut by a chunk boundary keeps the position of its ``<`` (`_w_line`, `_w_col`).
 
 Fragment targets (``collect_ids``): the ``id`` of every start tag (and ``name`` of an HTML
@@ -330,6 +331,7 @@ class LinkExtractor:
         self._cr = False  # the byte before _cnt is a CR (a CRLF may be split)
         self._cdec: Any = None  # multi-byte encodings: the decoder that counts code points
         self._t_at = -1  # stream offset of the current tag's '<'; -1: in _w_line, _w_col
+        self._t_stop = 0  # stream offset just past the start tag being emitted
         self._w_line = 1
         self._w_col = 1
 
@@ -421,7 +423,18 @@ class LinkExtractor:
         self._sniff = False
         name = _charset.detect_undeclared(v, True)
         if name is not None and name != self.encoding:
+            self._count_tag()
             self._decide(name)
+
+    def _count_tag(self) -> None:
+        """Count the stream to the end of the start tag being emitted, before that tag
+        changes the encoding (a sniffed value, a late ``<meta charset>``): the tag itself is
+        counted in the encoding it was read in, what follows it in the new one. Where the
+        change took effect at its '<' instead, the tag's bytes already counted when a chunk
+        ended inside it were in the old encoding, the rest in the new: columns then
+        depended on the chunking."""
+        self._locate()
+        self._advance(self._cur, self._t_stop - self._off)
 
     def _decide(self, name: str) -> None:
         self.encoding = name
@@ -455,8 +468,8 @@ class LinkExtractor:
 
     def _count_as(self, codec: str, errors: str) -> None:
         """Count the code points that follow in ``codec`` (the encoding was decided, or
-        changed by a late ``<meta charset>``: that happens at a tag's '<', where a pending
-        partial character is one U+FFFD)."""
+        changed by a tag: `_count_tag` has counted to that tag's end; a pending partial
+        character is one U+FFFD)."""
         if self._cdec is not None and self._cdec.getstate()[0]:
             self._col += 1
         self._cdec = (
@@ -641,6 +654,7 @@ class LinkExtractor:
         elif name == "x-user-defined":
             name = "windows-1252"
         if name != self.encoding and name not in _charset.TRANSCODE and name != "replacement":
+            self._count_tag()
             self._decide(name)
 
     # Tags ---------------------------------------------------------------------------------
@@ -736,6 +750,7 @@ class LinkExtractor:
             if name == b"form":
                 self._form = False
             return
+        self._t_stop = self._off + m.end()
         attrs: dict[bytes, bytes | None] = {}
         s, e = m.span(3)
         wdef = self._wdef
@@ -1024,6 +1039,7 @@ class LinkExtractor:
             if name == b"form":
                 self._form = False
         else:
+            self._t_stop = self._off + pos
             attrs = self._t_attrs
             self._t_attrs = {}
             if self._hscan:
