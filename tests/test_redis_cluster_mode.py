@@ -261,7 +261,7 @@ async def test_a_layout_2_crawl_is_refused_naming_what_to_do(
     client = _cluster_client(redis_cluster)
     client.set("crawler:{old}:v", "2")  # type: ignore[attr-defined]
     state = RedisState(redis_cluster.url, name="old")
-    with pytest.raises(StateError, match=r"version '2'.*reads version '4'.*--name"):
+    with pytest.raises(StateError, match=r"version '2'.*reads version '5'.*--name"):
         await state.open(per_host=1, delay=0.0, max_pages_per_host=0)
 
 

@@ -85,18 +85,24 @@ def _push(r: redis.Redis, origin: str, url: str, depth: int = 1) -> str:
 
 
 def _sums(r: redis.Redis) -> dict[bytes, int]:
-    """The crawl's counts: every shard's ``S c`` summed, and its open requests (layout 3)."""
+    """The crawl's counts: ``P c`` (layout 5 on one server) and every shard's ``S c``
+    summed, and its open requests (``q``, requests ever queued, left out)."""
     out: dict[bytes, int] = {b"queued": 0}
-    for key in r.scan_iter(match=f"crawler:{{{NAME}:s*}}:c"):
+    keys = [f"{P}c", *r.scan_iter(match=f"crawler:{{{NAME}:s*}}:c")]
+    for key in keys:
         for field, n in r.hgetall(key).items():
             out[field] = out.get(field, 0) + int(n)
+    out.pop(b"q", None)
     for key in r.scan_iter(match=f"crawler:{{{NAME}:s*}}:p"):
         out[b"queued"] += r.hlen(key)
     return out
 
 
-def _a_shard_counts_key(r: redis.Redis) -> str:
-    """The ``S c`` key of a shard the crawl used."""
+def _a_counts_key(r: redis.Redis) -> str:
+    """The hash the crawl's counts are read from: ``P c`` (layout 5 on one server), else the
+    ``S c`` of a shard the crawl used."""
+    if r.exists(f"{P}c"):
+        return f"{P}c"
     shard = int(sorted(r.smembers(f"{P}used"))[0])
     return shard_prefix(NAME, shard) + "c"
 
@@ -169,7 +175,7 @@ async def stored(serve: ServeApp, redis_server: RedisServer) -> redis.Redis:
 async def test_a_list_where_a_hash_is_kept_is_exit_2_naming_the_key(
     stored: redis.Redis, redis_server: RedisServer
 ) -> None:
-    key = _a_shard_counts_key(stored)
+    key = _a_counts_key(stored)
     stored.delete(key)
     stored.rpush(key, "x")
     await _expect_damaged(redis_server, key, "is a list, where the crawl keeps a hash")
@@ -187,7 +193,7 @@ async def test_settings_that_are_not_json_are_exit_2_naming_the_key(
 async def test_a_counter_that_is_not_a_number_is_exit_2_naming_the_key(
     stored: redis.Redis, redis_server: RedisServer
 ) -> None:
-    key = _a_shard_counts_key(stored)
+    key = _a_counts_key(stored)
     stored.hset(key, "done", b"many")
     await _expect_damaged(redis_server, key, "holds a field that is not an integer")
     stored.hset(key, "done", b"3")
@@ -234,7 +240,7 @@ SHOWN = "\\x1b[2J\\x07\\x9b31m"
 async def test_status_shows_control_characters_from_redis_escaped(
     stored: redis.Redis, redis_server: RedisServer
 ) -> None:
-    stored.hset(_a_shard_counts_key(stored), f"f:kind{CONTROLS}", 1)
+    stored.hset(_a_counts_key(stored), f"f:kind{CONTROLS}", 1)
     settings = json.loads(stored.get(f"{P}settings") or b"")
     settings["seeds"].append(f"http://127.0.0.1:9/{CONTROLS}")
     stored.set(f"{P}settings", json.dumps(settings))

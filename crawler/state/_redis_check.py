@@ -178,7 +178,7 @@ _BAD = re.compile(r"BADSTATE (\d+) ")
 _FIXED_TYPES = {
     "v": "string", "fpkey": "string", "created": "string", "cfg": "hash",
     "k": "hash", "a": "string", "rate": "hash", "ws": "hash", "kw": "hash", "used": "set",
-    "own": "hash", "cx": "zset", "workers": "zset", "settings": "string",
+    "own": "hash", "cx": "zset", "workers": "zset", "settings": "string", "c": "hash",
 }  # fmt: skip
 _PREFIX_TYPES = (("in:", "stream"), ("r:", "string"))
 

@@ -135,15 +135,17 @@ def calls_for(
     prefixes: Sequence[str],
     *,
     cluster: bool,
+    home: str | None = None,
 ) -> tuple[list[Call], list[list[int]]]:
     """The script calls of ``records`` (shard, its ARGV fields), each record prefixed with
     its key's index in its call, and the positions of the records each call carries (in
     order): one call on one server, one a shard on a cluster. ``head`` starts every call's
-    ARGV."""
+    ARGV. A script's counts go to its first key: on one server, ``home`` (the crawl's
+    prefix, in a crawl that keeps its counts in ``P c``) comes first when given."""
     calls: list[Call] = []
     positions: list[list[int]] = []
     if not cluster:
-        keys: list[str] = []
+        keys: list[str] = [home] if home else []
         index: dict[int, int] = {}
         args: list[Any] = list(head)
         for k, fields in records:

@@ -149,7 +149,7 @@ class CompletionPath(ShardLink):
                 pipe.hset(p + "kw", field, blob)
 
         try:
-            await self._sharded("complete", (), batch, trim, beside)
+            await self._sharded("complete", (self._qflag,), batch, trim, beside)
         except BaseException:
             self._counted_dirty = self._counted_dirty or dirty
             raise

@@ -104,6 +104,8 @@ class RedisLink:
     _sprefix: list[str]
     _used: set[int]
     cluster: bool
+    _home: str | None
+    _qflag: str
     _event: asyncio.Event
     _tasks: list[asyncio.Task[None]]
     _reload: bool
@@ -236,7 +238,9 @@ class RedisLink:
         trip (a node), with the calls ``also`` and ``extra``'s commands in the same
         pipeline: ([(positions of the records a call carried, its reply)], the replies of
         ``also`` and ``extra``)."""
-        calls, positions = calls_for(name, head, records, self._sprefix, cluster=self.cluster)
+        calls, positions = calls_for(
+            name, head, records, self._sprefix, cluster=self.cluster, home=self._home
+        )
         new = {k for k, _ in records} - self._used
         before = None
         if new:  # ``P used`` first: what ``tally`` sums is never short of a shard

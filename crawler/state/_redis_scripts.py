@@ -43,6 +43,11 @@ the pages/s buckets (``P rate``, approximate).
 ``P r:<o>``               the origin's robots.txt (with a TTL)
 ``P used``                SET of the shards that ever held a request (written before the
                           first offer of a shard, so a superset: what ``tally`` sums)
+``P c``                   hash: the crawl's counts (``S c``'s fields, and q: requests ever
+                          queued) in a crawl of layout 5 on one Redis server (``P cfg
+                          counts`` = 1): the scripts' counts go here, and the open requests
+                          are q - done - the failed; ``tally`` reads this one hash, not two
+                          keys a shard the crawl used
 ``S p``                   hash fingerprint -> request not completed: ``attempts \\t
                           not_before \\t depth \\t origin \\t payload``
 ``S d``                   hash origin -> own delay (robots.txt Crawl-delay)
@@ -50,7 +55,8 @@ the pages/s buckets (``P rate``, approximate).
                           (failed by error kind); the shard's open requests are ``HLEN S p``
                           and its URLs seen open + done + x: the crawl's are the sums over
                           ``P used`` (an HGETALL and an HLEN a shard); only the sums are read,
-                          so a script call's counts go to the first shard it names
+                          so a script call's counts go to the first key it names (with
+                          ``P cfg counts`` = 1, that key is ``P``: ``P c`` above)
 ``S h``                   hash host -> requests queued or done (max_pages_per_host only)
 ``S s:<hex>``             seen set bucket: a SET of integers (the fingerprint's low bits; the
                           bucket is its top ``shard_seen_bits`` bits), intset-encoded while
@@ -85,9 +91,12 @@ __all__ = [
 #: The key layout's version (``P v``) of a new crawl; those of ``READABLE`` are read, another
 #: one is refused. 4 is 3 with ``P cfg split`` (``crawler.state._redis_split``): a host's
 #: requests may be in K shards, which a crawler of layout 3 would not look for, so it is
-#: refused there; a crawl of layout 3 is continued here as it is (split 1).
-VERSION = "4"
-READABLE = ("3", "4")
+#: refused there; a crawl of layout 3 is continued here as it is (split 1). 5 is 4 with
+#: ``P cfg counts``: 1 (a new crawl on one Redis server) keeps the crawl's counts in ``P c``,
+#: which a crawler of layout 4 would not read; a crawl of layout 3 or 4 goes on with its
+#: counts in its shards.
+VERSION = "5"
+READABLE = ("3", "4", "5")
 #: The crawl name when none is given (``--name``).
 DEFAULT_NAME = "default"
 #: Virtual shards of a new crawl (fixed then).
@@ -125,11 +134,12 @@ end
 _INIT = r"""
 local P = KEYS[1]
 local v = redis.call('GET', P .. 'v')
-if v and v ~= ARGV[1] and v ~= '3' then return {v, '', '', '', ''} end
+if v and v ~= ARGV[1] and v ~= '3' and v ~= '4' then return {v, '', '', '', '', ''} end
 if v == '3' then redis.call('HSETNX', P .. 'cfg', 'split', '1') end
 if ARGV[8] ~= '0' then redis.call('HSETNX', P .. 'cfg', 'split', ARGV[8]) end
 if not v then
   redis.call('SET', P .. 'v', ARGV[1])
+  redis.call('HSET', P .. 'cfg', 'counts', ARGV[9])
   local t = redis.call('TIME')
   redis.call('SET', P .. 'created', t[1] .. '.' .. string.format('%06d', tonumber(t[2])))
 end
@@ -137,22 +147,24 @@ redis.call('SET', P .. 'fpkey', ARGV[2], 'NX')
 redis.call('HSET', P .. 'cfg', 'per_host', ARGV[3], 'delay', ARGV[4], 'budget', ARGV[5])
 redis.call('HSETNX', P .. 'cfg', 'bits', ARGV[6])
 redis.call('HSETNX', P .. 'cfg', 'shards', ARGV[7])
-local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'split')
-return {v or ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2], cfg[3] or ''}
+local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'split', 'counts')
+return {v or ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2], cfg[3] or '', cfg[4] or '0'}
 """
 
-# KEYS: shard prefixes; ARGV: max_pages_per_host (as the last heartbeat read it), then pairs
-# (key index, "bucket \t member \t fp \t queue \t host \t value") -> flags: "1" new and
-# queued, "2" new not queued, "0" seen (dedup, enqueue and the shard's counts in one step: a
-# fingerprint is never seen without its request queued). ``queue`` is "0" (not queued), "1"
-# (queued within BUDGET) or "1:<n>" (within ``n``: the budget's share of a host's part)
+# KEYS: where the counts go (``P``, or the first shard) and shard prefixes; ARGV:
+# max_pages_per_host (as the last heartbeat read it), "1" to count the requests queued (q:
+# ``P c``), then pairs (key index, "bucket \t member \t fp \t queue \t host \t value") ->
+# flags: "1" new and queued, "2" new not queued, "0" seen (dedup, enqueue and the shard's
+# counts in one step: a fingerprint is never seen without its request queued). ``queue`` is
+# "0" (not queued), "1" (queued within BUDGET) or "1:<n>" (within ``n``: the budget's share of
+# a host's part)
 _PUT = r"""
 local BUDGET = tonumber(ARGV[1]) or 0
 local flags = {}
 local new = {}
 local open = {}
 local FIELDS = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local ki = tonumber(ARGV[i])
   local _, _, bucket, member, fp, q, host, value = string.find(ARGV[i + 1], FIELDS)
   local S = KEYS[ki]
@@ -182,32 +194,37 @@ for i = 2, #ARGV, 2 do
   end
 end
 -- one HSET a shard (nothing above reads S p), in runs that Lua's unpack takes
+local queued = 0
 for ki, o in pairs(open) do
   for j = 1, #o, 1000 do
-    redis.call('HSET', KEYS[ki] .. 'p', unpack(o, j, math.min(j + 999, #o)))
+    queued = queued + redis.call('HSET', KEYS[ki] .. 'p', unpack(o, j, math.min(j + 999, #o)))
   end
 end
-local x = 0  -- (only read summed over the shards: one HINCRBY, in the first shard's)
+local x = 0  -- (only read summed: in KEYS[1]'s counts)
 for _, n in pairs(new) do x = x + n end
 if x > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'x', x) end
+if ARGV[2] == '1' and queued > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'q', queued) end
 return table.concat(flags)
 """
 
-# KEYS: shard prefixes; ARGV: pairs (key index, "fp TAB seen bucket TAB seen member TAB error
+# KEYS: where the counts go (``P``, or the first shard) and shard prefixes; ARGV: "1" to count
+# the requests queued (q), then pairs (key index, "fp TAB seen bucket TAB seen member TAB error
 # kind or nothing": one argument, not four, for the client to encode) -> completed (those still
 # open: a request completed twice counts once). A request not open that the seen set does not
 # know either was offered in writes Redis lost (a restart without its last second): it is added
 # to the seen set and counted done, so that an offer of it again is refused (its page was
-# fetched) and the crawl's numbers stay whole. The shard's counts change in the same step as
-# its requests. The pages fetched (no error kind) of a shard go in one HDEL (its answer, how
-# many were open, is all that is counted of them; the seen set is asked only when fewer were
-# open than given); each failed one in its own (its kind is counted only if it was open).
+# fetched) and the crawl's numbers stay whole (and, with q, counted queued: q - done stays
+# what is open). The shard's counts change in the same step as its requests. The pages
+# fetched (no error kind) of a shard go in one HDEL (its answer, how many were open, is all
+# that is counted of them; the seen set is asked only when fewer were open than given); each
+# failed one in its own (its kind is counted only if it was open).
 _COMPLETE = r"""
 local total = 0
 local kinds = {}
 local fine = {}
+local lost = 0
 local FIELDS = '^(%d+)\t(%x+)\t(%d+)\t(.*)$'
-for i = 1, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
   local ki = tonumber(ARGV[i])
   local S = KEYS[ki]
   local _, _, fp, bucket, member, kind = string.find(ARGV[i + 1], FIELDS)
@@ -225,6 +242,7 @@ for i = 1, #ARGV, 2 do
     local counted = redis.call('HDEL', S .. 'p', fp) == 1
     if not counted then
       counted = redis.call('SADD', S .. 's:' .. bucket, member) == 1
+      if counted then lost = lost + 1 end
     end
     if counted then
       total = total + 1
@@ -245,15 +263,18 @@ for ki, f in pairs(fine) do
     -- others, open a moment ago or completed before, are in it already
     local seen = f[2]
     for j = 1, #seen, 2 do
-      total = total + redis.call('SADD', S .. 's:' .. seen[j], seen[j + 1])
+      local added = redis.call('SADD', S .. 's:' .. seen[j], seen[j + 1])
+      total = total + added
+      lost = lost + added
     end
   end
 end
--- counts are only read summed over the shards: one HINCRBY a call, in its first shard's
+-- counts are only read summed: one HINCRBY a call, in KEYS[1]'s
 if total > 0 then
   local c = KEYS[1] .. 'c'
   redis.call('HINCRBY', c, 'done', total)
   for kind, n in pairs(kinds) do redis.call('HINCRBY', c, 'f:' .. kind, n) end
+  if ARGV[1] == '1' and lost > 0 then redis.call('HINCRBY', c, 'q', lost) end
 end
 return total
 """
@@ -273,12 +294,13 @@ end
 return 1
 """
 
-# KEYS: shard prefixes; ARGV: quads (key index, fp, value, recovered "1"/"0"): a request back
-# in line (retried, given back, or a new attempt after a takeover): rewritten only while it
-# is still open; those given back by a closing worker count as recovered -> rewritten
+# KEYS: where the counts go (``P``, or the first shard) and shard prefixes; ARGV: quads (key
+# index, fp, value, recovered "1"/"0"): a request back in line (retried, given back, or a new
+# attempt after a takeover): rewritten only while it is still open; those given back by a
+# closing worker count as recovered -> rewritten
 _REQUEUE = r"""
 local n = 0
-local recovered = {}
+local recovered = 0
 for i = 1, #ARGV, 4 do
   local ki = tonumber(ARGV[i])
   local p = KEYS[ki] .. 'p'
@@ -286,9 +308,10 @@ for i = 1, #ARGV, 4 do
     redis.call('HSET', p, ARGV[i + 1], ARGV[i + 2])
     n = n + 1
   end
-  if ARGV[i + 3] == '1' then recovered[ki] = (recovered[ki] or 0) + 1 end
+  if ARGV[i + 3] == '1' then recovered = recovered + 1 end
 end
-for ki, r in pairs(recovered) do redis.call('HINCRBY', KEYS[ki] .. 'c', 'recovered', r) end
+-- (only read summed: in KEYS[1]'s counts)
+if recovered > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'recovered', recovered) end
 return n
 """
 

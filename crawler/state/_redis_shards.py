@@ -447,8 +447,12 @@ class ShardLink(RedisLink):
         trip (a node) with the shards this worker knows to be used (one server: one script;
         a cluster: ``tally`` and one ``sums`` a shard, pipelined); one more for shards used
         since (then known here)."""
-        used = sorted(self._used)
         p = self.prefix
+        if self._home is not None:  # the crawl's counts in P c: one HGETALL, not two a shard
+            raw = await self._script_keys("tally", [p, p], self.book.shards, 0)
+            self._used.update(int(k) for k in raw[3])
+            return raw, [raw[4]]
+        used = sorted(self._used)
         if self.cluster:
             calls: list[Call] = [("tally", [p], [self.book.shards, 0])]
             calls += [("sums", [self._sprefix[k]], [0]) for k in used]

@@ -123,9 +123,9 @@ def _tally_sync(client: Any, name: str, shards: int) -> tuple[Any, list[Any]]:
 
     p = prefix_of(name)
     raw = client.eval(SCRIPTS["tally"], 1, p, shards, 1)
-    keys = [shard_prefix(name, int(k)) for k in sorted(int(k) for k in raw[3])]
-    if not keys:
-        return raw, []
+    # (``P c`` first: the counts of a crawl that keeps them there; the shards' ``S c`` are
+    # empty then, their ``S h`` and ``HLEN S p`` still read)
+    keys = [p] + [shard_prefix(name, int(k)) for k in sorted(int(k) for k in raw[3])]
     if not isinstance(client, RedisCluster):
         return raw, [client.eval(SCRIPTS["sums"], len(keys), *keys, 1)]
     sha = client.script_load(SCRIPTS["sums"])
@@ -302,6 +302,9 @@ def counts_of(where: str, sums: list[Any]) -> tuple[Counts, int]:
             into, name = (failed, name[2:]) if name.startswith("f:") else (totals, name)
             into[name] = into.get(name, 0) + n
         hosts += int(h)
+
+    if "q" in totals:  # (a crawl with its counts in P c: what is open is q - done)
+        totals["queued"] = totals.pop("q") - totals.get("done", 0)
 
     def get(key: str) -> int:
         return max(0, totals.get(key, 0))

@@ -37,7 +37,9 @@ live workers, a claim renewed by the heartbeat: ``crawler.state._redis_owner``).
   atomic steps write); "nothing queued and nothing leased anywhere" is
   their sum over the shards the crawl used (``P used``) and the workers' reports: one call on
   one server (``tally``), one round trip a node on a cluster; the dispatcher's grace period
-  covers a worker about to offer.
+  covers a worker about to offer. On one server (layout 5) the scripts keep the crawl's
+  counts in one hash (``P c``: open = q - done), so a ``tally`` reads one hash, not two keys
+  a shard.
 * **Membership**: a worker that joins wins shards by rendezvous; their owner stops leasing
   from them, lets what it has out end, and releases the claims; the winner claims and loads
   them at its next heartbeat. A worker that dies stops renewing: its claims lapse after
@@ -207,6 +209,10 @@ class RedisState(CompletionPath):
         self.epoch = 0
         self._run_id: dict[str, str] = {}  # node -> its run_id: a new one means a restart
         self.cluster = False  # a Redis Cluster (found at open), not one server
+        # A crawl of layout 5 on one server keeps its counts in ``P c`` (``_redis_scripts``):
+        # the scripts that count get the crawl's prefix as their first key, and q ("1").
+        self._home: str | None = None
+        self._qflag = "0"
         self._used: set[int] = set()  # shards known to be in ``P used``
         self._delays: dict[str, float] = {}  # set_delay calls not yet written
         self._event = asyncio.Event()
@@ -250,7 +256,7 @@ class RedisState(CompletionPath):
                 self._sha[name] = await client.script_load(src)
             await self.check_keys()
             await self._seen_failover()
-            found, key, bits, shards, split = await client.evalsha(
+            found, key, bits, shards, split, central = await client.evalsha(
                 self._sha["init"],
                 1,
                 self.prefix,
@@ -262,6 +268,7 @@ class RedisState(CompletionPath):
                 self._seen_bits_wanted,
                 self._shards_wanted,
                 auto_split(self._seeds, max(1, per_host), self._split_wanted, max_pages_per_host),
+                "0" if self.cluster else "1",  # (a new crawl's counts: in P c on one server)
             )
         except (rexc.RedisError, OSError, StateError) as e:
             self._r = None
@@ -288,6 +295,8 @@ class RedisState(CompletionPath):
                 what or f"holds bits = {bits}, shards = {shards}: not 1 to 32, 1 to 65536",
             )
         self._fp = Fingerprinter(key)
+        self._home = p if central == b"1" and not self.cluster else None
+        self._qflag = "1" if self._home else "0"
         self._bits = shard_seen_bits(bits, shards)
         self.book = ShardBook(shards, max(1, per_host), float(delay), int(split or 1))
         self._split_pending = not split  # none stored yet: read again before leasing
@@ -409,7 +418,8 @@ class RedisState(CompletionPath):
                 record += f"\t{c.host}\t{value}"
                 records.append((k, (record.encode("utf-8", "surrogatepass"),)))
             flags = bytearray(len(chunk))
-            for where, answer in (await self._sharded("put", [self._host_budget], records))[0]:
+            head = [self._host_budget, self._qflag]
+            for where, answer in (await self._sharded("put", head, records))[0]:
                 for i, flag in zip(where, answer, strict=True):
                     flags[i] = flag
             for c, (k, _), value, flag in zip(chunk, records, values, flags, strict=True):
