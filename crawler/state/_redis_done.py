@@ -17,19 +17,28 @@ its shard's ``S p``, so the shard's next owner fetches it again: duplicates at m
 flight plus those pending (bounded by the concurrency), nothing lost (at-least-once, as
 before). Writing one twice (a write cut off after Redis applied it, then sent again) counts
 it once: the script's ``HDEL`` finds nothing and the seen bucket already holds it.
+
+What Redis coming back costs (a restart, which may have lost its last second; a failover; an
+outage): the completions pending from before are not written (``RedisLink.writing_in``: each
+attempt checks the epoch, on each new connection too); their requests are offered again and
+fetched again (duplicates at most the pending ones). Written to a Redis that came back
+without its last second, they would count pages done whose links, offered in that second,
+are gone: pages never fetched (seen 1 run in 4 in tests/test_redis_cluster.py's rollback).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from crawler.state._redis_link import StaleWrite
 from crawler.state._redis_owner import Item
 from crawler.state._redis_shards import ShardLink
 from crawler.state._redis_status import counter_blob
-from crawler.state.base import Lease, Outcome
+from crawler.state.base import Candidate, Lease, Outcome
+from crawler.urls.policy import host_of
 
 __all__ = ["DONE_GAP", "CompletionPath"]
 
@@ -48,9 +57,12 @@ class CompletionPath(ShardLink):
     """``complete_many`` and ``retry`` of ``RedisState``; the pending completions' writes."""
 
     _bits: int
+    offer_many: Callable[[Sequence[Candidate]], Awaitable[list[Candidate]]]
 
     def _init_completion_path(self) -> None:
         self._done_pending: list[DoneRecord] = []
+        self._done_items: list[Item] = []  # the requests of those records, in order
+        self._done_epoch = 0  # the epoch of the oldest pending completion
         self._done_now = 0.0  # the latest completion's time (its pages/s bucket)
         self._done_writer: asyncio.Task[None] | None = None
         self._done_lock = asyncio.Lock()
@@ -75,6 +87,8 @@ class CompletionPath(ShardLink):
         low = (1 << shift) - 1
         width = f"0{(self._bits + 3) // 4}x"
         pending = self._done_pending
+        if not pending:
+            self._done_epoch = self.epoch
         ended: list[Item] = []
         skipped = 0
         for lease, outcome in done:
@@ -85,6 +99,7 @@ class CompletionPath(ShardLink):
             fp = item[0]
             record = f"{fp}\t{fp >> shift:{width}}\t{fp & low}\t{outcome.error or ''}"
             pending.append((item[1], (record,)))
+            self._done_items.append(item)
             skipped += outcome.error == "robots_disallowed"
         if skipped and self._budgeted:  # given back to the page budget now, as a lease
             await self._script("admit", 0, -skipped)
@@ -119,6 +134,7 @@ class CompletionPath(ShardLink):
         async with self._done_lock:
             error, self._done_error = self._done_error, None
             batch, self._done_pending = self._done_pending, []
+            items, self._done_items = self._done_items, []
             # links these pages offered to other owners are safe in Redis already: the
             # messages telling those owners go first all the same, so that they hear soon
             if self._outbox:
@@ -127,11 +143,47 @@ class CompletionPath(ShardLink):
                 if error is not None:
                     raise error
                 return
+            epoch = self._done_epoch
+            token = self.writing_in(epoch)
             try:
                 await self._write_done(batch)
+            except StaleWrite:
+                log.warning(
+                    "%s: Redis came back: %d completions of before are not written (their"
+                    " pages are fetched again)",
+                    self.location,
+                    len(batch),
+                )
+                if self.epoch == epoch:  # (an outage: this worker forgets as on a restart)
+                    self._forget()
+                else:  # (some may have ended since that forget: read the shards again)
+                    self.book.forget_completed()
+                    self._reload = True
+                if self._done_pending:
+                    self._done_epoch = self.epoch
+                self._reset_writing(token)
+                token = None
+                await self._offer_again(items)
             except BaseException:
                 self._done_pending[:0] = batch  # (a cancel, a refusal): written later
+                self._done_items[:0] = items
                 raise
+            finally:
+                if token is not None:
+                    self._reset_writing(token)
+
+    async def _offer_again(self, items: list[Item]) -> None:
+        """The requests of completions not written (Redis came back) offered again: one
+        whose offer Redis lost is queued anew (else, with its own completion gone too, no
+        page would ever offer it again: a seed, say); one still open there is seen, and
+        queued here again when this worker reads its shards (the heartbeat after a new
+        epoch)."""
+        cands = [
+            Candidate(url, fp, origin, host_of(url), depth, referrer, kind)
+            for fp, _k, _g, url, depth, referrer, origin, kind, _a in items
+        ]
+        if cands:
+            await self.offer_many(cands)
 
     async def _write_done(self, batch: list[DoneRecord]) -> None:
         dirty, self._counted_dirty = self._counted_dirty, False

@@ -18,6 +18,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from crawler.config import redact_url
@@ -40,6 +41,7 @@ __all__ = [
     "BACKOFF_MIN",
     "HEARTBEAT_MAX",
     "RedisLink",
+    "StaleWrite",
     "reason",
     "redacted",
     "redis_errors",
@@ -56,6 +58,15 @@ BACKOFF_MIN, BACKOFF_MAX = 0.1, 5.0
 HEARTBEAT_MAX = 5.0
 
 _T = TypeVar("_T")
+
+
+class StaleWrite(Exception):  # noqa: N818  (a decision, not a failure)
+    """A write made for an epoch that has ended, not sent: Redis came back (restarted, failed
+    over, or after an outage) and may lack the writes it relied on (`RedisLink.writing_in`)."""
+
+
+#: The epoch the write being made in this task belongs to (``RedisLink.writing_in``).
+_WRITING_IN: ContextVar[int | None] = ContextVar("crawler_redis_writing_in", default=None)
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
@@ -117,6 +128,25 @@ class RedisLink:
     _cluster_epoch: int | None = None
 
     # -- calls with retries --
+
+    def writing_in(self, epoch: int) -> Any:
+        """Mark what this task sends until the token is reset (``_WRITING_IN.reset``) as
+        belonging to ``epoch``: from the moment Redis comes back in another epoch (a restart
+        seen on a new connection, a failover, an outage), each attempt raises StaleWrite
+        instead of sending. A completion written to a Redis that came back without the
+        last second would count its page done while that page's links, offered in the lost
+        second, are gone: it must be fetched again instead."""
+        return _WRITING_IN.set(epoch)
+
+    @staticmethod
+    def _reset_writing(token: Any) -> None:
+        _WRITING_IN.reset(token)
+
+    def _guard(self) -> None:
+        """Raise StaleWrite if this task writes for an epoch that ended (see writing_in)."""
+        epoch = _WRITING_IN.get()
+        if epoch is not None and (epoch != self.epoch or self._outage):
+            raise StaleWrite(f"{self.location}: a write of epoch {epoch} in epoch {self.epoch}")
 
     async def _retrying(self, call: Callable[[], Awaitable[_T]]) -> _T:
         """``call()``, retried with backoff while Redis is unreachable."""
@@ -202,6 +232,7 @@ class RedisLink:
             self._forget()
             self._quiet_until = time.monotonic() + min(self.lease_timeout, 2 * HEARTBEAT_MAX + 1)
         self._run_id[node] = run_id
+        self._guard()  # (a write of the epoch before: not sent on this connection)
 
     async def _script(self, name: str, *args: Any) -> Any:
         """Run script ``name`` on the crawl's prefix, retried on outages."""
@@ -214,6 +245,7 @@ class RedisLink:
 
         async def call() -> Any:
             self.calls += 1
+            self._guard()
             try:
                 return await self._r.evalsha(self._sha[name], len(keys), *keys, *args)
             except rexc.NoScriptError:
@@ -280,6 +312,7 @@ class RedisLink:
                 pipe.evalsha(self._sha[name], len(keys), *keys, *args)
             if extra is not None:
                 extra(pipe)
+            self._guard()
             out: list[Any] = await pipe.execute(raise_on_error=False)
             lost = [
                 first + i
