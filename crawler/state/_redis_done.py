@@ -167,6 +167,7 @@ class CompletionPath(ShardLink):
             except BaseException:
                 self._done_pending[:0] = batch  # (a cancel, a refusal): written later
                 self._done_items[:0] = items
+                self._done_epoch = epoch  # (the oldest again: epochs only grow)
                 raise
             finally:
                 if token is not None:
