@@ -47,10 +47,8 @@ log = logging.getLogger("crawler.state.redis")
 #: Seconds the first pending completion waits for others before they are written together.
 DONE_GAP = 0.025
 
-#: A completion's write: its shard and the ``complete`` script's record (fingerprint, seen
-#: bucket, the fingerprint's low bits, the error kind or nothing; tab-separated: one argument
-#: for redis-py to encode, not four).
-DoneRecord = tuple[int, tuple[str]]
+#: A completion pending: its request and the error kind ("" for a page fetched).
+Done = tuple[Item, str]
 
 
 class CompletionPath(ShardLink):
@@ -60,8 +58,7 @@ class CompletionPath(ShardLink):
     offer_many: Callable[[Sequence[Candidate]], Awaitable[list[Candidate]]]
 
     def _init_completion_path(self) -> None:
-        self._done_pending: list[DoneRecord] = []
-        self._done_items: list[Item] = []  # the requests of those records, in order
+        self._done_pending: list[Done] = []
         self._done_epoch = 0  # the epoch of the oldest pending completion
         self._done_now = 0.0  # the latest completion's time (its pages/s bucket)
         self._done_writer: asyncio.Task[None] | None = None
@@ -83,9 +80,6 @@ class CompletionPath(ShardLink):
         out = len(self._mine)
         if out > self._lease_peak:
             self._lease_peak = out
-        shift = 64 - self._bits
-        low = (1 << shift) - 1
-        width = f"0{(self._bits + 3) // 4}x"
         pending = self._done_pending
         if not pending:
             self._done_epoch = self.epoch
@@ -96,10 +90,7 @@ class CompletionPath(ShardLink):
             if item is None or item[3] != lease.url:
                 continue  # not open here (an earlier open's lease: written back at close)
             ended.append(item)
-            fp = item[0]
-            record = f"{fp}\t{fp >> shift:{width}}\t{fp & low}\t{outcome.error or ''}"
-            pending.append((item[1], (record,)))
-            self._done_items.append(item)
+            pending.append((item, outcome.error or ""))
             skipped += outcome.error == "robots_disallowed"
         if skipped and self._budgeted:  # given back to the page budget now, as a lease
             await self._script("admit", 0, -skipped)
@@ -134,7 +125,6 @@ class CompletionPath(ShardLink):
         async with self._done_lock:
             error, self._done_error = self._done_error, None
             batch, self._done_pending = self._done_pending, []
-            items, self._done_items = self._done_items, []
             # links these pages offered to other owners are safe in Redis already: the
             # messages telling those owners go first all the same, so that they hear soon
             if self._outbox:
@@ -144,49 +134,53 @@ class CompletionPath(ShardLink):
                     raise error
                 return
             epoch = self._done_epoch
-            token = self.writing_in(epoch)
             try:
-                await self._write_done(batch)
+                with self.writing_in(epoch):
+                    await self._write_done(batch)
             except StaleWrite:
-                log.warning(
-                    "%s: Redis came back: %d completions of before are not written (their"
-                    " pages are fetched again)",
-                    self.location,
-                    len(batch),
-                )
-                if self.epoch == epoch:  # (an outage: this worker forgets as on a restart)
-                    self._forget()
-                else:  # (some may have ended since that forget: read the shards again)
-                    self.book.forget_completed()
-                    self._reload = True
-                if self._done_pending:
-                    self._done_epoch = self.epoch
-                self._reset_writing(token)
-                token = None
-                await self._offer_again(items)
+                await self._not_written(batch, epoch)
             except BaseException:
                 self._done_pending[:0] = batch  # (a cancel, a refusal): written later
-                self._done_items[:0] = items
                 self._done_epoch = epoch  # (the oldest again: epochs only grow)
                 raise
-            finally:
-                if token is not None:
-                    self._reset_writing(token)
 
-    async def _offer_again(self, items: list[Item]) -> None:
-        """The requests of completions not written (Redis came back) offered again: one
-        whose offer Redis lost is queued anew (else, with its own completion gone too, no
-        page would ever offer it again: a seed, say); one still open there is seen, and
-        queued here again when this worker reads its shards (the heartbeat after a new
-        epoch)."""
-        cands = [
-            Candidate(url, fp, origin, host_of(url), depth, referrer, kind)
-            for fp, _k, _g, url, depth, referrer, origin, kind, _a in items
+    async def _not_written(self, batch: list[Done], epoch: int) -> None:
+        """Completions of ``epoch`` that Redis, back in another, did not get: forgotten here
+        and their requests offered again. One whose offer Redis lost is queued anew (else,
+        with its own completion gone too, no page would ever offer it again: a seed, say);
+        one still open there is seen, and queued here again when this worker reads its
+        shards (the heartbeat after a new epoch)."""
+        log.warning(
+            "%s: Redis came back: %d completions of before are not written (their pages are"
+            " fetched again)",
+            self.location,
+            len(batch),
+        )
+        if self.epoch == epoch:  # (an outage: this worker forgets as on a restart)
+            self._forget()
+        else:  # (some may have ended since that forget: read the shards again)
+            self.book.forget_completed()
+            self._reload = True
+        if self._done_pending:
+            self._done_epoch = self.epoch
+        await self.offer_many(
+            [
+                Candidate(url, fp, origin, host_of(url), depth, referrer, kind)
+                for (fp, _k, _g, url, depth, referrer, origin, kind, _a), _e in batch
+            ]
+        )
+
+    async def _write_done(self, batch: list[Done]) -> None:
+        # the ``complete`` script's records: shard, "fingerprint, seen bucket, the
+        # fingerprint's low bits, error kind or nothing" (one argument for redis-py to
+        # encode, not four)
+        shift = 64 - self._bits
+        low = (1 << shift) - 1
+        width = f"0{(self._bits + 3) // 4}x"
+        records = [
+            (item[1], (f"{item[0]}\t{item[0] >> shift:{width}}\t{item[0] & low}\t{error}",))
+            for item, error in batch
         ]
-        if cands:
-            await self.offer_many(cands)
-
-    async def _write_done(self, batch: list[DoneRecord]) -> None:
         dirty, self._counted_dirty = self._counted_dirty, False
         p, field, blob = self.prefix, self._kfield, counter_blob(dict(self._counted))
         now = self._done_now
@@ -202,7 +196,7 @@ class CompletionPath(ShardLink):
                 pipe.hset(p + "kw", field, blob)
 
         try:
-            await self._sharded("complete", (self._qflag,), batch, trim, beside)
+            await self._sharded("complete", (self._qflag,), records, trim, beside)
         except BaseException:
             self._counted_dirty = self._counted_dirty or dirty
             raise

@@ -14,10 +14,11 @@ The background tasks (heartbeat, inbox) are ``crawler.state._redis_shards``'s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -129,18 +130,18 @@ class RedisLink:
 
     # -- calls with retries --
 
-    def writing_in(self, epoch: int) -> Any:
-        """Mark what this task sends until the token is reset (``_WRITING_IN.reset``) as
-        belonging to ``epoch``: from the moment Redis comes back in another epoch (a restart
-        seen on a new connection, a failover, an outage), each attempt raises StaleWrite
-        instead of sending. A completion written to a Redis that came back without the
-        last second would count its page done while that page's links, offered in the lost
-        second, are gone: it must be fetched again instead."""
-        return _WRITING_IN.set(epoch)
-
-    @staticmethod
-    def _reset_writing(token: Any) -> None:
-        _WRITING_IN.reset(token)
+    @contextlib.contextmanager
+    def writing_in(self, epoch: int) -> Iterator[None]:
+        """What this task sends inside the block belongs to ``epoch``: from the moment Redis
+        comes back in another epoch (a restart seen on a new connection, a failover, an
+        outage), each attempt raises StaleWrite instead of sending. A completion written to
+        a Redis that came back without the last second would count its page done while that
+        page's links, offered in the lost second, are gone: it must be fetched again."""
+        token = _WRITING_IN.set(epoch)
+        try:
+            yield
+        finally:
+            _WRITING_IN.reset(token)
 
     def _guard(self) -> None:
         """Raise StaleWrite if this task writes for an epoch that ended (see writing_in)."""
