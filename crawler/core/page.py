@@ -202,12 +202,13 @@ class PageJob:
         depth = lease.depth
         page = PageResult(url, depth, lease.referrer)
         current = url
-        if self.state.shared:
+        if self.state.shared and not lease.checked:
             # A shared state's queues are a network service's: whoever can write to it could
             # put any URL there. Admission's rule again (5 us a lease); robots.txt and
             # politeness of the URL's own origin, not of the queue it came from. A process's
             # own state (memory; SQLite in a directory only this user may write) holds only
-            # what admission queued.
+            # what admission queued, and so does a lease a shared state marks ``checked``
+            # (a request this process's admission offered, never read back from the service).
             found = lease_origin(policy, url)
             if found is None:
                 log.warning("refused a leased URL outside the crawl's scope: %r", url[:500])

@@ -172,13 +172,15 @@ class CompletionPath(ShardLink):
 
     async def _write_done(self, batch: list[Done]) -> None:
         # the ``complete`` script's records: shard, "fingerprint, seen bucket, the
-        # fingerprint's low bits, error kind or nothing" (one argument for redis-py to
-        # encode, not four)
+        # fingerprint's low bits, error kind or nothing" (framed into one argument a call)
         shift = 64 - self._bits
         low = (1 << shift) - 1
         width = f"0{(self._bits + 3) // 4}x"
         records = [
-            (item[1], (f"{item[0]}\t{item[0] >> shift:{width}}\t{item[0] & low}\t{error}",))
+            (
+                item[1],
+                (f"{item[0]}\t{item[0] >> shift:{width}}\t{item[0] & low}\t{error}".encode(),),
+            )
             for item, error in batch
         ]
         dirty, self._counted_dirty = self._counted_dirty, False

@@ -33,7 +33,7 @@ from crawler.state._redis_check import (
 )
 from crawler.state._redis_cluster import Call, calls_for, cluster_errors
 from crawler.state._redis_owner import ShardBook
-from crawler.state._redis_scripts import SCRIPTS
+from crawler.state._redis_scripts import FRAMED, SCRIPTS
 from crawler.state.base import StateError
 from crawler.urls.seen import MemorySeenSet
 
@@ -272,7 +272,13 @@ class RedisLink:
         pipeline: ([(positions of the records a call carried, its reply)], the replies of
         ``also`` and ``extra``)."""
         calls, positions = calls_for(
-            name, head, records, self._sprefix, cluster=self.cluster, home=self._home
+            name,
+            head,
+            records,
+            self._sprefix,
+            cluster=self.cluster,
+            home=self._home,
+            framed=name in FRAMED,
         )
         new = {k for k, _ in records} - self._used
         before = None

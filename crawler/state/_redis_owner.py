@@ -23,19 +23,23 @@ shards with work spread evenly (``balance``), and that holds the shard's claim i
 
 Items in memory are tuples ``(fp, shard, generation, url, depth, referrer, origin, kind,
 attempts)``; a shard's generation changes each time it is loaded or dropped, so that an item
-of a shard no longer held (or held anew) is dropped when it comes out of the queues.
+of a shard no longer held (or held anew) is dropped when it comes out of the queues. An item
+read from Redis (a shard's load, an inbox message) is a ``FromRedis`` tuple: anyone who can
+write to Redis could have put it there, so its lease is not ``checked`` (the engine checks its
+URL again); one this process's admission offered is a plain tuple, and its lease is.
 """
 
 from __future__ import annotations
 
 import heapq
 from hashlib import blake2b
-from typing import Any
+from typing import Any, cast
 
 from crawler.state._redis_split import SplitQueues, sub_of
 from crawler.urls.policy import host_of
 
 __all__ = [
+    "FromRedis",
     "Item",
     "ShardBook",
     "balance",
@@ -48,6 +52,13 @@ __all__ = [
 
 #: fp, shard, generation, url, depth, referrer, origin, kind, attempts
 Item = tuple[int, int, int, str, int, "str | None", str, int, int]
+
+
+class FromRedis(tuple):  # type: ignore[type-arg]
+    """An ``Item`` read from Redis, not offered by this process (see the module's docstring)."""
+
+    __slots__ = ()
+
 
 #: Completions remembered to refuse late copies of a request (a few seconds' worth).
 _COMPLETED_MAX = 1 << 16
@@ -206,8 +217,11 @@ class ShardBook:
         held = self.held.get(k)
         return None if held is None or held.leaving else held
 
-    def add(self, k: int, fp: int, value: tuple[Any, ...], now: float) -> bool:
-        """Queue a request of held shard ``k`` unless known: ``value`` as ``parse_value``."""
+    def add(
+        self, k: int, fp: int, value: tuple[Any, ...], now: float, *, offered: bool = False
+    ) -> bool:
+        """Queue a request of held shard ``k`` unless known: ``value`` as ``parse_value``;
+        ``offered``: this process's admission offered it (else it is a ``FromRedis``)."""
         held = self.active(k)
         if held is None or fp in held.open or fp in self._completed:
             return False
@@ -216,6 +230,8 @@ class ShardBook:
             return False  # out from here now: see ``again``
         attempts, not_before, depth, origin, kind, referrer, url = value
         item: Item = (fp, k, held.gen, url, depth, referrer, origin, kind, attempts)
+        if not offered:
+            item = cast(Item, FromRedis(item))
         if not_before > now:
             self._seq += 1
             heapq.heappush(self.held_back, (not_before, self._seq, item))
@@ -296,6 +312,8 @@ class ShardBook:
         held.open.add(item[0])
         fp, k, _gen, url, depth, referrer, origin, kind, _attempts = item
         back: Item = (fp, k, held.gen, url, depth, referrer, origin, kind, attempts)
+        if type(item) is FromRedis:
+            back = cast(Item, FromRedis(back))
         if not_before > now:
             self.hold_back(back, not_before)
         else:

@@ -80,6 +80,7 @@ from crawler.state._redis_check import BAD_STATE_LUA, CHECK, MAX_ITEM, READ
 __all__ = [
     "DEFAULT_NAME",
     "DEFAULT_SHARDS",
+    "FRAMED",
     "READABLE",
     "SCRIPTS",
     "VERSION",
@@ -151,23 +152,52 @@ local cfg = redis.call('HMGET', P .. 'cfg', 'bits', 'shards', 'split', 'counts')
 return {v or ARGV[1], redis.call('GET', P .. 'fpkey'), cfg[1], cfg[2], cfg[3] or '', cfg[4] or '0'}
 """
 
+# The records of a hot script (``put``, ``complete``) come in one argument, each framed as
+# "<length>:<key index> TAB <fields>" (``calls_for(framed=True)``): one string for the client
+# to encode a call, not two a record (redis-py encodes each argument in Python). ``unframe``
+# reads them all before the script writes anything, so a call it cannot read changes nothing.
+_UNFRAME = r"""
+local function unframe(blob)
+  local out = {}
+  local pos, n = 1, #blob
+  while pos <= n do
+    local colon = string.find(blob, ':', pos, true)
+    local len = colon and tonumber(string.sub(blob, pos, colon - 1))
+    if not len or colon + len > n then return nil end
+    out[#out + 1] = string.sub(blob, colon + 1, colon + len)
+    pos = colon + len + 1
+  end
+  return out
+end
+"""
+
 # KEYS: where the counts go (``P``, or the first shard) and shard prefixes; ARGV:
 # max_pages_per_host (as the last heartbeat read it), "1" to count the requests queued (q:
-# ``P c``), then pairs (key index, "bucket \t member \t fp \t queue \t host \t value") ->
+# ``P c``), then the records framed (``_UNFRAME``): "key index \t bucket \t member \t fp \t
+# queue \t host \t value" ->
 # flags: "1" new and queued, "2" new not queued, "0" seen (dedup, enqueue and the shard's
 # counts in one step: a fingerprint is never seen without its request queued). ``queue`` is
 # "0" (not queued), "1" (queued within BUDGET) or "1:<n>" (within ``n``: the budget's share of
 # a host's part)
-_PUT = r"""
+_PUT = (
+    _UNFRAME
+    + r"""
 local BUDGET = tonumber(ARGV[1]) or 0
 local flags = {}
 local new = {}
 local open = {}
-local FIELDS = '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
-for i = 3, #ARGV, 2 do
-  local ki = tonumber(ARGV[i])
-  local _, _, bucket, member, fp, q, host, value = string.find(ARGV[i + 1], FIELDS)
-  local S = KEYS[ki]
+local FIELDS = '^(%d+)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$'
+local records = unframe(ARGV[3] or '')
+if not records then return redis.error_reply('ERR offers this script cannot read') end
+local parsed = {}
+for i, rec in ipairs(records) do
+  local _, _, ki, bucket, member, fp, q, host, value = string.find(rec, FIELDS)
+  local S = ki and KEYS[tonumber(ki)]
+  if not S then return redis.error_reply('ERR an offer this script cannot read') end
+  parsed[i] = {S, bucket, member, fp, q, host, value, tonumber(ki)}
+end
+for _, r in ipairs(parsed) do
+  local S, bucket, member, fp, q, host, value, ki = unpack(r)
   if redis.call('SADD', S .. 's:' .. bucket, member) == 1 then
     local take = q ~= '0'
     local budget = BUDGET
@@ -206,10 +236,11 @@ if x > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'x', x) end
 if ARGV[2] == '1' and queued > 0 then redis.call('HINCRBY', KEYS[1] .. 'c', 'q', queued) end
 return table.concat(flags)
 """
+)
 
 # KEYS: where the counts go (``P``, or the first shard) and shard prefixes; ARGV: "1" to count
-# the requests queued (q), then pairs (key index, "fp TAB seen bucket TAB seen member TAB error
-# kind or nothing": one argument, not four, for the client to encode) -> completed (those still
+# the requests queued (q), then the records framed (``_UNFRAME``): "key index TAB fp TAB seen
+# bucket TAB seen member TAB error kind or nothing" -> completed (those still
 # open: a request completed twice counts once). A request not open that the seen set does not
 # know either was offered in writes Redis lost (a restart without its last second): it is added
 # to the seen set and counted done, so that an offer of it again is refused (its page was
@@ -218,17 +249,28 @@ return table.concat(flags)
 # fetched (no error kind) of a shard go in one HDEL (its answer, how many were open, is all
 # that is counted of them; the seen set is asked only when fewer were open than given); each
 # failed one in its own (its kind is counted only if it was open).
-_COMPLETE = r"""
+_COMPLETE = (
+    _UNFRAME
+    + r"""
 local total = 0
 local kinds = {}
 local fine = {}
 local lost = 0
-local FIELDS = '^(%d+)\t(%x+)\t(%d+)\t(.*)$'
-for i = 2, #ARGV, 2 do
-  local ki = tonumber(ARGV[i])
+local FIELDS = '^(%d+)\t(%d+)\t(%x+)\t(%d+)\t(.*)$'
+local records = unframe(ARGV[2] or '')
+if not records then return redis.error_reply('ERR completions this script cannot read') end
+local parsed = {}
+for i, rec in ipairs(records) do
+  local _, _, ki, fp, bucket, member, kind = string.find(rec, FIELDS)
+  ki = tonumber(ki)
+  if not ki or not KEYS[ki] then
+    return redis.error_reply('ERR a completion this script cannot read')
+  end
+  parsed[i] = {ki, fp, bucket, member, kind}
+end
+for _, r in ipairs(parsed) do
+  local ki, fp, bucket, member, kind = unpack(r)
   local S = KEYS[ki]
-  local _, _, fp, bucket, member, kind = string.find(ARGV[i + 1], FIELDS)
-  if not fp then return redis.error_reply('ERR a completion this script cannot read') end
   if kind == '' then
     local f = fine[ki]
     if not f then
@@ -278,6 +320,7 @@ if total > 0 then
 end
 return total
 """
+)
 
 # KEYS[1] P; ARGV: now -> 1: the pages/s buckets of ``crawler status`` older than two
 # minutes dropped (sent with a worker's first completions in a new 10-second bucket; the
@@ -515,6 +558,9 @@ if n <= 0 then return 0 end
 redis.call('INCRBY', KEYS[1] .. 'a', n)
 return n
 """
+
+#: the scripts whose records come framed in one argument (``_UNFRAME``, ``calls_for``)
+FRAMED = frozenset({"put", "complete"})
 
 #: name -> Lua source (loaded once with SCRIPT LOAD, run with EVALSHA, re-loaded on NOSCRIPT)
 SCRIPTS: dict[str, str] = {

@@ -191,11 +191,16 @@ class ShardLink(RedisLink):
         return added
 
     def _loaded(self, k: int, flat: list[Any]) -> int:
+        """Queue a page of shard ``k``'s open requests; their fingerprints go in the local
+        seen cache too (they are in the shard's seen set: a link to one found here later
+        needs no ``SADD`` to learn so, the commands a page a takeover would otherwise add)."""
         added = 0
         now = time.time()
+        fps: list[int] = []
         for i in range(0, len(flat), 2):
             try:
                 fp = int(flat[i])
+                fps.append(fp)
                 parsed = parse_value(flat[i + 1].decode("utf-8", "surrogatepass"))
             except (ValueError, IndexError, UnicodeDecodeError):
                 raise damaged(
@@ -204,6 +209,7 @@ class ShardLink(RedisLink):
                     "holds a request this crawler cannot read",
                 ) from None
             added += self.book.add(k, fp, parsed, now)
+        self._remember(fps)  # type: ignore[attr-defined]
         return added
 
     async def _heartbeat_loop(self) -> None:

@@ -102,6 +102,9 @@ class Lease:
         attempts: leases of this request before this one (> 0: it was in flight when a
             process stopped or its lease expired, or it was retried).
         expires: wall-clock time after which another holder may get it.
+        checked: the backend vouches that this process's own admission queued it (a shared
+            backend's other requests, which anyone who can write to it could have put there,
+            have their URL checked again before they are fetched).
     """
 
     id: int
@@ -112,6 +115,7 @@ class Lease:
     kind: int
     attempts: int
     expires: float
+    checked: bool = False
 
 
 @dataclass(slots=True)

@@ -95,7 +95,7 @@ from crawler.state._redis_check import (
 from crawler.state._redis_cluster import connect
 from crawler.state._redis_done import CompletionPath
 from crawler.state._redis_link import HEARTBEAT_MAX, reason, redacted, redis_errors
-from crawler.state._redis_owner import Item, ShardBook, pack_value, payload_of
+from crawler.state._redis_owner import FromRedis, Item, ShardBook, pack_value, payload_of
 from crawler.state._redis_scripts import (
     DEFAULT_NAME,
     DEFAULT_SHARDS,
@@ -430,7 +430,7 @@ class RedisState(CompletionPath):
                     continue
                 origin = c.origin or origin_of(c.url)
                 parsed = (0, 0.0, c.depth, origin, c.kind, c.referrer, c.url)
-                if book.add(k, c.fp, parsed, now):
+                if book.add(k, c.fp, parsed, now, offered=True):
                     queued_here = True
                 elif book.active(k) is None:
                     self._forward(k, c.fp, value)
@@ -464,7 +464,10 @@ class RedisState(CompletionPath):
             lease_id = self._next_id
             self._mine[lease_id] = item
             fp, _k, _g, url, depth, referrer, origin, kind, attempts = item
-            out.append(Lease(lease_id, url, depth, referrer, origin, kind, attempts, expires))
+            checked = type(item) is not FromRedis  # (offered here: admission's own)
+            out.append(
+                Lease(lease_id, url, depth, referrer, origin, kind, attempts, expires, checked)
+            )
         if out:
             self._busy_changed()
         return out
