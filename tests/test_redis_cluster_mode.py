@@ -8,7 +8,8 @@ killed worker's in-flight requests, politeness across the workers, ``crawler sta
 and its keys really spread over the three masters; a worker SIGKILLed mid-crawl loses
 nothing; scripts a node lost (SCRIPT FLUSH, as on a new master after a failover) are loaded
 again; a master down and back is an outage retried, not an error; a crawl of key layout 2 is
-refused with what to do. The crawls and the outage are behind the ``cluster`` marker (.ci/run
+refused with what to do; a worker opening while a master is down waits for it. The
+crawls and the outages are behind the ``cluster`` marker (.ci/run
 runs them); the quick ones run by default.
 """
 
@@ -24,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis.exceptions as rexc
 
 from crawler.state import Candidate, Outcome, StateError
 from crawler.state.redis import RedisState
@@ -229,6 +231,50 @@ async def test_a_master_down_and_back_is_an_outage_retried(
         await a._membership()
     counts = await a.counts()
     assert (counts.queued, counts.leased, counts.done) == (0, 0, 60), counts
+
+
+@pytest.mark.cluster
+async def test_a_worker_opening_while_a_master_is_down_waits_for_it(
+    redis_cluster: RedisCluster,  # noqa: F811
+    opened: list[RedisState],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # As a worker started during a failover: the entry node answers, a master does not.
+    # Which step of ``open`` meets the dead node depends on redis-py's own retries: a script
+    # load sent to every master (a connection refused, which ``open`` used to turn into exit
+    # 2 at once: seen in test_redis_cluster_failover.py under load) or a later call ("the
+    # cluster is down", retried as an outage). Either way the worker waits for it.
+    down = redis_cluster.nodes[1]
+    down.kill()
+    task = asyncio.ensure_future(_open(redis_cluster.url, opened, lease_timeout=30.0))
+    await asyncio.sleep(2.0)
+    assert not task.done()  # waiting, not failed
+    down.start()
+    a = await asyncio.wait_for(task, 60)
+    assert "failed while opening" in caplog.text or "Redis unreachable" in caplog.text
+    await a.offer_many([cand(a, f"http://h{i}.test/") for i in range(30)])
+    leases = await a.lease(1000, time.time())
+    assert len(leases) == 30
+
+
+async def test_open_retries_a_cluster_node_refusing_connections_and_only_on_a_cluster() -> None:
+    state = RedisState("redis://127.0.0.1:9/0", name="t")
+    calls: list[float] = []
+
+    async def steps() -> str:
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise rexc.ConnectionError("Error 111 connecting to 127.0.0.1:9. Connection refused.")
+        return "opened"
+
+    state.cluster = True  # (a node of a cluster failing over: waited out, with backoff)
+    assert await state._opening(steps) == "opened"
+    assert len(calls) == 3 and calls[2] - calls[1] >= calls[1] - calls[0] > 0.05
+    calls.clear()
+    state.cluster = False  # (one server unreachable at open: an error at once)
+    with pytest.raises(rexc.ConnectionError):
+        await state._opening(steps)
+    assert len(calls) == 1
 
 
 def test_a_layout_2_crawl_on_the_cluster_is_refused(

@@ -79,7 +79,7 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from crawler.state._redis_check import (
@@ -94,7 +94,14 @@ from crawler.state._redis_check import (
 )
 from crawler.state._redis_cluster import connect
 from crawler.state._redis_done import CompletionPath
-from crawler.state._redis_link import HEARTBEAT_MAX, reason, redacted, redis_errors
+from crawler.state._redis_link import (
+    BACKOFF_MAX,
+    BACKOFF_MIN,
+    HEARTBEAT_MAX,
+    reason,
+    redacted,
+    redis_errors,
+)
 from crawler.state._redis_owner import FromRedis, Item, ShardBook, pack_value, payload_of
 from crawler.state._redis_scripts import (
     DEFAULT_NAME,
@@ -137,6 +144,8 @@ ROBOTS_TTL = 86400
 OFFER_CHUNK = 512
 #: Seconds ``close`` tries to write back what it had out while Redis is unreachable.
 CLOSE_TIMEOUT = 10.0
+#: Seconds a worker opening on a Redis Cluster waits out a failed node (a failover).
+OPEN_FAILOVER_WAIT = 60.0
 
 
 def default_lease_timeout(request_timeout: float) -> float:
@@ -251,12 +260,13 @@ class RedisState(CompletionPath):
         except (rexc.RedisError, OSError) as e:
             raise StateError(f"{self.location}: cannot use Redis: {reason(e)}") from e
         self._r = client
-        try:
+
+        async def steps() -> Any:
             for name, src in SCRIPTS.items():
                 self._sha[name] = await client.script_load(src)
             await self.check_keys()
             await self._seen_failover()
-            found, key, bits, shards, split, central = await client.evalsha(
+            return await client.evalsha(
                 self._sha["init"],
                 1,
                 self.prefix,
@@ -270,6 +280,9 @@ class RedisState(CompletionPath):
                 auto_split(self._seeds, max(1, per_host), self._split_wanted, max_pages_per_host),
                 "0" if self.cluster else "1",  # (a new crawl's counts: in P c on one server)
             )
+
+        try:
+            found, key, bits, shards, split, central = await self._opening(steps)
         except (rexc.RedisError, OSError, StateError) as e:
             self._r = None
             await client.aclose()
@@ -329,6 +342,32 @@ class RedisState(CompletionPath):
             loop.create_task(self._heartbeat_loop()),
             loop.create_task(self._inbox_loop()),
         ]
+
+    async def _opening(self, steps: Callable[[], Awaitable[Any]]) -> Any:
+        """``steps()`` of ``open``. On a cluster whose node fails while a worker opens (a master
+        killed, its replica not yet promoted) they are retried with backoff for up to
+        ``OPEN_FAILOVER_WAIT`` seconds, as every later call would be; a Redis unreachable
+        at open otherwise is an error at once (a wrong URL, a server not started)."""
+        errors = redis_errors()
+        pause, told = BACKOFF_MIN, False
+        deadline = time.monotonic() + OPEN_FAILOVER_WAIT
+        while True:
+            try:
+                return await steps()
+            except errors as e:
+                if not self.cluster or time.monotonic() + pause > deadline:
+                    raise
+                if not told:
+                    told = True
+                    log.warning(
+                        "%s: a Redis Cluster node failed while opening (%s); retrying for up"
+                        " to %.0f s",
+                        self.location,
+                        reason(e),
+                        OPEN_FAILOVER_WAIT,
+                    )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, BACKOFF_MAX)
 
     async def close(self) -> None:
         """Write back what is out, release the claims, leave the workers, close the pool.
