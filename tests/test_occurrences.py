@@ -228,3 +228,69 @@ def test_the_pure_twin_widens_and_interns_as_the_store_did() -> None:
     assert occ.take_py(occ.page_id(SEED), links * 2, t.interner, t, False) == 2
     assert occ._line.typecode == "I" and occ._col.typecode == "H"
     assert occ._raw == array("I", [0, 0]) and t.calls == [(SEED + "a", "a")]
+
+
+# -- the columns read back: rows_of, walk, depths (the audit's report) --
+
+
+def _graph(occ: Occurrences, runs: list[tuple[int, list[int], list[int]]]) -> None:
+    """Runs of (page, targets, nofollow flags) into ``occ`` (a page may come back later)."""
+    for page, tids, nofollow in runs:
+        n = len(tids)
+        occ.add_page(page, tids, [1] * n, [1] * n, [("a", "href")] * n, ["r"] * n,
+                     [bool(f) for f in nofollow])  # fmt: skip
+
+
+def _counts(occ: Occurrences, node_of_tid: list[int], node_of_page: list[int], size: int,
+            pure: bool) -> tuple[Any, ...]:  # fmt: skip
+    linked = bytearray(len(node_of_tid))
+    outs, ins, fol = (array("I", [0]) * (size + 1) for _ in range(3))
+    walk = occ.walk_py if pure else occ.walk
+    edges = walk(array("i", node_of_tid), array("i", node_of_page), linked, outs, ins, fol)
+    return edges, bytes(linked), outs.tolist(), ins.tolist(), fol.tolist()
+
+
+def test_walk_and_depths_count_a_small_graph() -> None:
+    # pages 0..2 are nodes 0..2; targets 0..2 end at nodes 0..2, target 3 at none (-1)
+    occ = Occurrences()
+    _graph(occ, [(0, [1, 1, 2, 3, 0], [0, 0, 1, 0, 0]), (1, [2, 2], [1, 1]), (2, [], []),
+                 (2, [0], [0])])  # fmt: skip
+    nodes_t, nodes_p = [0, 1, 2, -1], [0, 1, 2]
+    edges, linked, outs, ins, fol = _counts(occ, nodes_t, nodes_p, 3, pure=False)
+    assert edges == 4 + 1 + 1  # distinct targets of each run
+    assert linked == b"\1\1\1\1"
+    assert outs == [4, 1, 1, 0]
+    assert ins == [1, 1, 2, 1]  # its own link does not count for page 0; -1 in the last
+    assert fol == [1, 1, 0, 1]  # node 2 is linked with nofollow only
+    depth = occ.depths(array("i", nodes_t), array("i", nodes_p), [1], 3)
+    assert depth.tolist() == [2, 0, 1, -1]  # from 1: 2 (one click), then 0 (2's second run)
+    depth = occ.depths(array("i", nodes_t), array("i", nodes_p), [0], 3)
+    assert depth.tolist() == [0, 1, 1, -1]
+    assert list(occ.rows_of(bytearray(b"\0\0\1"))) == [2, 5, 6]
+    assert list(occ.rows_of(bytearray(b"\0\0\0\1"))) == [3]
+
+
+@needs_c
+def test_the_twins_walk_the_same_graph() -> None:
+    rng = random.Random(11)
+    for _ in range(20):
+        ntargets, npages, size = rng.randint(1, 60), rng.randint(1, 30), rng.randint(1, 40)
+        occ = Occurrences()
+        runs = []
+        for _ in range(rng.randint(0, 50)):
+            n = rng.randint(0, 30)
+            runs.append((rng.randrange(npages), [rng.randrange(ntargets) for _ in range(n)],
+                         [rng.random() < 0.3 for _ in range(n)]))  # fmt: skip
+        _graph(occ, runs)
+        nodes_t = [rng.randrange(-1, size) for _ in range(ntargets)]
+        nodes_p = [rng.randrange(-1, size) for _ in range(npages)]
+        assert _counts(occ, nodes_t, nodes_p, size, pure=False) == _counts(
+            occ, nodes_t, nodes_p, size, pure=True
+        )
+        seeds = [rng.randrange(-1, size + 1) for _ in range(rng.randint(0, 3))]
+        args = (array("i", nodes_t), array("i", nodes_p), seeds, size)
+        assert occ.depths(*args) == occ.depths_py(*args)
+        wanted = bytearray(rng.random() < 0.2 for _ in range(rng.randint(0, ntargets + 2)))
+        picked = [i for i, t in enumerate(occ._target) if t < len(wanted) and wanted[t]]
+        assert list(occ.rows_of(wanted)) == picked
+        assert list(occurrences._rows_of_c(occ, wanted)) == picked

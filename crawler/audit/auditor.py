@@ -22,6 +22,7 @@ from crawler.audit.head import Annotation, HeadFacts, parse_link_header, robots_
 from crawler.audit.journal import AuditJournal, head_facts
 from crawler.audit.sitemaps import Sitemaps
 from crawler.check.checker import Checker, CheckOptions
+from crawler.check.model import CheckReport
 from crawler.core.robots import RobotsCache, robots_agent
 from crawler.http.response import HTML_TYPES
 from crawler.state._sqlite_files import inspect_directory, lock_holder
@@ -186,6 +187,13 @@ class Auditor(Checker):
     ) -> None:
         await self._read_sitemaps(prober)
         await super()._phases(journal, prober, cache)
+
+    def _report(self) -> CheckReport:
+        """The checker's report is not the audit's: only its counters (and the run's
+        duration) are read, so its problems and their places are not built (a pass over
+        every link, and every linked URL's verdict resolved, that the audit's own report
+        does again its way)."""
+        return CheckReport(seeds=list(self.config.seeds), stats=self.stats)
 
     async def audit(self) -> AuditReport:
         """Crawl, check what the crawl did not fetch, and build the audit's report."""

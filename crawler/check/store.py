@@ -53,14 +53,14 @@ class OccurrenceStore(Occurrences):
         """The occurrences of the targets in ``groups`` (target id -> group id), by group.
 
         One pass over the columns, so each group's list is in the order of crawling; the
-        occurrences of other targets are skipped in C (a byte a target id, read through
-        ``map`` and ``compress``), the page of each one kept found from the runs.
+        occurrences of other targets are skipped in C (a byte a target id: `rows_of`), the
+        page of each one kept found from the runs.
         """
         found: dict[int, list[Occurrence]] = {g: [] for g in groups.values()}
         column_t = self._target
         if not groups or not column_t:
             return found
-        wanted = bytearray(max(max(groups), max(column_t)) + 1)
+        wanted = bytearray(max(groups) + 1)
         for target in groups:
             wanted[target] = 1
         tags = self.tags
@@ -70,7 +70,7 @@ class OccurrenceStore(Occurrences):
         run_page = self._run_page
         last_run = len(starts) - 1
         run = 0
-        for i in compress(range(len(column_t)), map(wanted.__getitem__, column_t)):
+        for i in self.rows_of(wanted):
             while run < last_run and starts[run + 1] <= i:
                 run += 1
             tag, _, attr = tags[self._tagattr[i]].partition("\0")
