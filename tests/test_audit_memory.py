@@ -8,6 +8,7 @@ is the report alone.
 
 from __future__ import annotations
 
+import asyncio
 import tracemalloc
 from collections import deque
 
@@ -15,6 +16,7 @@ import pytest
 
 from crawler.audit.analysis import build_report
 from crawler.audit.auditor import Auditor, PageFacts
+from crawler.audit.model import AuditReport, summary_line
 from crawler.check.probe import Verdict
 from crawler.config import CrawlConfig
 
@@ -112,3 +114,31 @@ def test_report_memory_is_a_few_integers_a_page() -> None:
     # the walk's arrays and its transient sets: ~75 bytes a page (the dicts and Counters
     # keyed by page URL it held before: ~575)
     assert peak / pages < 150, f"{peak / pages:.0f} bytes a page"
+
+
+def test_the_reports_repr_is_its_summary_not_every_place() -> None:
+    report = build_report(_site(3000, max_click_depth=1)[0])
+    places = sum(len(f.places) for f in report.findings)
+    assert places > 5000  # deep pages, each with the links to it
+    text = repr(report)
+    assert summary_line(report) in text
+    assert len(text) < 300
+
+
+def test_asyncio_run_of_an_audit_does_not_make_its_report_into_text() -> None:
+    # asyncio's Runner reprs the finished task's result when it puts SIGINT's handler back
+    # (as `crawler audit` runs): the report's repr was the command's peak memory
+    report = build_report(_site(3000, max_click_depth=1)[0])
+    full = sum(len(repr(f)) for f in report.findings)  # what a field-by-field repr makes
+
+    async def audit() -> AuditReport:
+        return report
+
+    tracemalloc.start()
+    try:
+        asyncio.run(audit())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert full > 1_000_000
+    assert peak < full / 4, f"{peak:,} bytes at the peak, the findings' text {full:,}"
