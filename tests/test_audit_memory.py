@@ -9,13 +9,15 @@ is the report alone.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import sys
 import tracemalloc
 from collections import deque
 
 import pytest
 
 from crawler.audit.analysis import build_report
-from crawler.audit.auditor import Auditor, PageFacts
+from crawler.audit.auditor import MMAP_THRESHOLD, Auditor, PageFacts, steady_malloc
 from crawler.audit.model import AuditReport, summary_line
 from crawler.check.probe import Verdict
 from crawler.config import CrawlConfig
@@ -142,3 +144,29 @@ def test_asyncio_run_of_an_audit_does_not_make_its_report_into_text() -> None:
         tracemalloc.stop()
     assert full > 1_000_000
     assert peak < full / 4, f"{peak:,} bytes at the peak, the findings' text {full:,}"
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks",
+                "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+
+def _mapped_blocks() -> int:
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _MallInfo2
+    return int(libc.mallinfo2().hblks)
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "mallinfo2"),
+    reason="glibc's malloc (mallinfo2) only",
+)
+def test_after_steady_malloc_a_large_block_is_mapped_apart_even_after_a_larger_one() -> None:
+    assert steady_malloc()
+    big = bytearray(16 * MMAP_THRESHOLD)  # freed: glibc's own rule would raise its threshold
+    del big
+    before = _mapped_blocks()
+    block = bytearray(2 * MMAP_THRESHOLD)
+    assert _mapped_blocks() == before + 1  # mapped, not in the heap
+    del block
+    assert _mapped_blocks() == before  # and given back when freed
