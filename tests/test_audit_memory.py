@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import subprocess
 import sys
 import tracemalloc
 from collections import deque
@@ -17,7 +18,7 @@ from collections import deque
 import pytest
 
 from crawler.audit.analysis import build_report
-from crawler.audit.auditor import MMAP_THRESHOLD, Auditor, PageFacts, steady_malloc
+from crawler.audit.auditor import Auditor, PageFacts
 from crawler.audit.model import AuditReport, summary_line
 from crawler.check.probe import Verdict
 from crawler.config import CrawlConfig
@@ -146,15 +147,23 @@ def test_asyncio_run_of_an_audit_does_not_make_its_report_into_text() -> None:
     assert peak < full / 4, f"{peak:,} bytes at the peak, the findings' text {full:,}"
 
 
-class _MallInfo2(ctypes.Structure):
+_MAPPED = """
+import ctypes, sys
+from crawler.audit.auditor import MMAP_THRESHOLD, steady_malloc
+class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks",
-                "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
-
-
-def _mapped_blocks() -> int:
-    libc = ctypes.CDLL(None)
-    libc.mallinfo2.restype = _MallInfo2
-    return int(libc.mallinfo2().hblks)
+                "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+steady = sys.argv[1] == "steady" and steady_malloc()
+big = bytearray(16 * MMAP_THRESHOLD)  # freed: glibc's own rule raises its threshold to it
+del big
+before = libc.mallinfo2().hblks
+block = bytearray(2 * MMAP_THRESHOLD)
+mapped = libc.mallinfo2().hblks - before
+del block
+print(steady, mapped, libc.mallinfo2().hblks - before)
+"""
 
 
 @pytest.mark.skipif(
@@ -162,11 +171,12 @@ def _mapped_blocks() -> int:
     reason="glibc's malloc (mallinfo2) only",
 )
 def test_after_steady_malloc_a_large_block_is_mapped_apart_even_after_a_larger_one() -> None:
-    assert steady_malloc()
-    big = bytearray(16 * MMAP_THRESHOLD)  # freed: glibc's own rule would raise its threshold
-    del big
-    before = _mapped_blocks()
-    block = bytearray(2 * MMAP_THRESHOLD)
-    assert _mapped_blocks() == before + 1  # mapped, not in the heap
-    del block
-    assert _mapped_blocks() == before  # and given back when freed
+    # each in a new process (a heap of its own): glibc's rule, then the audit's
+    def run(mode: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", _MAPPED, mode], capture_output=True, text=True, check=True
+        )
+        return done.stdout.split()
+
+    assert run("default") == ["False", "0", "0"]  # in the heap
+    assert run("steady") == ["True", "1", "0"]  # mapped apart, and given back when freed

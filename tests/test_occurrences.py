@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import tracemalloc
 from array import array
 from typing import Any
 
@@ -294,3 +295,47 @@ def test_the_twins_walk_the_same_graph() -> None:
         picked = [i for i, t in enumerate(occ._target) if t < len(wanted) and wanted[t]]
         assert list(occ.rows_of(wanted)) == picked
         assert list(occurrences._rows_of_c(occ, wanted)) == picked
+
+
+# -- the raw values' interner --
+
+
+def test_texts_and_the_interner_give_the_same_ids_and_strings() -> None:
+    texts_c = occurrences._texts_c
+    if texts_c is None:
+        pytest.skip("the compiled twins are not built")
+    rng = random.Random(5)
+    words = ["", "a", "../x.html#m", "caf\u00e9", "\ud800lone", "\x00nul", "v" * 70_000]
+    words += ["/p/" + "".join(rng.choice("abc/#%") for _ in range(rng.randint(0, 12)))
+              for _ in range(5000)]  # fmt: skip
+    texts, interner = texts_c(), Interner()
+    for word in words + words[::3]:
+        assert texts.id(word) == interner.id(word)
+    assert len(texts) == len(interner) > 1000
+    assert [texts[i] for i in range(len(texts))] == [interner[i] for i in range(len(interner))]
+    assert texts.get("never seen") is None and texts.get("caf\u00e9") == interner.get("caf\u00e9")
+    assert len(texts) == len(interner)  # get adds nothing
+    with pytest.raises(IndexError):
+        texts[len(texts)]
+    assert texts[-1] == interner[len(interner) - 1]
+
+
+def test_texts_hold_about_half_the_bytes_of_an_interner() -> None:
+    texts_c = occurrences._texts_c
+    if texts_c is None:
+        pytest.skip("the compiled twins are not built")
+    n = 100_000
+    held = []
+    for make in (Interner, texts_c):
+        tracemalloc.start()
+        try:
+            table = make()
+            for i in range(n):  # each value made as take makes it: a str of the page's bytes
+                table.id(f"../../std/collections/struct.Map{i}.html")
+            held.append(tracemalloc.get_traced_memory()[0])
+        finally:
+            tracemalloc.stop()
+        del table
+    interner, texts = held
+    assert texts < interner / 1.6, (interner, texts)
+    assert texts / n < 100  # 40 bytes of text, an end offset and a slot or two

@@ -35,7 +35,7 @@ from typing import Any
 
 from crawler.check.model import Occurrence
 from crawler.check.store import OccurrenceStore
-from crawler.urls.occurrences import Interner, TargetOf
+from crawler.urls.occurrences import Interner, TargetOf, new_texts
 
 __all__ = ["GRAPH_DB", "DiskOccurrences"]
 
@@ -140,7 +140,7 @@ class DiskOccurrences(OccurrenceStore):
                 self._line,
                 self._col,
                 self._tagattr,
-                map(self.raws.strings.__getitem__, self._raw),
+                map(self.raws.__getitem__, self._raw),
                 self._nofollow,
                 strict=True,
             )
@@ -153,8 +153,7 @@ class DiskOccurrences(OccurrenceStore):
                          "_raw", "_nofollow"):  # fmt: skip
                 setattr(self, name, array(getattr(self, name).typecode))
         if len(self.raws) > MAX_RAWS:
-            self.raws = Interner()
-            self._c = None  # the compiled twin's tables name the raw ids: made again
+            self.raws = new_texts()
 
     def finish(self) -> None:
         """The crawl is over: the last rows in, the indexes made (once)."""

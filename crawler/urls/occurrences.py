@@ -5,8 +5,9 @@ built (a link is known broken only once its target is checked). ``Occurrences`` 
 parallel ``array`` columns, each as narrow as its values allow (line and column 2 bytes, the
 few tag/attribute pairs 1; a column is widened once when a value needs it: the narrowest
 width that holds the page's values, 4 bytes at most, where a value past 2**32 or below 0 is
-clamped), the target and raw value as ids (the strings interned once each), nofollow a byte,
-and a page's occurrences together (runs of page id and first occurrence).
+clamped), the target and raw value as ids (the strings interned once each: the raw values,
+compiled, as bytes in one buffer, `new_texts`), nofollow a byte, and a page's occurrences
+together (runs of page id and first occurrence).
 
 `Occurrences.take` records a page's links: for each, its target id (a URL already a target's
 key is its own target, looked up; any other link goes to the caller's ``target_of``, which
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler._twins import compiled
 
-__all__ = ["IMPLEMENTATION", "Interner", "Occurrences", "TargetOf"]
+__all__ = ["IMPLEMENTATION", "Interner", "Occurrences", "TargetOf", "new_texts"]
 
 #: ``target_of(url, raw)``: the target id of a link not found by its URL (None: not a URL),
 #: or -1: no target (the link is not recorded).
@@ -100,7 +101,7 @@ class Occurrences:
         self._raw = array("I")
         self._nofollow = array("B")  # the link's rel has nofollow (an audit's graph reads it)
         self.pages = Interner()
-        self.raws = Interner()
+        self.raws = new_texts()  # the raw values: compiled, their bytes in one buffer
         self.tags = Interner()  # "tag\0attr"
         self._tag_ids: dict[tuple[str, str], int] = {}  # (tag, attr) -> its id in tags
         self._c: Any = None  # the compiled twin's hash tables (its own)
@@ -363,6 +364,7 @@ _c = (
         "rows_of",
         "walk",
         "depths",
+        "Texts",
         what="the compiled occurrences",
     )
 )
@@ -370,4 +372,15 @@ _take_c: Any = None if _c is None else _c[0]
 _rows_of_c: Any = None if _c is None else _c[1]
 _walk_c: Any = None if _c is None else _c[2]
 _depths_c: Any = None if _c is None else _c[3]
+_texts_c: Any = None if _c is None else _c[4]
+
+
+def new_texts() -> Interner:
+    """An interner for raw values: the compiled ``Texts`` (the strings' UTF-8 bytes end to
+    end in one buffer, found by a hash table of them: no Python object a string, about
+    half the bytes of a ``str`` and a dict entry each), else an `Interner`. The same ids in the
+    same order either way, the same strings read back."""
+    return Interner() if _texts_c is None else _texts_c()
+
+
 IMPLEMENTATION = "py" if _take_c is None else "c"
