@@ -166,6 +166,41 @@ def test_the_twins_agree_on_links_given_as_links_at_the_column_limits() -> None:
 
 
 @needs_c
+def test_the_twins_widen_the_target_and_raw_columns_past_65536_ids() -> None:
+    # ids take 2 bytes until one is past 65,535: the page that brings it widens the column
+    # (from the extractor's record, and from Links), and what reads the column reads both
+    many = "".join(f'<a href="/p{i}">x</a>' for i in range(70_000)).encode()
+    pages: list[tuple[str, Any, Any]] = [
+        (SEED, _record(b'<a href="/a">a</a><a href="/b">b</a>', SEED),
+         _py_links(b'<a href="/a">a</a><a href="/b">b</a>', SEED)),
+        (SEED + "many", _record(many, SEED + "many"), _py_links(many, SEED + "many")),
+        (SEED + "last", _record(b'<a href="/p69999">z</a>', SEED + "last"),
+         _py_links(b'<a href="/p69999">z</a>', SEED + "last")),
+    ]  # fmt: skip
+    c_state, py_state, counts = _both(pages, False)
+    assert c_state == py_state
+    assert counts == [2, 70_000, 1]
+    assert c_state["_target"][0] == "I" and c_state["_raw"][0] == "I"
+    assert c_state["_target"][1][:2] == [0, 1] and c_state["_target"][1][-1] == 70_001
+    small, _, _ = _both(pages[:1], False)
+    assert small["_target"][0] == "H" and small["_raw"][0] == "H"
+    occ = Occurrences()
+    occ.add_page(0, [1, 70_000], [1, 1], [1, 1], [("a", "href")] * 2, ["r", "s"], [False] * 2)
+    occ.add_page(1, [70_000, 2], [1, 1], [1, 1], [("a", "href")] * 2, ["r", "s"], [True] * 2)
+    assert occ._target.typecode == "I"
+    wanted = bytearray(70_001)
+    wanted[70_000] = 1
+    assert list(occ.rows_of(wanted)) == [1, 2]
+    nodes_t = [-1] * 70_001
+    nodes_t[70_000], nodes_t[2] = 5, 0
+    assert _counts(occ, nodes_t, [0, 1], 6, pure=False) == _counts(
+        occ, nodes_t, [0, 1], 6, pure=True
+    )
+    args = (array("i", nodes_t), array("i", [0, 1]), [1], 6)
+    assert occ.depths(*args) == occ.depths_py(*args) == array("i", [1, 0, -1, -1, -1, 1, -1])
+
+
+@needs_c
 def test_known_targets_are_found_again_and_the_tables_belong_to_one_interner() -> None:
     # The compiled twin's table of known target keys is a cache of the targets' dict: a
     # known URL is found without target_of, and another targets interner (one that does not

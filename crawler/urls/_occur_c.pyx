@@ -251,9 +251,9 @@ cdef class _Tables:
 
     cdef object targets
     cdef _Ids tids
-    cdef uint32_t* tid
+    cdef int64_t* tid
     cdef int64_t* tag
-    cdef uint32_t* raw
+    cdef int64_t* raw
     cdef int64_t* line
     cdef int64_t* col
     cdef unsigned char* nf
@@ -275,9 +275,9 @@ cdef class _Tables:
         if n <= self.cap:
             return 0
         n = max(n, 2 * self.cap, 256)
-        self.tid = <uint32_t*>_grow(self.tid, n * sizeof(uint32_t))
+        self.tid = <int64_t*>_grow(self.tid, n * sizeof(int64_t))
         self.tag = <int64_t*>_grow(self.tag, n * sizeof(int64_t))
-        self.raw = <uint32_t*>_grow(self.raw, n * sizeof(uint32_t))
+        self.raw = <int64_t*>_grow(self.raw, n * sizeof(int64_t))
         self.line = <int64_t*>_grow(self.line, n * sizeof(int64_t))
         self.col = <int64_t*>_grow(self.col, n * sizeof(int64_t))
         self.nf = <unsigned char*>_grow(self.nf, n)
@@ -389,8 +389,8 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
                     tj[nt] = <int>e[4]
                     tv[nt] = tagid
                     nt += 1
-            tb.tid[kept] = <uint32_t>tid
-            tb.raw[kept] = <uint32_t>rid
+            tb.tid[kept] = tid
+            tb.raw[kept] = rid
             tb.tag[kept] = tagid
             tb.line[kept] = e[6]
             tb.col[kept] = e[7]
@@ -420,8 +420,8 @@ cdef Py_ssize_t _one(occ, _Tables tb, Py_ssize_t at, tuple link, dict table, raw
         tid = target_of(url, raw)
         if tid < 0:
             return 0
-    tb.tid[at] = <uint32_t>tid
-    tb.raw[at] = <uint32_t>raws.id(raw)
+    tb.tid[at] = tid
+    tb.raw[at] = raws.id(raw)
     tb.tag[at] = _tag_id(occ, link[2], link[3])
     tb.nf[at] = 1 if link[4] else 0
     tb.line[at] = _sat(link[5])
@@ -493,31 +493,44 @@ cdef int _commit(occ, _Tables tb, Py_ssize_t page, Py_ssize_t n) except -1:
     if not len(run_page) or run_page[len(run_page) - 1] != page:
         run_page.append(page)
         occ._run_start.append(len(occ._target))
-    _append(occ, "_target", tb.tid, n)  # ("I": 4 bytes, as uint32)
-    _append(occ, "_raw", tb.raw, n)
+    _fit(occ, "_target", tb.tid, n)
+    _fit(occ, "_raw", tb.raw, n)
     _append(occ, "_nofollow", tb.nf, n)
     return 0
 
 
 # -- reading the columns back: the audit's walk and the report's places --
 
+cdef inline uint32_t _id(const char* p, bint wide, Py_ssize_t i) noexcept:
+    """Item ``i`` of an id column ("H", or "I" once widened)."""
+    return (<const uint32_t*>p)[i] if wide else (<const unsigned short*>p)[i]
+
+
+cdef bint _wide(array.array column) except -1:
+    cdef Py_ssize_t size = column.ob_descr.itemsize
+    if size != 2 and size != 4:
+        raise ValueError(f"an id column of {size}-byte items")
+    return size == 4
+
+
 def rows_of(occ, const unsigned char[:] wanted):
     """`Occurrences.rows_of`: the indexes of the occurrences whose target is wanted (a byte
     a target id; ids past ``wanted`` are not), in order, as an array("Q")."""
     cdef array.array target = occ._target
-    cdef const uint32_t* tg = target.data.as_uints
+    cdef const char* tg = target.data.as_chars
+    cdef bint wide = _wide(target)
     cdef Py_ssize_t n = len(target), size = wanted.shape[0], i, k = 0
     cdef uint32_t t
     out = _array("Q")
     cdef array.array rows = out
     for i in range(n):
-        t = tg[i]
+        t = _id(tg, wide, i)
         if t < size and wanted[t]:
             k += 1
     array.resize(rows, k)
     k = 0
     for i in range(n):
-        t = tg[i]
+        t = _id(tg, wide, i)
         if t < size and wanted[t]:
             rows.data.as_ulonglongs[k] = i
             k += 1
@@ -535,7 +548,8 @@ def walk(occ, array.array node_of_tid, array.array node_of_page, bytearray linke
     arrays, their last slot the count of no node (-1)."""
     cdef array.array target = occ._target, nofollow = occ._nofollow
     cdef array.array run_page = occ._run_page, run_start = occ._run_start
-    cdef const uint32_t* tg = target.data.as_uints
+    cdef const char* tg = target.data.as_chars
+    cdef bint wide = _wide(target)
     cdef const unsigned char* nf = nofollow.data.as_uchars
     cdef const int* node_t = node_of_tid.data.as_ints
     cdef const int* node_p = node_of_page.data.as_ints
@@ -565,7 +579,7 @@ def walk(occ, array.array node_of_tid, array.array node_of_page, bytearray linke
             nd = 0
             end = _run_end(run_start, r, n)
             for i in range(<Py_ssize_t>run_start.data.as_ulonglongs[r], end):
-                t = tg[i]
+                t = _id(tg, wide, i)
                 if t >= ntargets:
                     raise IndexError("walk: a target without its node")
                 node = node_t[t]
@@ -595,7 +609,8 @@ def depths(occ, array.array node_of_tid, array.array node_of_page, seeds, Py_ssi
     read again from the columns when it is reached; the same depths."""
     cdef array.array target = occ._target
     cdef array.array run_page = occ._run_page, run_start = occ._run_start
-    cdef const uint32_t* tg = target.data.as_uints
+    cdef const char* tg = target.data.as_chars
+    cdef bint wide = _wide(target)
     cdef const int* node_t = node_of_tid.data.as_ints
     cdef const int* node_p = node_of_page.data.as_ints
     cdef Py_ssize_t nruns = len(run_page), n = len(target), ntargets = len(node_of_tid)
@@ -638,9 +653,9 @@ def depths(occ, array.array node_of_tid, array.array node_of_page, seeds, Py_ssi
                 while r >= 0:
                     for i in range(<Py_ssize_t>run_start.data.as_ulonglongs[r],
                                    _run_end(run_start, r, n)):
-                        if tg[i] >= ntargets:
+                        if _id(tg, wide, i) >= ntargets:
                             raise IndexError("depths: a target without its node")
-                        node = node_t[tg[i]]
+                        node = node_t[_id(tg, wide, i)]
                         if 0 <= node < size and depth[node] < 0:
                             depth[node] = <int>d
                             below[nbelow] = node

@@ -2,12 +2,12 @@
 
 The link checker (``crawler.check``) keeps every occurrence of every link until its report is
 built (a link is known broken only once its target is checked). ``Occurrences`` holds them as
-parallel ``array`` columns, each as narrow as its values allow (line and column 2 bytes, the
-few tag/attribute pairs 1; a column is widened once when a value needs it: the narrowest
-width that holds the page's values, 4 bytes at most, where a value past 2**32 or below 0 is
-clamped), the target and raw value as ids (the strings interned once each: the raw values,
-compiled, as bytes in one buffer, `new_texts`), nofollow a byte, and a page's occurrences
-together (runs of page id and first occurrence).
+parallel ``array`` columns, each as narrow as its values allow (line, column, target and raw
+ids 2 bytes, the few tag/attribute pairs 1; a column is widened once when a value needs it:
+the narrowest width that holds the page's values, 4 bytes at most, where a value past 2**32
+or below 0 is clamped), the target and raw value as ids (the strings interned once each:
+the raw values, compiled, as bytes in one buffer, `new_texts`), nofollow a byte, and a
+page's occurrences together (runs of page id and first occurrence).
 
 `Occurrences.take` records a page's links: for each, its target id (a URL already a target's
 key is its own target, looked up; any other link goes to the caller's ``target_of``, which
@@ -91,14 +91,14 @@ class Occurrences:
                  "_tag_ids", "_tagattr", "_target", "pages", "raws", "tags")  # fmt: skip
 
     def __init__(self) -> None:
-        self._target = array("I")
+        self._target = array("H")  # widened to "I" by the first id past 65,535
         # a page's occurrences are together: runs of (page id, index of its first occurrence)
         self._run_page = array("I")
         self._run_start = array("Q")
         self._line = array("H")  # widened to "I" by the first line past 65,535
         self._col = array("H")
         self._tagattr = array("B")  # tag/attr ids (a few dozen): widened past 255
-        self._raw = array("I")
+        self._raw = array("H")  # (as the targets')
         self._nofollow = array("B")  # the link's rel has nofollow (an audit's graph reads it)
         self.pages = Interner()
         self.raws = new_texts()  # the raw values: compiled, their bytes in one buffer
@@ -210,11 +210,12 @@ class Occurrences:
             tag_list.append(tid)
         tag_col = self._fit("_tagattr", tag_list)
         new_raw = self.raws.id
-        raw_col = array("I", [new_raw(r) for r in raws])
+        raw_col = self._fit("_raw", [new_raw(r) for r in raws])
+        target_col = self._fit("_target", targets)
         if not self._run_page or self._run_page[-1] != page:
             self._run_page.append(page)
             self._run_start.append(len(self._target))
-        self._target.extend(array("I", targets))
+        self._target.extend(target_col)
         self._line.extend(line_col)
         self._col.extend(col_col)
         self._tagattr.extend(tag_col)
