@@ -57,7 +57,8 @@ def steady_malloc() -> bool:
     long-lived objects (interned strings) pin, so the heap only grows. Fixed, a block past
     it stays mapped (its growth a remap, no copy; freed, given back): on the rustdoc site
     the audit's peak RSS was 40 MB lower (benchmarks/AUDIT.md), the CPU the same. Other
-    C libraries: nothing is done."""
+    C libraries: nothing is done. A process-wide setting: ``crawler audit`` makes it (the
+    command line owns its process), the library does not."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -225,7 +226,6 @@ class Auditor(Checker):
         """Crawl, check what the crawl did not fetch, and build the audit's report."""
         from crawler.audit.analysis import build_report  # noqa: PLC0415 (a cycle otherwise)
 
-        steady_malloc()
         try:
             check_report = await self.run()
             report = build_report(self, self.graph)

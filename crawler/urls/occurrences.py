@@ -359,21 +359,24 @@ class Occurrences:
 _c = (
     None
     if TYPE_CHECKING
+    else compiled("crawler.urls._occur_c", "take", "Texts", what="the compiled occurrences")
+)
+_read = (
+    None
+    if TYPE_CHECKING
     else compiled(
-        "crawler.urls._occur_c",
-        "take",
+        "crawler.urls._occur_read_c",
         "rows_of",
         "walk",
         "depths",
-        "Texts",
-        what="the compiled occurrences",
+        what="the compiled occurrences' readers",
     )
 )
 _take_c: Any = None if _c is None else _c[0]
-_rows_of_c: Any = None if _c is None else _c[1]
-_walk_c: Any = None if _c is None else _c[2]
-_depths_c: Any = None if _c is None else _c[3]
-_texts_c: Any = None if _c is None else _c[4]
+_texts_c: Any = None if _c is None else _c[1]
+_rows_of_c: Any = None if _read is None else _read[0]
+_walk_c: Any = None if _read is None else _read[1]
+_depths_c: Any = None if _read is None else _read[2]
 
 
 def new_texts() -> Interner:
