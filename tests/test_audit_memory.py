@@ -180,3 +180,20 @@ def test_after_steady_malloc_a_large_block_is_mapped_apart_even_after_a_larger_o
 
     assert run("default") == ["False", "0", "0"]  # in the heap
     assert run("steady") == ["True", "1", "0"]  # mapped apart, and given back when freed
+
+
+def test_the_places_of_one_raw_value_share_its_string() -> None:
+    # the raw values are kept as bytes (compiled): a select decodes each one once, and its
+    # places share it as they shared the interned string (80,000 places on rustdoc)
+    from crawler.check.store import OccurrenceStore  # noqa: PLC0415
+
+    store = OccurrenceStore()
+    for page in range(50):
+        store.add_page(store.page_id(f"{BASE}{page}"), [7, 8], [1, 2], [1, 1], [("a", "href")] * 2,
+                       ["../same.html", f"../{page}.html"], [False, False])  # fmt: skip
+    places = store.select({7: 0, 8: 1})
+    same = places[0]
+    assert len(same) == 50 and {p.raw for p in same} == {"../same.html"}
+    assert len({id(p.raw) for p in same}) == 1
+    assert len({id(p.attr) for p in same + places[1]}) == 1
+    assert [p.raw for p in places[1]] == [f"../{page}.html" for page in range(50)]

@@ -63,9 +63,11 @@ class OccurrenceStore(Occurrences):
         wanted = bytearray(max(groups) + 1)
         for target in groups:
             wanted[target] = 1
-        tags = self.tags
         pages = self.pages
-        raws = self.raws
+        # a raw value (decoded from its bytes, compiled) and a tag/attr pair made once a
+        # select, shared by its places as the interned strings were
+        raws: dict[int, str] = {}
+        tags: dict[int, tuple[str, str]] = {}
         starts = self._run_start
         run_page = self._run_page
         last_run = len(starts) - 1
@@ -73,15 +75,21 @@ class OccurrenceStore(Occurrences):
         for i in self.rows_of(wanted):
             while run < last_run and starts[run + 1] <= i:
                 run += 1
-            tag, _, attr = tags[self._tagattr[i]].partition("\0")
+            tag_id, raw_id = self._tagattr[i], self._raw[i]
+            tag = tags.get(tag_id)
+            if tag is None:
+                tag = tags[tag_id] = self.tag_attr(tag_id)
+            raw = raws.get(raw_id)
+            if raw is None:
+                raw = raws[raw_id] = self.raws[raw_id]
             found[groups[column_t[i]]].append(
                 Occurrence(
                     page=pages[run_page[run]],
                     line=self._line[i],
                     column=self._col[i],
-                    tag=tag,
-                    attr=attr,
-                    raw=raws[self._raw[i]],
+                    tag=tag[0],
+                    attr=tag[1],
+                    raw=raw,
                 )
             )
         return found
