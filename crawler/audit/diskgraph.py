@@ -213,25 +213,6 @@ class DiskOccurrences(OccurrenceStore):
             out.append(tid)
         return out
 
-    def runs(self) -> Iterator[tuple[int, int, int]]:
-        """Each run of a page's occurrences, in crawl order: (page id, start, end)."""
-        current, start, seq = -1, 0, 0
-        for seq, page in self._rows("SELECT seq, page FROM link ORDER BY seq"):
-            if page != current:
-                if current >= 0:
-                    yield current, start, seq
-                current, start = page, seq
-        if current >= 0:
-            yield current, start, seq + 1
-
-    def target_slice(self, start: int, end: int) -> array[int]:
-        rows = self._rows("SELECT target FROM link WHERE seq >= ? AND seq < ?", (start, end))
-        return array("I", chain.from_iterable(rows))
-
-    def followed(self, start: int, end: int) -> Iterator[int]:
-        sql = "SELECT target FROM link WHERE seq >= ? AND seq < ? AND nofollow = 0"
-        return chain.from_iterable(self._rows(sql, (start, end)))
-
     # -- the audit's walk, in SQL --
 
     def set_nodes(self, node_of_tid: array[int], node_of_page: array[int]) -> None:

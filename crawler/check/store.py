@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from itertools import chain, compress, repeat
+from itertools import chain, repeat
 
 from crawler.check.model import Occurrence
 from crawler.urls.occurrences import Interner, Occurrences
 
 __all__ = ["Interner", "OccurrenceStore"]
-
-_FLIP = bytes.maketrans(b"\0\1", b"\1\0")  # nofollow 0/1 -> followed 1/0
 
 
 class OccurrenceStore(Occurrences):
@@ -105,23 +103,6 @@ class OccurrenceStore(Occurrences):
         """The target id of each occurrence, in crawl order (the column itself: not to be
         changed)."""
         return self._target
-
-    def runs(self) -> Iterator[tuple[int, int, int]]:
-        """Each run of a page's occurrences, in crawl order: (page id, start, end), the
-        occurrences ``start`` to ``end`` (excluded)."""
-        starts = self._run_start
-        ends = [*starts[1:], len(self._target)]
-        return zip(self._run_page, starts, ends, strict=True)
-
-    def target_slice(self, start: int, end: int) -> array[int]:
-        """The target ids of occurrences ``start`` to ``end`` (a copy)."""
-        return self._target[start:end]
-
-    def followed(self, start: int, end: int) -> Iterator[int]:
-        """The target ids of occurrences ``start`` to ``end`` whose link is not nofollow
-        (read from the columns' slices, no step a link)."""
-        follow = self._nofollow[start:end].tobytes().translate(_FLIP)
-        return compress(self._target[start:end], follow)
 
     def tag_attr(self, tag_id: int) -> tuple[str, str]:
         """The (tag, attribute) of a tag/attr id of `edges`."""
