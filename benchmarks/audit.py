@@ -8,6 +8,9 @@ benchmark's site: wall time, CPU seconds and peak RSS, as ratios to the crawl.
     python benchmarks/audit.py --only crawl crawl-state audit audit-state   # --state's cost
     python benchmarks/audit.py --pages 2000 --profile 25   # where an audit's time goes
     python benchmarks/audit.py --heads ../shared/corpus/pages   # the head facts' own cost
+    python benchmarks/audit.py --root ~/.rustup/toolchains/stable-x86_64-unknown-linux-gnu\
+/share/doc/rust/html --seed /std/index.html --runs 2    # the rustdoc site issue 26 names
+    python benchmarks/audit.py --root DIR --seed /std/index.html --memory   # where bytes go
 
 The site is benchmarks/crawl.py's ``standard`` one (benchmarks/crawl/sitegen.py: 30-60 KB
 pages with ~100 same-host links each), built or reused under /tmp/crawlbench and served by
@@ -53,16 +56,50 @@ def _commands(url: str, conc: int, states: Path) -> list[crawlbench.Run]:
     ]
 
 
+def _memory(url: str, conc: int, top: int) -> None:
+    """The audit of ``url`` in this process under tracemalloc: the ``top`` lines holding the
+    most bytes when the crawl is over (before the report), then the report's own peak."""
+    import tracemalloc  # noqa: PLC0415
+
+    from crawler.audit import analysis  # noqa: PLC0415
+    from crawler.audit.api import audit_sync  # noqa: PLC0415
+
+    build = analysis.build_report
+
+    def traced(auditor: Any, graph: str | None = None) -> Any:
+        snap = tracemalloc.take_snapshot()
+        held, _ = tracemalloc.get_traced_memory()
+        print(f"before the report: {held / 1e6:.1f} MB traced; by line:")
+        for stat in snap.statistics("lineno")[:top]:
+            print(f"  {stat.size / 1e6:8.1f} MB {stat.count:>9} blocks  {stat.traceback}")
+        tracemalloc.reset_peak()
+        report = build(auditor, graph)
+        _, peak = tracemalloc.get_traced_memory()
+        print(f"the report's peak: {peak / 1e6:.1f} MB traced (+{(peak - held) / 1e6:.1f})")
+        return report
+
+    analysis.build_report = traced
+    opts = {"ignore_robots": True, "concurrency": conc, "per_host": conc, "max_depth": 1000}
+    tracemalloc.start()
+    try:
+        report = audit_sync(url, **opts)
+    finally:
+        analysis.build_report = build
+        tracemalloc.stop()
+    print(f"audit: {report.stats.pages} pages, {report.stats.links} links")
+
+
 def _profile(url: str, conc: int, top: int) -> None:
     """The audit of ``url`` in this process under cProfile: its ``top`` functions by own
     time, then by cumulative time (the profiler slows it: read the shares, not the times)."""
     import cProfile  # noqa: PLC0415
     import pstats  # noqa: PLC0415
+    import time  # noqa: PLC0415
 
     from crawler.audit.api import audit_sync  # noqa: PLC0415
 
     opts = {"ignore_robots": True, "concurrency": conc, "per_host": conc, "max_depth": 1000}
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.process_time)
     prof.enable()
     report = audit_sync(url, **opts)
     prof.disable()
@@ -116,7 +153,7 @@ def _heads(corpus: Path, repeat: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--pages", type=int, default=20_000)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--site-seed", type=int, default=1, help="the generated site's seed")
     ap.add_argument("--site-dir", default="/tmp/crawlbench")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--runs", type=int, default=1)
@@ -130,6 +167,17 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: an in-process audit under cProfile, its N costliest functions",
     )
     ap.add_argument(
+        "--memory",
+        type=int,
+        nargs="?",
+        const=25,
+        default=0,
+        metavar="N",
+        help="instead: an in-process audit under tracemalloc, its N largest lines",
+    )
+    ap.add_argument("--root", help="serve this directory instead of the generated site")
+    ap.add_argument("--seed", default="/", help="the seed's path on the site (with --root)")
+    ap.add_argument(
         "--heads",
         metavar="DIR",
         help="instead: the head facts' cost on the pages under DIR (e.g. ../shared/corpus/pages)",
@@ -138,13 +186,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.heads:
         _heads(Path(args.heads), max(args.runs, 3))
         return 0
-    root, total, _ = crawlbench.build("standard", args.pages, args.seed, Path(args.site_dir))
-    crawlbench.log(f"site {root}: {args.pages} pages, {total / 1e6:.0f} MB")
+    if args.root:
+        root = Path(args.root).expanduser()
+        crawlbench.log(f"site {root}, seed {args.seed}")
+    else:
+        root, total, _ = crawlbench.build(
+            "standard", args.pages, args.site_seed, Path(args.site_dir)
+        )
+        crawlbench.log(f"site {root}: {args.pages} pages, {total / 1e6:.0f} MB")
     nginx_bin = crawlbench._apt_install("nginx", "nginx")
     nginx = crawlbench.Nginx(nginx_bin, root, core=0)
-    if args.profile:
+    seed_url = nginx.base + (args.seed if args.root else "/")
+    if args.profile or args.memory:
         try:
-            _profile(nginx.base + "/", args.concurrency, args.profile)
+            if args.profile:
+                _profile(seed_url, args.concurrency, args.profile)
+            else:
+                _memory(seed_url, args.concurrency, args.memory)
         finally:
             nginx.stop()
         return 0
@@ -152,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="auditbench-") as tmp:
             for _ in range(args.runs):
-                for run in _commands(nginx.base + "/", args.concurrency, Path(tmp, "states")):
+                for run in _commands(seed_url, args.concurrency, Path(tmp, "states")):
                     if run.name not in args.only:
                         continue
                     done = crawlbench.run_one(run, nginx, 1, args.time_limit, Path(tmp))
@@ -165,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         nginx.stop()
     base = best.get("crawl")
-    print(f"\n{args.pages} pages, concurrency {args.concurrency}, best of {args.runs}")
+    site = f"{root} {args.seed}" if args.root else f"{args.pages} pages"
+    print(f"\n{site}, concurrency {args.concurrency}, best of {args.runs}")
     print(
         f"{'command':11} {'pages':>6} {'wall s':>8} {'CPU s':>7} {'RSS MB':>7}"
         f" {'wall x':>7} {'RSS x':>6}"

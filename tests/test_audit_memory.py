@@ -8,6 +8,10 @@ is the report alone.
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
+import subprocess
+import sys
 import tracemalloc
 from collections import deque
 
@@ -15,6 +19,7 @@ import pytest
 
 from crawler.audit.analysis import build_report
 from crawler.audit.auditor import Auditor, PageFacts
+from crawler.audit.model import AuditReport, summary_line
 from crawler.check.probe import Verdict
 from crawler.config import CrawlConfig
 
@@ -112,3 +117,83 @@ def test_report_memory_is_a_few_integers_a_page() -> None:
     # the walk's arrays and its transient sets: ~75 bytes a page (the dicts and Counters
     # keyed by page URL it held before: ~575)
     assert peak / pages < 150, f"{peak / pages:.0f} bytes a page"
+
+
+def test_the_reports_repr_is_its_summary_not_every_place() -> None:
+    report = build_report(_site(3000, max_click_depth=1)[0])
+    places = sum(len(f.places) for f in report.findings)
+    assert places > 5000  # deep pages, each with the links to it
+    text = repr(report)
+    assert summary_line(report) in text
+    assert len(text) < 300
+
+
+def test_asyncio_run_of_an_audit_does_not_make_its_report_into_text() -> None:
+    # asyncio's Runner reprs the finished task's result when it puts SIGINT's handler back
+    # (as `crawler audit` runs): the report's repr was the command's peak memory
+    report = build_report(_site(3000, max_click_depth=1)[0])
+    full = sum(len(repr(f)) for f in report.findings)  # what a field-by-field repr makes
+
+    async def audit() -> AuditReport:
+        return report
+
+    tracemalloc.start()
+    try:
+        asyncio.run(audit())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert full > 1_000_000
+    assert peak < full / 4, f"{peak:,} bytes at the peak, the findings' text {full:,}"
+
+
+_MAPPED = """
+import ctypes, sys
+from crawler.audit.auditor import MMAP_THRESHOLD, steady_malloc
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks",
+                "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+steady = sys.argv[1] == "steady" and steady_malloc()
+big = bytearray(16 * MMAP_THRESHOLD)  # freed: glibc's own rule raises its threshold to it
+del big
+before = libc.mallinfo2().hblks
+block = bytearray(2 * MMAP_THRESHOLD)
+mapped = libc.mallinfo2().hblks - before
+del block
+print(steady, mapped, libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not hasattr(ctypes.CDLL(None), "mallinfo2"),
+    reason="glibc's malloc (mallinfo2) only",
+)
+def test_after_steady_malloc_a_large_block_is_mapped_apart_even_after_a_larger_one() -> None:
+    # each in a new process (a heap of its own): glibc's rule, then the audit's
+    def run(mode: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", _MAPPED, mode], capture_output=True, text=True, check=True
+        )
+        return done.stdout.split()
+
+    assert run("default") == ["False", "0", "0"]  # in the heap
+    assert run("steady") == ["True", "1", "0"]  # mapped apart, and given back when freed
+
+
+def test_the_places_of_one_raw_value_share_its_string() -> None:
+    # the raw values are kept as bytes (compiled): a select decodes each one once, and its
+    # places share it as they shared the interned string (80,000 places on rustdoc)
+    from crawler.check.store import OccurrenceStore  # noqa: PLC0415
+
+    store = OccurrenceStore()
+    for page in range(50):
+        store.add_page(store.page_id(f"{BASE}{page}"), [7, 8], [1, 2], [1, 1], [("a", "href")] * 2,
+                       ["../same.html", f"../{page}.html"], [False, False])  # fmt: skip
+    places = store.select({7: 0, 8: 1})
+    same = places[0]
+    assert len(same) == 50 and {p.raw for p in same} == {"../same.html"}
+    assert len({id(p.raw) for p in same}) == 1
+    assert len({id(p.attr) for p in same + places[1]}) == 1
+    assert [p.raw for p in places[1]] == [f"../{page}.html" for page in range(50)]

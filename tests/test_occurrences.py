@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+import tracemalloc
 from array import array
 from typing import Any
 
@@ -165,6 +166,41 @@ def test_the_twins_agree_on_links_given_as_links_at_the_column_limits() -> None:
 
 
 @needs_c
+def test_the_twins_widen_the_target_and_raw_columns_past_65536_ids() -> None:
+    # ids take 2 bytes until one is past 65,535: the page that brings it widens the column
+    # (from the extractor's record, and from Links), and what reads the column reads both
+    many = "".join(f'<a href="/p{i}">x</a>' for i in range(70_000)).encode()
+    pages: list[tuple[str, Any, Any]] = [
+        (SEED, _record(b'<a href="/a">a</a><a href="/b">b</a>', SEED),
+         _py_links(b'<a href="/a">a</a><a href="/b">b</a>', SEED)),
+        (SEED + "many", _record(many, SEED + "many"), _py_links(many, SEED + "many")),
+        (SEED + "last", _record(b'<a href="/p69999">z</a>', SEED + "last"),
+         _py_links(b'<a href="/p69999">z</a>', SEED + "last")),
+    ]  # fmt: skip
+    c_state, py_state, counts = _both(pages, False)
+    assert c_state == py_state
+    assert counts == [2, 70_000, 1]
+    assert c_state["_target"][0] == "I" and c_state["_raw"][0] == "I"
+    assert c_state["_target"][1][:2] == [0, 1] and c_state["_target"][1][-1] == 70_001
+    small, _, _ = _both(pages[:1], False)
+    assert small["_target"][0] == "H" and small["_raw"][0] == "H"
+    occ = Occurrences()
+    occ.add_page(0, [1, 70_000], [1, 1], [1, 1], [("a", "href")] * 2, ["r", "s"], [False] * 2)
+    occ.add_page(1, [70_000, 2], [1, 1], [1, 1], [("a", "href")] * 2, ["r", "s"], [True] * 2)
+    assert occ._target.typecode == "I"
+    wanted = bytearray(70_001)
+    wanted[70_000] = 1
+    assert list(occ.rows_of(wanted)) == [1, 2]
+    nodes_t = [-1] * 70_001
+    nodes_t[70_000], nodes_t[2] = 5, 0
+    assert _counts(occ, nodes_t, [0, 1], 6, pure=False) == _counts(
+        occ, nodes_t, [0, 1], 6, pure=True
+    )
+    args = (array("i", nodes_t), array("i", [0, 1]), [1], 6)
+    assert occ.depths(*args) == occ.depths_py(*args) == array("i", [1, 0, -1, -1, -1, 1, -1])
+
+
+@needs_c
 def test_known_targets_are_found_again_and_the_tables_belong_to_one_interner() -> None:
     # The compiled twin's table of known target keys is a cache of the targets' dict: a
     # known URL is found without target_of, and another targets interner (one that does not
@@ -228,3 +264,113 @@ def test_the_pure_twin_widens_and_interns_as_the_store_did() -> None:
     assert occ.take_py(occ.page_id(SEED), links * 2, t.interner, t, False) == 2
     assert occ._line.typecode == "I" and occ._col.typecode == "H"
     assert occ._raw == array("I", [0, 0]) and t.calls == [(SEED + "a", "a")]
+
+
+# -- the columns read back: rows_of, walk, depths (the audit's report) --
+
+
+def _graph(occ: Occurrences, runs: list[tuple[int, list[int], list[int]]]) -> None:
+    """Runs of (page, targets, nofollow flags) into ``occ`` (a page may come back later)."""
+    for page, tids, nofollow in runs:
+        n = len(tids)
+        occ.add_page(page, tids, [1] * n, [1] * n, [("a", "href")] * n, ["r"] * n,
+                     [bool(f) for f in nofollow])  # fmt: skip
+
+
+def _counts(occ: Occurrences, node_of_tid: list[int], node_of_page: list[int], size: int,
+            pure: bool) -> tuple[Any, ...]:  # fmt: skip
+    linked = bytearray(len(node_of_tid))
+    outs, ins, fol = (array("I", [0]) * (size + 1) for _ in range(3))
+    walk = occ.walk_py if pure else occ.walk
+    edges = walk(array("i", node_of_tid), array("i", node_of_page), linked, outs, ins, fol)
+    return edges, bytes(linked), outs.tolist(), ins.tolist(), fol.tolist()
+
+
+def test_walk_and_depths_count_a_small_graph() -> None:
+    # pages 0..2 are nodes 0..2; targets 0..2 end at nodes 0..2, target 3 at none (-1)
+    occ = Occurrences()
+    _graph(occ, [(0, [1, 1, 2, 3, 0], [0, 0, 1, 0, 0]), (1, [2, 2], [1, 1]), (2, [], []),
+                 (2, [0], [0])])  # fmt: skip
+    nodes_t, nodes_p = [0, 1, 2, -1], [0, 1, 2]
+    edges, linked, outs, ins, fol = _counts(occ, nodes_t, nodes_p, 3, pure=False)
+    assert edges == 4 + 1 + 1  # distinct targets of each run
+    assert linked == b"\1\1\1\1"
+    assert outs == [4, 1, 1, 0]
+    assert ins == [1, 1, 2, 1]  # its own link does not count for page 0; -1 in the last
+    assert fol == [1, 1, 0, 1]  # node 2 is linked with nofollow only
+    depth = occ.depths(array("i", nodes_t), array("i", nodes_p), [1], 3)
+    assert depth.tolist() == [2, 0, 1, -1]  # from 1: 2 (one click), then 0 (2's second run)
+    depth = occ.depths(array("i", nodes_t), array("i", nodes_p), [0], 3)
+    assert depth.tolist() == [0, 1, 1, -1]
+    assert list(occ.rows_of(bytearray(b"\0\0\1"))) == [2, 5, 6]
+    assert list(occ.rows_of(bytearray(b"\0\0\0\1"))) == [3]
+
+
+@needs_c
+def test_the_twins_walk_the_same_graph() -> None:
+    rng = random.Random(11)
+    for _ in range(20):
+        ntargets, npages, size = rng.randint(1, 60), rng.randint(1, 30), rng.randint(1, 40)
+        occ = Occurrences()
+        runs = []
+        for _ in range(rng.randint(0, 50)):
+            n = rng.randint(0, 30)
+            runs.append((rng.randrange(npages), [rng.randrange(ntargets) for _ in range(n)],
+                         [rng.random() < 0.3 for _ in range(n)]))  # fmt: skip
+        _graph(occ, runs)
+        nodes_t = [rng.randrange(-1, size) for _ in range(ntargets)]
+        nodes_p = [rng.randrange(-1, size) for _ in range(npages)]
+        assert _counts(occ, nodes_t, nodes_p, size, pure=False) == _counts(
+            occ, nodes_t, nodes_p, size, pure=True
+        )
+        seeds = [rng.randrange(-1, size + 1) for _ in range(rng.randint(0, 3))]
+        args = (array("i", nodes_t), array("i", nodes_p), seeds, size)
+        assert occ.depths(*args) == occ.depths_py(*args)
+        wanted = bytearray(rng.random() < 0.2 for _ in range(rng.randint(0, ntargets + 2)))
+        picked = [i for i, t in enumerate(occ._target) if t < len(wanted) and wanted[t]]
+        assert list(occ.rows_of(wanted)) == picked
+        assert list(occurrences._rows_of_c(occ, wanted)) == picked
+
+
+# -- the raw values' interner --
+
+
+def test_texts_and_the_interner_give_the_same_ids_and_strings() -> None:
+    texts_c = occurrences._texts_c
+    if texts_c is None:
+        pytest.skip("the compiled twins are not built")
+    rng = random.Random(5)
+    words = ["", "a", "../x.html#m", "caf\u00e9", "\ud800lone", "\x00nul", "v" * 70_000]
+    words += ["/p/" + "".join(rng.choice("abc/#%") for _ in range(rng.randint(0, 12)))
+              for _ in range(5000)]  # fmt: skip
+    texts, interner = texts_c(), Interner()
+    for word in words + words[::3]:
+        assert texts.id(word) == interner.id(word)
+    assert len(texts) == len(interner) > 1000
+    assert [texts[i] for i in range(len(texts))] == [interner[i] for i in range(len(interner))]
+    assert texts.get("never seen") is None and texts.get("caf\u00e9") == interner.get("caf\u00e9")
+    assert len(texts) == len(interner)  # get adds nothing
+    with pytest.raises(IndexError):
+        texts[len(texts)]
+    assert texts[-1] == interner[len(interner) - 1]
+
+
+def test_texts_hold_about_half_the_bytes_of_an_interner() -> None:
+    texts_c = occurrences._texts_c
+    if texts_c is None:
+        pytest.skip("the compiled twins are not built")
+    n = 100_000
+    held = []
+    for make in (Interner, texts_c):
+        tracemalloc.start()
+        try:
+            table = make()
+            for i in range(n):  # each value made as take makes it: a str of the page's bytes
+                table.id(f"../../std/collections/struct.Map{i}.html")
+            held.append(tracemalloc.get_traced_memory()[0])
+        finally:
+            tracemalloc.stop()
+        del table
+    interner, texts = held
+    assert texts < interner / 1.6, (interner, texts)
+    assert texts / n < 100  # 40 bytes of text, an end offset and a slot or two

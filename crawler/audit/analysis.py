@@ -148,13 +148,14 @@ class _Analysis:
     def walk(self) -> None:
         """Inlinks, outlinks and click depth, from the links as the crawl recorded them.
 
-        A page's links at once (its run of occurrences: a set over the column's slice), not a
-        Python step a link: what a page links is the set of the crawled pages its targets end
-        at (a step each of those, to count it: as fast as the ``Counter.update`` it replaces,
-        without a dict of every page); a node is followed from it when one of its links there
-        is not nofollow. What is kept is a few machine integers a page or a target in arrays
-        indexed by node id (see `_Nodes`), no dict keyed by URL: at a million pages those
-        dicts were the audit's largest part after the crawl's own."""
+        What a page links is the set of the crawled pages its targets end at; a node is
+        followed from it when one of its links there is not nofollow. Counted in one pass
+        over the occurrence columns (`Occurrences.walk`, compiled: no Python step a link nor
+        a set a page), and the click depth breadth first over the same runs
+        (`Occurrences.depths`: a page's links read again when it is reached, no adjacency
+        lists). What is kept is a few machine integers a page or a target in arrays indexed
+        by node id (see `_Nodes`), no dict keyed by URL: at a million pages those dicts were
+        the audit's largest part after the crawl's own."""
         a, store = self.a, self.a.store
         nodes = self.nodes = _Nodes(a.facts, a.targets)
         size = nodes.size + 1  # the last slot: no node (-1), where what is counted of it goes
@@ -168,7 +169,6 @@ class _Analysis:
         for pid in range(len(store.pages)):
             node_of_page[pid] = nodes.id_of(store.pages[pid])
         self.linked = bytearray(len(a.targets))  # 1: a target some page links
-        mark_linked = self.linked.__setitem__
         self.outlinks = outlinks = array("I", [0]) * size
         self.inlinks = inlinks = array("I", [0]) * size
         self.followed = followed = array("I", [0]) * size
@@ -176,34 +176,11 @@ class _Analysis:
             self.depth = self._walk_on_disk(store, node_of_page)
             self._depth_stats()
             return
-        # a crawled page's runs of links (a list linked through the runs: next run, -1 ends)
-        first_run = array("i", [-1]) * size
-        next_run = array("i")
-        self._run_end = run_end = array("Q")
-        node_at = node_of_tid.__getitem__
-        edges = 0
-        for run, (page_id, start, end) in enumerate(store.runs()):
-            run_end.append(end)
-            source = node_of_page[page_id]
-            distinct = set(store.target_slice(start, end))
-            deque(map(mark_linked, distinct, repeat(1)), 0)
-            edges += len(distinct)
-            next_run.append(-1)
-            if source >= 0:
-                outlinks[source] += len(distinct)
-                next_run[run] = first_run[source]
-                first_run[source] = run
-            linked = set(map(node_at, distinct))
-            linked.discard(source)
-            for node in linked:
-                inlinks[node] += 1
-            linked = set(map(node_at, set(store.followed(start, end))))
-            linked.discard(source)
-            for node in linked:
-                followed[node] += 1
-        self.report.stats.edges += edges
-        self._first_run, self._next_run = first_run, next_run
-        self.depth = self._click_depth()
+        # one pass over the columns (compiled: a stamp a target and a node per run, no set)
+        self.report.stats.edges += store.walk(
+            node_of_tid, node_of_page, self.linked, outlinks, inlinks, followed
+        )
+        self.depth = store.depths(node_of_tid, node_of_page, self._seed_nodes(), nodes.size)
         self._depth_stats()
 
     def _walk_on_disk(self, store: DiskOccurrences, node_of_page: array[int]) -> array[int]:
@@ -254,37 +231,6 @@ class _Analysis:
             return node
         found = self.node_of(url)
         return -1 if found is None else self.nodes.id_of(found)
-
-    def _click_depth(self) -> array[int]:
-        """Each node's clicks from the seeds (-1: unreached), breadth first, a level at a
-        time; a page's links read again from the columns when it is reached (no adjacency
-        lists: they were the walk's peak memory), the unreached ones picked in C."""
-        store, nodes = self.a.store, self.nodes
-        depth = array("i", [-1]) * (nodes.size + 1)
-        unreached = bytearray(b"\1") * nodes.size + b"\0"  # the last: no node (-1)
-        level = array("i")
-        for node_id in self._seed_nodes():
-            if unreached[node_id]:
-                unreached[node_id] = depth[node_id] = 0
-                level.append(node_id)
-        node_at = self.node_of_tid.__getitem__
-        first_run, next_run, run_end = self._first_run, self._next_run, self._run_end
-        d = 0
-        while level:
-            d += 1
-            below = array("i")
-            for page in level:
-                run = first_run[page]
-                while run >= 0:
-                    start = run_end[run - 1] if run else 0
-                    linked = set(map(node_at, set(store.target_slice(start, run_end[run]))))
-                    new = list(compress(linked, map(unreached.__getitem__, linked)))
-                    deque(map(unreached.__setitem__, new, repeat(0)), 0)
-                    deque(map(depth.__setitem__, new, repeat(d)), 0)
-                    below.extend(new)
-                    run = next_run[run]
-            level = below
-        return depth
 
     def depth_of(self, url: str) -> int:
         """A URL's click depth (-1: not a crawled page, or unreached)."""

@@ -35,7 +35,7 @@ from typing import Any
 
 from crawler.check.model import Occurrence
 from crawler.check.store import OccurrenceStore
-from crawler.urls.occurrences import Interner, TargetOf
+from crawler.urls.occurrences import Interner, TargetOf, new_texts
 
 __all__ = ["GRAPH_DB", "DiskOccurrences"]
 
@@ -140,7 +140,7 @@ class DiskOccurrences(OccurrenceStore):
                 self._line,
                 self._col,
                 self._tagattr,
-                map(self.raws.strings.__getitem__, self._raw),
+                map(self.raws.__getitem__, self._raw),
                 self._nofollow,
                 strict=True,
             )
@@ -153,8 +153,7 @@ class DiskOccurrences(OccurrenceStore):
                          "_raw", "_nofollow"):  # fmt: skip
                 setattr(self, name, array(getattr(self, name).typecode))
         if len(self.raws) > MAX_RAWS:
-            self.raws = Interner()
-            self._c = None  # the compiled twin's tables name the raw ids: made again
+            self.raws = new_texts()
 
     def finish(self) -> None:
         """The crawl is over: the last rows in, the indexes made (once)."""
@@ -213,25 +212,6 @@ class DiskOccurrences(OccurrenceStore):
         for (tid,) in self._rows("SELECT target FROM link ORDER BY seq"):
             out.append(tid)
         return out
-
-    def runs(self) -> Iterator[tuple[int, int, int]]:
-        """Each run of a page's occurrences, in crawl order: (page id, start, end)."""
-        current, start, seq = -1, 0, 0
-        for seq, page in self._rows("SELECT seq, page FROM link ORDER BY seq"):
-            if page != current:
-                if current >= 0:
-                    yield current, start, seq
-                current, start = page, seq
-        if current >= 0:
-            yield current, start, seq + 1
-
-    def target_slice(self, start: int, end: int) -> array[int]:
-        rows = self._rows("SELECT target FROM link WHERE seq >= ? AND seq < ?", (start, end))
-        return array("I", chain.from_iterable(rows))
-
-    def followed(self, start: int, end: int) -> Iterator[int]:
-        sql = "SELECT target FROM link WHERE seq >= ? AND seq < ? AND nofollow = 0"
-        return chain.from_iterable(self._rows(sql, (start, end)))
 
     # -- the audit's walk, in SQL --
 

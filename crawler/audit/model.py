@@ -105,13 +105,19 @@ class AuditStats:
     duration: float = 0.0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class AuditReport:
     """The result of ``crawler audit``.
 
     ``complete`` is False when a limit (``--max-pages``, ``--max-depth``, ``--max-time``, a
     stop) left linked pages of the site unfetched: then ``limit`` says which, and sitemap
     URLs no crawled page links to are ``not_linked``, not ``orphan``.
+
+    Its repr is its summary line, not every finding and place: asyncio's Runner reprs the
+    finished task's result when it puts the SIGINT handler back (``signal.getsignal`` on a
+    ``functools.partial`` naming the task: ``reprlib`` truncates the text only after
+    ``repr`` made all of it), which was the audit's peak memory (tens of MB for a site's
+    report, twice).
     """
 
     seeds: list[str]
@@ -120,6 +126,10 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     stats: AuditStats = field(default_factory=AuditStats)
     notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        seeds = self.seeds[0] if len(self.seeds) == 1 else f"{len(self.seeds)} seeds"
+        return f"<AuditReport of {seeds}: {summary_line(self)}>"
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

@@ -254,6 +254,8 @@ class Checker(Findings):
             self.verdicts[url] = verdict
 
     async def _probe_all(self, urls: list[str], robots: RobotsCache | None) -> None:
+        if not self.options.external:  # (an external URL the rules let be: no task, no verdict)
+            urls = [u for u in urls if self._scope_verdict(u) != (None, True)]
         await asyncio.gather(*(self._probe_into(u, robots) for u in urls))
 
     async def _probe_one(

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from itertools import chain, compress, repeat
+from itertools import chain, repeat
 
 from crawler.check.model import Occurrence
 from crawler.urls.occurrences import Interner, Occurrences
 
 __all__ = ["Interner", "OccurrenceStore"]
-
-_FLIP = bytes.maketrans(b"\0\1", b"\1\0")  # nofollow 0/1 -> followed 1/0
 
 
 class OccurrenceStore(Occurrences):
@@ -53,35 +51,43 @@ class OccurrenceStore(Occurrences):
         """The occurrences of the targets in ``groups`` (target id -> group id), by group.
 
         One pass over the columns, so each group's list is in the order of crawling; the
-        occurrences of other targets are skipped in C (a byte a target id, read through
-        ``map`` and ``compress``), the page of each one kept found from the runs.
+        occurrences of other targets are skipped in C (a byte a target id: `rows_of`), the
+        page of each one kept found from the runs.
         """
         found: dict[int, list[Occurrence]] = {g: [] for g in groups.values()}
         column_t = self._target
         if not groups or not column_t:
             return found
-        wanted = bytearray(max(max(groups), max(column_t)) + 1)
+        wanted = bytearray(max(groups) + 1)
         for target in groups:
             wanted[target] = 1
-        tags = self.tags
         pages = self.pages
-        raws = self.raws
+        # a raw value (decoded from its bytes, compiled) and a tag/attr pair made once a
+        # select, shared by its places as the interned strings were
+        raws: dict[int, str] = {}
+        tags: dict[int, tuple[str, str]] = {}
         starts = self._run_start
         run_page = self._run_page
         last_run = len(starts) - 1
         run = 0
-        for i in compress(range(len(column_t)), map(wanted.__getitem__, column_t)):
+        for i in self.rows_of(wanted):
             while run < last_run and starts[run + 1] <= i:
                 run += 1
-            tag, _, attr = tags[self._tagattr[i]].partition("\0")
+            tag_id, raw_id = self._tagattr[i], self._raw[i]
+            tag = tags.get(tag_id)
+            if tag is None:
+                tag = tags[tag_id] = self.tag_attr(tag_id)
+            raw = raws.get(raw_id)
+            if raw is None:
+                raw = raws[raw_id] = self.raws[raw_id]
             found[groups[column_t[i]]].append(
                 Occurrence(
                     page=pages[run_page[run]],
                     line=self._line[i],
                     column=self._col[i],
-                    tag=tag,
-                    attr=attr,
-                    raw=raws[self._raw[i]],
+                    tag=tag[0],
+                    attr=tag[1],
+                    raw=raw,
                 )
             )
         return found
@@ -97,23 +103,6 @@ class OccurrenceStore(Occurrences):
         """The target id of each occurrence, in crawl order (the column itself: not to be
         changed)."""
         return self._target
-
-    def runs(self) -> Iterator[tuple[int, int, int]]:
-        """Each run of a page's occurrences, in crawl order: (page id, start, end), the
-        occurrences ``start`` to ``end`` (excluded)."""
-        starts = self._run_start
-        ends = [*starts[1:], len(self._target)]
-        return zip(self._run_page, starts, ends, strict=True)
-
-    def target_slice(self, start: int, end: int) -> array[int]:
-        """The target ids of occurrences ``start`` to ``end`` (a copy)."""
-        return self._target[start:end]
-
-    def followed(self, start: int, end: int) -> Iterator[int]:
-        """The target ids of occurrences ``start`` to ``end`` whose link is not nofollow
-        (read from the columns' slices, no step a link)."""
-        follow = self._nofollow[start:end].tobytes().translate(_FLIP)
-        return compress(self._target[start:end], follow)
 
     def tag_attr(self, tag_id: int) -> tuple[str, str]:
         """The (tag, attribute) of a tag/attr id of `edges`."""

@@ -96,10 +96,11 @@ _err = error_writer("audit")
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run ``crawler audit``; the exit code."""
-    from crawler.audit.auditor import Auditor  # noqa: PLC0415  (start-up time)
+    from crawler.audit.auditor import Auditor, steady_malloc  # noqa: PLC0415  (start-up time)
     from crawler.audit.graph import GRAPH_FORMATS, graph_format  # noqa: PLC0415
     from crawler.audit.report import write  # noqa: PLC0415
     from crawler.check.checker import CheckOptions  # noqa: PLC0415
+    from crawler.cli.crawl import _tune_gc  # noqa: PLC0415
 
     try:
         config = options.config_from_args(args)
@@ -127,6 +128,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         given=options.given_keys(args),
         graph=args.graph,
     )
+    # the command line owns its process: the crawl's collector thresholds, and glibc's mmap
+    # threshold fixed (the audit's growing columns and tables: benchmarks/AUDIT.md)
+    _tune_gc()
+    steady_malloc()
     runner = SimpleNamespace(snapshot=auditor.snapshot, run=auditor.audit)
     fmt = args.audit_format
     report, failed = run_to_report(

@@ -4,19 +4,22 @@
 A page's links come as the compiled extractor keeps them (``LinkRecord.compact``: the bytes
 of each fast-path link's URL and raw value, its tag and attribute indexes, nofollow, line
 and column; a Link for what a slow path made), and go into the ``Occurrences`` columns in C:
-a URL already a target's key and a raw value already interned are found in hash tables of
-their bytes (open addressing on CPython's keyed bytes hash; a hit is compared byte for byte
-with the interned string, so a collision costs a dict lookup, never a wrong id), the
+a URL already a target's key is found in a hash table of their bytes (open addressing on
+CPython's keyed bytes hash; a hit is compared byte for byte with the interned string, so a
+collision costs a dict lookup, never a wrong id), a raw value in `Texts` (the raw values'
+interner: their bytes in one buffer, found the same way, no object each), the
 tag/attribute pair by its indexes in a per-page cache. A link makes a Python object only
-when it is new to the run (its ``str``, handed to the dict or to ``target_of``), so a page
-of known links costs none. Any other sequence of Links is read tuple by tuple (the same
-results, the strings already made). The hash tables live in ``Occurrences._c`` (a
-``_Tables``, for one targets ``Interner``).
+when its URL is new to the run (its ``str``, handed to the dict or to ``target_of``), so a
+page of known links costs none. Any other sequence of Links is read tuple by tuple (the
+same results, the strings already made). The targets' hash table lives in
+``Occurrences._c`` (a ``_Tables``, for one targets ``Interner``); the readers of the
+columns are in ``_occur_read_c.pyx``.
 """
 
 from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memchr, memcmp, memcpy
@@ -116,16 +119,143 @@ cdef class _Ids:
         return 0
 
 
+cdef class Texts:
+    """Strings by id (an `Interner`'s interface: ``id``, ``get``, ``[id]``, ``len``), kept as
+    their UTF-8 bytes end to end in one buffer with an end offset each, found again by a
+    hash table of those bytes (open addressing on CPython's keyed bytes hash, a hit compared
+    byte for byte): no Python object a string. The link's raw values (a link's ``take`` in
+    C finds or adds one straight from the extractor's bytes); ``[id]`` decodes it again,
+    as it is needed only for the places of the links a report lists."""
+
+    cdef char* _data
+    cdef Py_ssize_t _size
+    cdef Py_ssize_t _cap
+    cdef int64_t* _ends
+    cdef Py_ssize_t _count
+    cdef Py_ssize_t _ecap
+    cdef Slot* _slots
+    cdef Py_ssize_t _mask
+
+    def __cinit__(self):
+        # (PyMem: its blocks are Python's, seen by tracemalloc as a str's would be)
+        self._slots = <Slot*>PyMem_Malloc(1024 * sizeof(Slot))
+        if self._slots == NULL:
+            raise MemoryError()
+        self._mask = 1023
+        for i in range(1024):
+            self._slots[i].id = -1
+
+    def __dealloc__(self):
+        PyMem_Free(self._data)
+        PyMem_Free(self._ends)
+        PyMem_Free(self._slots)
+
+    def __len__(self):
+        return self._count
+
+    cdef inline const char* _at(self, Py_ssize_t k, Py_ssize_t* n) noexcept:
+        cdef int64_t start = self._ends[k - 1] if k else 0
+        n[0] = <Py_ssize_t>(self._ends[k] - start)
+        return self._data + start
+
+    cdef Py_ssize_t find(self, uint64_t h, const char* p, Py_ssize_t n) noexcept:
+        """The id of the ``n`` bytes at ``p`` (hash ``h``), or -1."""
+        cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>self._mask), m
+        cdef Slot* s
+        cdef const char* q
+        while True:
+            s = &self._slots[i]
+            if s.id < 0:
+                return -1
+            if s.check == <uint32_t>(h >> 32):
+                q = self._at(s.id, &m)
+                if m == n and memcmp(q, p, n) == 0:
+                    return s.id
+            i = (i + 1) & self._mask
+
+    cdef Py_ssize_t add(self, uint64_t h, const char* p, Py_ssize_t n) except -1:
+        """The ``n`` bytes at ``p`` (hash ``h``, not found) as the next id."""
+        cdef Py_ssize_t k = self._count, need, i, j, size = self._mask + 1, m
+        cdef Slot* old
+        if k >= 0x7FFFFFFF:
+            raise OverflowError("more than 2**31 distinct texts")
+        if self._size + n > self._cap:
+            need = max(self._size + n, self._cap + self._cap // 2, 4096)
+            self._data = <char*>_grow_py(self._data, need)
+            self._cap = need
+        if k >= self._ecap:
+            need = max(k + 1, self._ecap + self._ecap // 2, 1024)
+            self._ends = <int64_t*>_grow_py(self._ends, need * sizeof(int64_t))
+            self._ecap = need
+        if 4 * (k + 1) > 3 * size:  # grown at 3/4 full: probes stay short
+            old = self._slots
+            self._slots = <Slot*>PyMem_Malloc(2 * size * sizeof(Slot))
+            if self._slots == NULL:
+                self._slots = old
+                raise MemoryError()
+            self._mask = 2 * size - 1
+            for i in range(2 * size):
+                self._slots[i].id = -1
+            for j in range(size):
+                if old[j].id >= 0:
+                    q = self._at(old[j].id, &m)
+                    i = <Py_ssize_t>(_hash(<const unsigned char*>q, m) & <uint64_t>self._mask)
+                    while self._slots[i].id >= 0:
+                        i = (i + 1) & self._mask
+                    self._slots[i] = old[j]
+            PyMem_Free(old)
+        memcpy(self._data + self._size, p, n)
+        self._size += n
+        self._ends[k] = self._size
+        self._count = k + 1
+        i = <Py_ssize_t>(h & <uint64_t>self._mask)
+        while self._slots[i].id >= 0:
+            i = (i + 1) & self._mask
+        self._slots[i].check = <uint32_t>(h >> 32)
+        self._slots[i].id = <int32_t>k
+        return k
+
+    cdef Py_ssize_t id_of_bytes(self, const char* p, Py_ssize_t n) except -1:
+        cdef uint64_t h = _hash(<const unsigned char*>p, n)
+        cdef Py_ssize_t k = self.find(h, p, n)
+        return k if k >= 0 else self.add(h, p, n)
+
+    def id(self, str text):
+        """The id of ``text`` (new ones get the next id)."""
+        b = text.encode("utf-8", "surrogatepass")
+        return self.id_of_bytes(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+
+    def get(self, str text):
+        """The id of ``text`` if it is known, else None (nothing added)."""
+        b = text.encode("utf-8", "surrogatepass")
+        cdef const char* p = PyBytes_AS_STRING(b)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
+        cdef Py_ssize_t k = self.find(_hash(<const unsigned char*>p, n), p, n)
+        return None if k < 0 else k
+
+    def __getitem__(self, Py_ssize_t k):
+        cdef Py_ssize_t n
+        if k < 0:
+            k += self._count
+        if not 0 <= k < self._count:
+            raise IndexError("text id out of range")
+        cdef const char* p = self._at(k, &n)
+        return p[:n].decode("utf-8", "surrogatepass")
+
+    def nbytes(self):
+        """Bytes held: the buffer, the offsets and the hash table."""
+        return self._cap + self._ecap * sizeof(int64_t) + (self._mask + 1) * sizeof(Slot)
+
+
 cdef class _Tables:
     """The compiled twin's state in an ``Occurrences``: the hash tables of known target keys
     (for one targets ``Interner``) and raw values, and a page's columns before they fit."""
 
     cdef object targets
     cdef _Ids tids
-    cdef _Ids rids
-    cdef uint32_t* tid
+    cdef int64_t* tid
     cdef int64_t* tag
-    cdef uint32_t* raw
+    cdef int64_t* raw
     cdef int64_t* line
     cdef int64_t* col
     cdef unsigned char* nf
@@ -134,7 +264,6 @@ cdef class _Tables:
     def __cinit__(self, targets):
         self.targets = targets
         self.tids = _Ids()
-        self.rids = _Ids()
 
     def __dealloc__(self):
         free(self.tid)
@@ -148,9 +277,9 @@ cdef class _Tables:
         if n <= self.cap:
             return 0
         n = max(n, 2 * self.cap, 256)
-        self.tid = <uint32_t*>_grow(self.tid, n * sizeof(uint32_t))
+        self.tid = <int64_t*>_grow(self.tid, n * sizeof(int64_t))
         self.tag = <int64_t*>_grow(self.tag, n * sizeof(int64_t))
-        self.raw = <uint32_t*>_grow(self.raw, n * sizeof(uint32_t))
+        self.raw = <int64_t*>_grow(self.raw, n * sizeof(int64_t))
         self.line = <int64_t*>_grow(self.line, n * sizeof(int64_t))
         self.col = <int64_t*>_grow(self.col, n * sizeof(int64_t))
         self.nf = <unsigned char*>_grow(self.nf, n)
@@ -160,6 +289,13 @@ cdef class _Tables:
 
 cdef void* _grow(void* p, size_t n) except NULL:
     cdef void* q = realloc(p, n)
+    if q == NULL:
+        raise MemoryError()
+    return q
+
+
+cdef void* _grow_py(void* p, size_t n) except NULL:
+    cdef void* q = PyMem_Realloc(p, n)
     if q == NULL:
         raise MemoryError()
     return q
@@ -192,8 +328,7 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
     cdef dict table = targets.table
     cdef list strings = targets.strings
     raws = occ.raws
-    cdef dict raw_table = raws.table
-    cdef list raw_strings = raws.strings
+    cdef Texts texts = raws if type(raws) is Texts else None
     cdef Py_ssize_t n = 0, kept = 0, i, count, k, tid, rid, tagid, nt = 0, c
     cdef int64_t e[8]
     cdef const unsigned char* text
@@ -238,13 +373,12 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
                 tid = target_of(url, raw)
                 if tid < 0:
                     continue
-            h = _hash(rp, e[2])
-            rid = tb.rids.find(h, rp, e[2], raw_strings)
-            if rid < 0:
+            if texts is not None:  # no object made for the raw value
+                rid = texts.id_of_bytes(<const char*>rp, e[2])
+            else:
                 if raw is None:
                     raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
                 rid = raws.id(raw)
-                tb.rids.put(h, rid, raw_strings)
             tagid = -1
             for c in range(nt):
                 if tk[c] == e[3] and tj[c] == e[4]:
@@ -257,8 +391,8 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
                     tj[nt] = <int>e[4]
                     tv[nt] = tagid
                     nt += 1
-            tb.tid[kept] = <uint32_t>tid
-            tb.raw[kept] = <uint32_t>rid
+            tb.tid[kept] = tid
+            tb.raw[kept] = rid
             tb.tag[kept] = tagid
             tb.line[kept] = e[6]
             tb.col[kept] = e[7]
@@ -288,8 +422,8 @@ cdef Py_ssize_t _one(occ, _Tables tb, Py_ssize_t at, tuple link, dict table, raw
         tid = target_of(url, raw)
         if tid < 0:
             return 0
-    tb.tid[at] = <uint32_t>tid
-    tb.raw[at] = <uint32_t>raws.id(raw)
+    tb.tid[at] = tid
+    tb.raw[at] = raws.id(raw)
     tb.tag[at] = _tag_id(occ, link[2], link[3])
     tb.nf[at] = 1 if link[4] else 0
     tb.line[at] = _sat(link[5])
@@ -361,7 +495,7 @@ cdef int _commit(occ, _Tables tb, Py_ssize_t page, Py_ssize_t n) except -1:
     if not len(run_page) or run_page[len(run_page) - 1] != page:
         run_page.append(page)
         occ._run_start.append(len(occ._target))
-    _append(occ, "_target", tb.tid, n)  # ("I": 4 bytes, as uint32)
-    _append(occ, "_raw", tb.raw, n)
+    _fit(occ, "_target", tb.tid, n)
+    _fit(occ, "_raw", tb.raw, n)
     _append(occ, "_nofollow", tb.nf, n)
     return 0

@@ -2,11 +2,12 @@
 
 The link checker (``crawler.check``) keeps every occurrence of every link until its report is
 built (a link is known broken only once its target is checked). ``Occurrences`` holds them as
-parallel ``array`` columns, each as narrow as its values allow (line and column 2 bytes, the
-few tag/attribute pairs 1; a column is widened once when a value needs it: the narrowest
-width that holds the page's values, 4 bytes at most, where a value past 2**32 or below 0 is
-clamped), the target and raw value as ids (the strings interned once each), nofollow a byte,
-and a page's occurrences together (runs of page id and first occurrence).
+parallel ``array`` columns, each as narrow as its values allow (line, column, target and raw
+ids 2 bytes, the few tag/attribute pairs 1; a column is widened once when a value needs it:
+the narrowest width that holds the page's values, 4 bytes at most, where a value past 2**32
+or below 0 is clamped), the target and raw value as ids (the strings interned once each:
+the raw values, compiled, as bytes in one buffer, `new_texts`), nofollow a byte, and a
+page's occurrences together (runs of page id and first occurrence).
 
 `Occurrences.take` records a page's links: for each, its target id (a URL already a target's
 key is its own target, looked up; any other link goes to the caller's ``target_of``, which
@@ -23,12 +24,14 @@ so that a page's links cost no Python object each. The compiled one is used unle
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterable
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any
 
 from crawler._twins import compiled
 
-__all__ = ["IMPLEMENTATION", "Interner", "Occurrences", "TargetOf"]
+__all__ = ["IMPLEMENTATION", "Interner", "Occurrences", "TargetOf", "new_texts"]
 
 #: ``target_of(url, raw)``: the target id of a link not found by its URL (None: not a URL),
 #: or -1: no target (the link is not recorded).
@@ -37,6 +40,7 @@ TargetOf = Callable[[str | None, str], int]
 # A column's widths, narrowest first: it is widened to the next one a value needs.
 _WIDER = {"B": "H", "H": "I"}
 _MAX = 0xFFFFFFFF  # a line or column past this is kept as this
+_FLIP = bytes.maketrans(b"\0\1", b"\1\0")  # nofollow 0/1 -> followed 1/0
 
 
 class Interner:
@@ -87,17 +91,17 @@ class Occurrences:
                  "_tag_ids", "_tagattr", "_target", "pages", "raws", "tags")  # fmt: skip
 
     def __init__(self) -> None:
-        self._target = array("I")
+        self._target = array("H")  # widened to "I" by the first id past 65,535
         # a page's occurrences are together: runs of (page id, index of its first occurrence)
         self._run_page = array("I")
         self._run_start = array("Q")
         self._line = array("H")  # widened to "I" by the first line past 65,535
         self._col = array("H")
         self._tagattr = array("B")  # tag/attr ids (a few dozen): widened past 255
-        self._raw = array("I")
+        self._raw = array("H")  # (as the targets')
         self._nofollow = array("B")  # the link's rel has nofollow (an audit's graph reads it)
         self.pages = Interner()
-        self.raws = Interner()
+        self.raws = new_texts()  # the raw values: compiled, their bytes in one buffer
         self.tags = Interner()  # "tag\0attr"
         self._tag_ids: dict[tuple[str, str], int] = {}  # (tag, attr) -> its id in tags
         self._c: Any = None  # the compiled twin's hash tables (its own)
@@ -206,16 +210,134 @@ class Occurrences:
             tag_list.append(tid)
         tag_col = self._fit("_tagattr", tag_list)
         new_raw = self.raws.id
-        raw_col = array("I", [new_raw(r) for r in raws])
+        raw_col = self._fit("_raw", [new_raw(r) for r in raws])
+        target_col = self._fit("_target", targets)
         if not self._run_page or self._run_page[-1] != page:
             self._run_page.append(page)
             self._run_start.append(len(self._target))
-        self._target.extend(array("I", targets))
+        self._target.extend(target_col)
         self._line.extend(line_col)
         self._col.extend(col_col)
         self._tagattr.extend(tag_col)
         self._raw.extend(raw_col)
         self._nofollow.extend(array("B", nofollows))
+
+    # -- read back in a pass (the report's): compiled, or the reference twins below --
+
+    def rows_of(self, wanted: bytearray) -> Iterable[int]:
+        """The indexes of the occurrences whose target id is wanted (``wanted[id]`` true;
+        an id past its end is not), in order."""
+        if _rows_of_c is not None:
+            rows: Iterable[int] = _rows_of_c(self, wanted)
+            return rows
+        column = self._target
+        if column and max(column) >= len(wanted):
+            wanted = wanted + bytes(max(column) + 1 - len(wanted))
+        return compress(range(len(column)), map(wanted.__getitem__, column))
+
+    def walk(
+        self,
+        node_of_tid: array[int],
+        node_of_page: array[int],
+        linked: bytearray,
+        outlinks: array[int],
+        inlinks: array[int],
+        followed: array[int],
+    ) -> int:
+        """The link graph's counts in one pass over the runs (a page's links together):
+        each target some run links is marked in ``linked``; a page's node (``node_of_page``,
+        -1: none) gets in ``outlinks`` the distinct targets of its run; each node (of a
+        target: ``node_of_tid``) a run links, the page's own excepted, gets 1 in
+        ``inlinks``, and 1 in ``followed`` when one of those links is not nofollow. The
+        counts' arrays ("I") have a last slot for the targets of no node (-1). Returns the
+        distinct (run, target) pairs. Compiled unless the pure twin is asked for."""
+        if _walk_c is not None:
+            edges: int = _walk_c(self, node_of_tid, node_of_page, linked, outlinks, inlinks,
+                                 followed)  # fmt: skip
+            return edges
+        return self.walk_py(node_of_tid, node_of_page, linked, outlinks, inlinks, followed)
+
+    def walk_py(
+        self,
+        node_of_tid: array[int],
+        node_of_page: array[int],
+        linked: bytearray,
+        outlinks: array[int],
+        inlinks: array[int],
+        followed: array[int],
+    ) -> int:
+        """`walk` in Python (the reference twin): a set a run."""
+        target, nofollow, starts = self._target, self._nofollow, self._run_start
+        ends = [*starts[1:], len(target)] if starts else []
+        mark = linked.__setitem__
+        node_at = node_of_tid.__getitem__
+        edges = 0
+        for page, start, end in zip(self._run_page, starts, ends, strict=True):
+            source = node_of_page[page]
+            distinct = set(target[start:end])
+            deque(map(mark, distinct, repeat(1)), 0)
+            edges += len(distinct)
+            if source >= 0:
+                outlinks[source] += len(distinct)
+            nodes = set(map(node_at, distinct))
+            nodes.discard(source)
+            for node in nodes:
+                inlinks[node] += 1
+            follow = nofollow[start:end].tobytes().translate(_FLIP)
+            nodes = set(map(node_at, set(compress(target[start:end], follow))))
+            nodes.discard(source)
+            for node in nodes:
+                followed[node] += 1
+        return edges
+
+    def depths(
+        self, node_of_tid: array[int], node_of_page: array[int], seeds: list[int], size: int
+    ) -> array[int]:
+        """Each node's clicks from the ``seeds`` nodes (ids below ``size``; the result has
+        ``size + 1`` slots, -1: unreached), breadth first over the runs: a page's runs read
+        again from the columns when its node is reached. Compiled unless the pure twin is
+        asked for."""
+        if _depths_c is not None:
+            found: array[int] = _depths_c(self, node_of_tid, node_of_page, seeds, size)
+            return found
+        return self.depths_py(node_of_tid, node_of_page, seeds, size)
+
+    def depths_py(
+        self, node_of_tid: array[int], node_of_page: array[int], seeds: list[int], size: int
+    ) -> array[int]:
+        """`depths` in Python (the reference twin): a level at a time, a set a run."""
+        target, starts = self._target, self._run_start
+        ends = [*starts[1:], len(target)] if starts else []
+        depth = array("i", [-1]) * (size + 1)
+        unreached = bytearray(b"\1") * size + b"\0"  # the last: no node (-1)
+        first_run = array("i", [-1]) * (size + 1)  # a node's runs, linked: next_run
+        next_run = array("i", [-1]) * len(starts)
+        for run, page in enumerate(self._run_page):
+            source = node_of_page[page]
+            if source >= 0:
+                next_run[run] = first_run[source]
+                first_run[source] = run
+        level = array("i")
+        for node_id in seeds:
+            if 0 <= node_id < size and unreached[node_id]:
+                unreached[node_id] = depth[node_id] = 0
+                level.append(node_id)
+        node_at = node_of_tid.__getitem__
+        d = 0
+        while level:
+            d += 1
+            below = array("i")
+            for page in level:
+                run = first_run[page]
+                while run >= 0:
+                    linked = set(map(node_at, set(target[starts[run] : ends[run]])))
+                    new = list(compress(linked, map(unreached.__getitem__, linked)))
+                    deque(map(unreached.__setitem__, new, repeat(0)), 0)
+                    deque(map(depth.__setitem__, new, repeat(d)), 0)
+                    below.extend(new)
+                    run = next_run[run]
+            level = below
+        return depth
 
     def _fit(self, name: str, values: list[int]) -> array[int]:
         """``values`` as an array the column ``name`` can take, the column widened first if
@@ -237,7 +359,32 @@ class Occurrences:
 _c = (
     None
     if TYPE_CHECKING
-    else compiled("crawler.urls._occur_c", "take", what="the compiled occurrences")
+    else compiled("crawler.urls._occur_c", "take", "Texts", what="the compiled occurrences")
+)
+_read = (
+    None
+    if TYPE_CHECKING
+    else compiled(
+        "crawler.urls._occur_read_c",
+        "rows_of",
+        "walk",
+        "depths",
+        what="the compiled occurrences' readers",
+    )
 )
 _take_c: Any = None if _c is None else _c[0]
+_texts_c: Any = None if _c is None else _c[1]
+_rows_of_c: Any = None if _read is None else _read[0]
+_walk_c: Any = None if _read is None else _read[1]
+_depths_c: Any = None if _read is None else _read[2]
+
+
+def new_texts() -> Interner:
+    """An interner for raw values: the compiled ``Texts`` (the strings' UTF-8 bytes end to
+    end in one buffer, found by a hash table of them: no Python object a string, about
+    half the bytes of a ``str`` and a dict entry each), else an `Interner`. The same ids in the
+    same order either way, the same strings read back."""
+    return Interner() if _texts_c is None else _texts_c()
+
+
 IMPLEMENTATION = "py" if _take_c is None else "c"
