@@ -10,6 +10,7 @@ for Markdown, html.parser for HTML.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import io
@@ -18,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import tracemalloc
 import xml.etree.ElementTree as ET
 from html import unescape
 from html.parser import HTMLParser
@@ -780,3 +782,24 @@ def test_html_long_values_wrap_at_url_punctuation() -> None:
     assert ">../x.html#y<" in text  # short: no <wbr>
     shown = "".join(parse_html(text).text)
     assert raw in shown and "http://other.example/a//b/page.html" in shown
+
+
+def test_a_reports_repr_is_its_summary_and_asyncio_run_does_not_make_it_text() -> None:
+    # asyncio's Runner reprs the finished task's result when it puts SIGINT's handler back
+    # (as ``crawler check`` runs): a field-by-field repr of a large report was its peak memory
+    report = big_report(5000)
+    text = repr(report)
+    assert len(text) < 300 and "5000 broken" in text
+    full = sum(len(repr(p)) for p in report.broken)  # what a field-by-field repr makes
+
+    async def check() -> CheckReport:
+        return report
+
+    tracemalloc.start()
+    try:
+        asyncio.run(check())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert full > 1_000_000
+    assert peak < full / 4, f"{peak:,} bytes at the peak, the problems' text {full:,}"

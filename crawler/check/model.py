@@ -125,6 +125,16 @@ class CheckReport:
     stats: CheckStats = field(default_factory=CheckStats)
     blocked: list[Problem] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        # a summary, not every problem and place: asyncio's Runner makes the result of
+        # ``crawler check``'s task into text when it puts SIGINT's handler back, and a
+        # field-by-field repr of a large report was the command's peak memory
+        seeds = self.seeds[0] if len(self.seeds) == 1 else f"{len(self.seeds)} seeds"
+        return (
+            f"<CheckReport of {seeds}: {len(self.broken)} broken, {len(self.warnings)}"
+            f" warnings, {len(self.blocked)} blocked, {self.stats.urls} URLs>"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (``--format json``): the documented schema."""
         data = asdict(self)
