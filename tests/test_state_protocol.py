@@ -914,3 +914,12 @@ async def test_wait_event_keeps_a_wake_up_that_came_with_a_cancel() -> None:
     start = time.monotonic()
     await wait_event(event, 5.0)
     assert time.monotonic() - start < 1.0
+    # the wake-up first, the cancel in the same turn of the loop (Ctrl-C as a page ends):
+    # the cancel is not lost (Python 3.11's ``wait_for`` returned the wake-up and dropped
+    # it, and ``crawler check`` then ran to its end after SIGINT)
+    task = asyncio.ensure_future(wait_event(event, 5.0))
+    await asyncio.sleep(0.01)
+    event.set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

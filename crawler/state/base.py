@@ -171,11 +171,14 @@ async def wait_event(event: asyncio.Event, timeout: float) -> None:
     last call, else when it is set or after ``timeout`` seconds; then clear it.
 
     A cancelled wait leaves the event as it is, so that a wake-up that came with the
-    cancellation is not lost to the next wait.
+    cancellation is not lost to the next wait; and the cancellation is not lost to the
+    wake-up (``asyncio.timeout``, not Python 3.11's ``wait_for``, which returned the
+    wake-up and dropped a cancel that came in the same turn of the loop: a Ctrl-C lost).
     """
     if not event.is_set() and timeout > 0:
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
         except TimeoutError:
             pass
     event.clear()
