@@ -475,6 +475,34 @@ cdef array.array _fit(occ, str name, const int64_t* src, Py_ssize_t n):
     return col
 
 
+cdef int _escaped(occ, str name, const int64_t* src, Py_ssize_t n) except -1:
+    """``n`` lines or columns at the end of the 2-byte column ``name``: one of 0xFFFF or
+    more (clamped to 2**32 - 1, below 0 to 0) kept as 0xFFFF, its row and value appended to
+    the side table (``Occurrences._escaped``'s rule)."""
+    cdef array.array col = getattr(occ, name)
+    cdef array.array wide_at, wide
+    cdef Py_ssize_t i, at = len(col), base = len(occ._target), w
+    cdef int64_t x
+    array.resize_smart(col, at + n)
+    for i in range(n):
+        x = src[i]
+        if x < 0:
+            x = 0
+        elif x > 0xFFFFFFFF:
+            x = 0xFFFFFFFF
+        if x >= 0xFFFF:
+            wide_at = getattr(occ, name + "_wide_at")
+            wide = getattr(occ, name + "_wide")
+            w = len(wide_at)
+            array.resize_smart(wide_at, w + 1)
+            array.resize_smart(wide, w + 1)
+            (<unsigned long long*>wide_at.data.as_voidptr)[w] = <unsigned long long>(base + i)
+            wide.data.as_uints[w] = <unsigned int>x
+            x = 0xFFFF
+        col.data.as_ushorts[at + i] = <unsigned short>x
+    return 0
+
+
 cdef int _append(occ, str name, const void* src, Py_ssize_t n) except -1:
     """``n`` items of the column's own width from ``src`` at the end of column ``name``."""
     cdef array.array col = getattr(occ, name)
@@ -488,8 +516,8 @@ cdef int _commit(occ, _Tables tb, Py_ssize_t page, Py_ssize_t n) except -1:
     """The page's ``n`` rows into the columns (nothing when none, as ``add_page``)."""
     if n == 0:
         return 0
-    _fit(occ, "_line", tb.line, n)
-    _fit(occ, "_col", tb.col, n)
+    _escaped(occ, "_line", tb.line, n)
+    _escaped(occ, "_col", tb.col, n)
     _fit(occ, "_tagattr", tb.tag, n)
     run_page = occ._run_page
     if not len(run_page) or run_page[len(run_page) - 1] != page:

@@ -2,10 +2,12 @@
 
 The link checker (``crawler.check``) keeps every occurrence of every link until its report is
 built (a link is known broken only once its target is checked). ``Occurrences`` holds them as
-parallel ``array`` columns, each as narrow as its values allow (line, column, target and raw
-ids 2 bytes, the few tag/attribute pairs 1; a column is widened once when a value needs it:
-the narrowest width that holds the page's values, 4 bytes at most, where a value past 2**32
-or below 0 is clamped), the target and raw value as ids (the strings interned once each:
+parallel ``array`` columns, each as narrow as its values allow (target and raw ids 2 bytes,
+the few tag/attribute pairs 1; such a column is widened once when a value needs it: the
+narrowest width that holds the page's values, 4 bytes at most), line and column 2 bytes
+always (a value of 65,535 or more is kept as 65,535 there, its row and value in a side
+table: a few long lines no longer widen the whole column; a value past 2**32 or below 0 is
+clamped), the target and raw value as ids (the strings interned once each:
 the raw values, compiled, as bytes in one buffer, `new_texts`), nofollow a byte, and a
 page's occurrences together (runs of page id and first occurrence).
 
@@ -24,6 +26,7 @@ so that a page's links cost no Python object each. The compiled one is used unle
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
@@ -40,6 +43,7 @@ TargetOf = Callable[[str | None, str], int]
 # A column's widths, narrowest first: it is widened to the next one a value needs.
 _WIDER = {"B": "H", "H": "I"}
 _MAX = 0xFFFFFFFF  # a line or column past this is kept as this
+_ESCAPE = 0xFFFF  # a line or column from this on: kept in the column's side table
 _FLIP = bytes.maketrans(b"\0\1", b"\1\0")  # nofollow 0/1 -> followed 1/0
 
 
@@ -87,16 +91,23 @@ class Occurrences:
     nofollow), in columns. Target ids are the caller's (an `Interner` of target keys); the
     pages, raw values and tag/attribute pairs are interned here."""
 
-    __slots__ = ("_c", "_col", "_line", "_nofollow", "_raw", "_run_page", "_run_start",
-                 "_tag_ids", "_tagattr", "_target", "pages", "raws", "tags")  # fmt: skip
+    __slots__ = ("_c", "_col", "_col_wide", "_col_wide_at", "_line", "_line_wide",
+                 "_line_wide_at", "_nofollow", "_raw", "_run_page", "_run_start", "_tag_ids",
+                 "_tagattr", "_target", "pages", "raws", "tags")  # fmt: skip
 
     def __init__(self) -> None:
         self._target = array("H")  # widened to "I" by the first id past 65,535
         # a page's occurrences are together: runs of (page id, index of its first occurrence)
         self._run_page = array("I")
         self._run_start = array("Q")
-        self._line = array("H")  # widened to "I" by the first line past 65,535
+        # line and column: 2 bytes, never widened; a value of _ESCAPE or more is _ESCAPE
+        # here, its row (ascending) in *_wide_at and its value in *_wide (`position`)
+        self._line = array("H")
         self._col = array("H")
+        self._line_wide_at = array("Q")
+        self._line_wide = array("I")
+        self._col_wide_at = array("Q")
+        self._col_wide = array("I")
         self._tagattr = array("B")  # tag/attr ids (a few dozen): widened past 255
         self._raw = array("H")  # (as the targets')
         self._nofollow = array("B")  # the link's rel has nofollow (an audit's graph reads it)
@@ -199,8 +210,8 @@ class Occurrences:
         once a page rather than seven appends a link."""
         if not targets:
             return
-        line_col = self._fit("_line", lines)
-        col_col = self._fit("_col", columns)
+        line_col = self._escaped("_line", lines)
+        col_col = self._escaped("_col", columns)
         tag_ids = self._tag_ids
         tag_list: list[int] = []
         for pair in tag_attrs:
@@ -223,6 +234,25 @@ class Occurrences:
         self._nofollow.extend(array("B", nofollows))
 
     # -- read back in a pass (the report's): compiled, or the reference twins below --
+
+    def position(self, row: int) -> tuple[int, int]:
+        """The (line, column) of occurrence ``row`` (a wide one from its side table)."""
+        line = self._line[row]
+        if line == _ESCAPE:
+            line = self._line_wide[bisect_left(self._line_wide_at, row)]
+        column = self._col[row]
+        if column == _ESCAPE:
+            column = self._col_wide[bisect_left(self._col_wide_at, row)]
+        return line, column
+
+    def positions(self) -> tuple[array[int], array[int]]:
+        """Every occurrence's line and column, in order, as full 4-byte columns (made for
+        the caller: a batch's, the disk graph's)."""
+        lines, columns = array("I", self._line), array("I", self._col)
+        for full, at, wide in ((lines, self._line_wide_at, self._line_wide),
+                               (columns, self._col_wide_at, self._col_wide)):  # fmt: skip
+            deque(map(full.__setitem__, at, wide), 0)
+        return lines, columns
 
     def rows_of(self, wanted: bytearray) -> Iterable[int]:
         """The indexes of the occurrences whose target id is wanted (``wanted[id]`` true;
@@ -338,6 +368,28 @@ class Occurrences:
                     run = next_run[run]
             level = below
         return depth
+
+    def _escaped(self, name: str, values: list[int]) -> array[int]:
+        """``values`` (the page's lines or columns, rows from the current end on) as 2-byte
+        items for column ``name``: one of _ESCAPE or more (clamped to 2**32 - 1, and one
+        below 0 to 0) kept as _ESCAPE, its row and value added to the side table."""
+        try:
+            if max(values) < _ESCAPE:
+                return array("H", values)
+        except OverflowError:  # (a negative value)
+            pass
+        wide_at: array[int] = getattr(self, name + "_wide_at")
+        wide: array[int] = getattr(self, name + "_wide")
+        base = len(self._target)
+        kept: list[int] = []
+        for k, value in enumerate(values):
+            value = min(max(value, 0), _MAX)
+            if value >= _ESCAPE:
+                wide_at.append(base + k)
+                wide.append(value)
+                value = _ESCAPE
+            kept.append(value)
+        return array("H", kept)
 
     def _fit(self, name: str, values: list[int]) -> array[int]:
         """``values`` as an array the column ``name`` can take, the column widened first if
