@@ -138,9 +138,10 @@ def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
         assert type(rec) is LinkRecord and list(rec) == links  # (the same links, two ways)
     c_state, py_state, counts = _both(made, check_frags)
     assert c_state == py_state
-    # the limits were reached: the line and column columns stay 2 bytes, the lines and
-    # columns past 65,534 in their side tables and read back whole; a page with no link
-    assert c_state["_line"][0] == "H" and c_state["_col"][0] == "H"
+    # the limits were reached: the line and column columns stay 1 and 2 bytes (steps),
+    # the lines and columns that do not fit in their side tables and read back whole; a
+    # page with no link
+    assert c_state["_line"][0] == "B" and c_state["_col"][0] == "H"
     assert c_state["_line_wide_at"][1] and c_state["_col_wide_at"][1]
     assert c_state["positions"] == [
         (link[5], link[6])
@@ -172,7 +173,7 @@ def test_the_twins_agree_on_links_given_as_links_at_the_column_limits() -> None:
         )
         assert c_state == py_state
         assert counts == [305, 3, 0]
-        assert c_state["_tagattr"][0] == "H" and c_state["_line"][0] == "H"
+        assert c_state["_tagattr"][0] == "H" and c_state["_line"][0] == "B"
         assert c_state["positions"][300:302] == [(0xFFFFFFFF, 0), (3, 0xFFFFFFFF)]
 
 
@@ -273,19 +274,49 @@ def test_the_pure_twin_widens_and_interns_as_the_store_did() -> None:
     t = _Targets(False)
     links = [make_link(SEED + "a", "a", "a", "href", False, 70_000, 3)]
     assert occ.take_py(occ.page_id(SEED), links * 2, t.interner, t, False) == 2
-    assert occ._line.typecode == "H" and occ._line.tolist() == [0xFFFF, 0xFFFF]
-    assert occ._line_wide_at.tolist() == [0, 1] and occ._line_wide.tolist() == [70_000] * 2
-    assert occ.position(1) == (70_000, 3) and not occ._col_wide_at
+    # the line a step from the run's previous link: the first past 254 in the side table
+    assert occ._line.typecode == "B" and occ._line.tolist() == [0xFF, 0]
+    assert occ._line_wide_at.tolist() == [0] and occ._line_wide.tolist() == [70_000]
+    assert occ._col.tolist() == [3, 0] and not occ._col_wide_at
+    assert occ.position(1) == (70_000, 3) == occ.position(0)
     assert occ._raw == array("I", [0, 0]) and t.calls == [(SEED + "a", "a")]
 
 
+def test_the_twins_decode_the_same_positions() -> None:
+    # runs of random positions (steps forward, back, past the escapes, a page again):
+    # decode (compiled) and decode_py give back what went in, for any span of runs
+    if occurrences._decode_c is None:
+        pytest.skip("the compiled readers are not built")
+    rng = random.Random(5)
+    occ = Occurrences()
+    given: list[tuple[int, int]] = []
+    for page in [0, 1, 1, 2, 0, 3, 4]:
+        n = rng.randrange(1, 400)
+        lines = sorted(rng.choice([rng.randrange(300), rng.randrange(2**33)]) for _ in range(n))
+        if page == 2:
+            rng.shuffle(lines)  # lines that go back
+        cols = [rng.choice([rng.randrange(70), rng.randrange(200_000), -5]) for _ in range(n)]
+        occ.add_page(page, [0] * n, lines, cols, [("a", "href")] * n, ["r"] * n, [False] * n)
+        given += [(min(li, 2**32 - 1), max(c, 0)) for li, c in zip(lines, cols, strict=True)]
+    runs = len(occ._run_start)
+    assert runs == 6 and occ._line_wide_at and occ._col_wide_at
+    for first in range(runs + 1):
+        for last in range(first, runs + 1):
+            c_lines, c_cols = occurrences._decode_c(occ, first, last)
+            assert (c_lines, c_cols) == occ.decode_py(first, last)
+            start = occ._run_start[first] if first < runs else len(occ)
+            end = occ._run_start[last] if last < runs else len(occ)
+            assert list(zip(c_lines, c_cols, strict=True)) == given[start:end]
+
+
 @pytest.mark.parametrize("pure", [True, False])
-def test_long_lines_keep_line_and_column_at_two_bytes_and_read_back_whole(
+def test_long_lines_keep_line_and_column_narrow_and_read_back_whole(
     pure: bool, tmp_path: Any
 ) -> None:
-    # rustdoc's pages have lines of 200,000 characters and more: a column past 65,534 goes
-    # to the side table (its row and value) instead of widening every link's column to 4
-    # bytes; select, in memory and on disk (across a batch's flush), gives it back whole.
+    # rustdoc's pages have lines of 200,000 characters and more: a column (step) past
+    # 65,534 goes to the side table (its row and value) instead of widening every link's
+    # column to 4 bytes, the line is a 1-byte step; select, in memory and on disk (across a
+    # batch's flush), gives them back whole.
     from crawler.audit.diskgraph import BATCH_LINKS, DiskOccurrences  # noqa: PLC0415
     from crawler.check.store import OccurrenceStore  # noqa: PLC0415
 
@@ -309,9 +340,11 @@ def test_long_lines_keep_line_and_column_at_two_bytes_and_read_back_whole(
             take = store.take_py if pure else store.take
             assert take(store.page_id(page), links, t.interner, t, False) == per_page
     memory = stores[0]
-    assert memory._line.typecode == "H" and memory._col.typecode == "H"
-    assert len(memory._col_wide_at) == 2 * pages and len(memory._line_wide_at) == 1
-    assert memory.nbytes() < len(memory) * 10 + 2 * pages * 12 + 16 * pages + 4096
+    assert memory._line.typecode == "B" and memory._col.typecode == "H"
+    # a wide column and the one back after it (4 a page); the long page's line and the one
+    # back after it
+    assert len(memory._col_wide_at) == 4 * pages and len(memory._line_wide_at) == 2
+    assert memory.nbytes() < len(memory) * 9 + 4 * pages * 12 + 16 * pages + 4096
     assert memory.position(999) == (1, 60 * 999 + 1)
     assert memory.position(998) == (1, 70_000 + 250 * 998)
     tids = {tid: tid for tid in range(len(t.interner))}
