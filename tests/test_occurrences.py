@@ -36,7 +36,7 @@ needs_c = pytest.mark.skipif(
 
 SEED = "http://site.example/"
 _COLUMNS = ("_target", "_run_page", "_run_start", "_line", "_col", "_tagattr", "_raw",
-            "_nofollow")  # fmt: skip
+            "_nofollow", "_line_wide_at", "_line_wide", "_col_wide_at", "_col_wide")  # fmt: skip
 
 
 class _Targets:
@@ -68,6 +68,7 @@ def _state(occ: Occurrences, targets: _Targets) -> dict[str, Any]:
         "pages": [occ.pages[i] for i in range(len(occ.pages))],
         "raws": [occ.raws[i] for i in range(len(occ.raws))],
         "tags": [occ.tags[i] for i in range(len(occ.tags))],
+        "positions": [occ.position(i) for i in range(len(occ))],
         "targets": list(targets.interner.strings),
         "calls": targets.calls,
     }
@@ -137,8 +138,19 @@ def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
         assert type(rec) is LinkRecord and list(rec) == links  # (the same links, two ways)
     c_state, py_state, counts = _both(made, check_frags)
     assert c_state == py_state
-    # the limits were reached: the line and column columns widened, a page with no link
-    assert c_state["_line"][0] == "I" and c_state["_col"][0] == "I"
+    # the limits were reached: the line and column columns stay 1 and 2 bytes (steps),
+    # the lines and columns that do not fit in their side tables and read back whole; a
+    # page with no link
+    assert c_state["_line"][0] == "B" and c_state["_col"][0] == "H"
+    assert c_state["_line_wide_at"][1] and c_state["_col_wide_at"][1]
+    assert c_state["positions"] == [
+        (link[5], link[6])
+        for _, _, links in made
+        for link in links
+        if not (link[0] or "").startswith("data:")
+    ]
+    assert max(line for line, _ in c_state["positions"]) > 70_000
+    assert max(column for _, column in c_state["positions"]) > 70_000
     assert counts[1] == 0 and counts[2] == 2
 
 
@@ -161,8 +173,8 @@ def test_the_twins_agree_on_links_given_as_links_at_the_column_limits() -> None:
         )
         assert c_state == py_state
         assert counts == [305, 3, 0]
-        assert c_state["_tagattr"][0] == "H" and c_state["_line"][0] == "I"
-        assert max(c_state["_line"][1]) == 0xFFFFFFFF and c_state["_col"][1][300] == 0
+        assert c_state["_tagattr"][0] == "H" and c_state["_line"][0] == "B"
+        assert c_state["positions"][300:302] == [(0xFFFFFFFF, 0), (3, 0xFFFFFFFF)]
 
 
 @needs_c
@@ -262,8 +274,86 @@ def test_the_pure_twin_widens_and_interns_as_the_store_did() -> None:
     t = _Targets(False)
     links = [make_link(SEED + "a", "a", "a", "href", False, 70_000, 3)]
     assert occ.take_py(occ.page_id(SEED), links * 2, t.interner, t, False) == 2
-    assert occ._line.typecode == "I" and occ._col.typecode == "H"
+    # the line a step from the run's previous link: the first past 254 in the side table
+    assert occ._line.typecode == "B" and occ._line.tolist() == [0xFF, 0]
+    assert occ._line_wide_at.tolist() == [0] and occ._line_wide.tolist() == [70_000]
+    assert occ._col.tolist() == [3, 0] and not occ._col_wide_at
+    assert occ.position(1) == (70_000, 3) == occ.position(0)
     assert occ._raw == array("I", [0, 0]) and t.calls == [(SEED + "a", "a")]
+
+
+def test_the_twins_decode_the_same_positions() -> None:
+    # runs of random positions (steps forward, back, past the escapes, a page again):
+    # decode (compiled) and decode_py give back what went in, for any span of runs
+    if occurrences._decode_c is None:
+        pytest.skip("the compiled readers are not built")
+    rng = random.Random(5)
+    occ = Occurrences()
+    given: list[tuple[int, int]] = []
+    for page in [0, 1, 1, 2, 0, 3, 4]:
+        n = rng.randrange(1, 400)
+        lines = sorted(rng.choice([rng.randrange(300), rng.randrange(2**33)]) for _ in range(n))
+        if page == 2:
+            rng.shuffle(lines)  # lines that go back
+        cols = [rng.choice([rng.randrange(70), rng.randrange(200_000), -5]) for _ in range(n)]
+        occ.add_page(page, [0] * n, lines, cols, [("a", "href")] * n, ["r"] * n, [False] * n)
+        given += [(min(li, 2**32 - 1), max(c, 0)) for li, c in zip(lines, cols, strict=True)]
+    runs = len(occ._run_start)
+    assert runs == 6 and occ._line_wide_at and occ._col_wide_at
+    for first in range(runs + 1):
+        for last in range(first, runs + 1):
+            c_lines, c_cols = occurrences._decode_c(occ, first, last)
+            assert (c_lines, c_cols) == occ.decode_py(first, last)
+            start = occ._run_start[first] if first < runs else len(occ)
+            end = occ._run_start[last] if last < runs else len(occ)
+            assert list(zip(c_lines, c_cols, strict=True)) == given[start:end]
+
+
+@pytest.mark.parametrize("pure", [True, False])
+def test_long_lines_keep_line_and_column_narrow_and_read_back_whole(
+    pure: bool, tmp_path: Any
+) -> None:
+    # rustdoc's pages have lines of 200,000 characters and more: a column (step) past
+    # 65,534 goes to the side table (its row and value) instead of widening every link's
+    # column to 4 bytes, the line is a 1-byte step; select, in memory and on disk (across a
+    # batch's flush), gives them back whole.
+    from crawler.audit.diskgraph import BATCH_LINKS, DiskOccurrences  # noqa: PLC0415
+    from crawler.check.store import OccurrenceStore  # noqa: PLC0415
+
+    if not pure and take_c is None:
+        pytest.skip("the compiled twin is not built")
+    per_page = 1000
+    pages = BATCH_LINKS // per_page + 3  # the disk store flushes a batch in between
+    wide = {(p, k): (1 + p, 70_000 + 250 * k) for p in range(pages) for k in (3, 998)}
+    wide[(pages - 1, 5)] = (80_000, 12)  # a long page: the line wide, its column not
+    stores = [OccurrenceStore(), DiskOccurrences(str(tmp_path / "graph.db"))]
+    t = _Targets(False)
+    expected = {}
+    for store in stores:
+        for p in range(pages):
+            page = SEED + f"p{p}"
+            links = []
+            for k in range(per_page):
+                line, column = wide.get((p, k), (1 + p, 1 + 60 * k))
+                links.append(make_link(f"{SEED}t{k}", f"t{k}", "a", "href", False, line, column))
+                expected[(page, f"t{k}", line)] = expected.get((page, f"t{k}", line), column)
+            take = store.take_py if pure else store.take
+            assert take(store.page_id(page), links, t.interner, t, False) == per_page
+    memory = stores[0]
+    assert memory._line.typecode == "B" and memory._col.typecode == "H"
+    # a wide column and the one back after it (4 a page); the long page's line and the one
+    # back after it
+    assert len(memory._col_wide_at) == 4 * pages and len(memory._line_wide_at) == 2
+    assert memory.nbytes() < len(memory) * 9 + 4 * pages * 12 + 16 * pages + 4096
+    assert memory.position(999) == (1, 60 * 999 + 1)
+    assert memory.position(998) == (1, 70_000 + 250 * 998)
+    tids = {tid: tid for tid in range(len(t.interner))}
+    for store in stores:
+        got = [(o.page, o.raw, o.line, o.column) for g in store.select(tids).values() for o in g]
+        assert sorted(got) == sorted((p, r, li, c) for (p, r, li), c in expected.items())
+        assert (SEED + "p0", "t3", 1, 70_750) in got and (SEED + f"p{pages - 1}", "t5",
+                                                          80_000, 12) in got  # fmt: skip
+    stores[1].close()
 
 
 # -- the columns read back: rows_of, walk, depths (the audit's report) --

@@ -133,12 +133,13 @@ class DiskOccurrences(OccurrenceStore):
         """The links in the columns into the file (one transaction), the columns emptied."""
         n = len(self._target)
         if n:
+            lines, columns = self.positions()
             rows = zip(
                 range(self._stored, self._stored + n),
                 self._pages(),
                 self._target,
-                self._line,
-                self._col,
+                lines,
+                columns,
                 self._tagattr,
                 map(self.raws.__getitem__, self._raw),
                 self._nofollow,
@@ -150,7 +151,8 @@ class DiskOccurrences(OccurrenceStore):
             db.execute("COMMIT")
             self._stored += n
             for name in ("_target", "_run_page", "_run_start", "_line", "_col", "_tagattr",
-                         "_raw", "_nofollow"):  # fmt: skip
+                         "_raw", "_nofollow", "_line_wide_at", "_line_wide", "_col_wide_at",
+                         "_col_wide"):  # fmt: skip
                 setattr(self, name, array(getattr(self, name).typecode))
         if len(self.raws) > MAX_RAWS:
             self.raws = new_texts()

@@ -4,9 +4,10 @@ A link is known broken only once its target has been checked, often long after t
 that links it was parsed, so every occurrence of every link is kept until the report is
 built. Kept as `Occurrence` objects that would be ~200 bytes each (a 100k-page site with
 100 links a page: 10 million, 2 GB and more). Here an occurrence is a few machine integers
-in parallel ``array`` columns, each as narrow as its values allow (a line or column below
-65,536 in 2 bytes, the few tag/attribute pairs in 1; a column is widened once when a value
-needs it), and its nofollow flag (a byte: the audit's link graph reads it): about 14 bytes.
+in parallel ``array`` columns, each as narrow as its values allow (the line and column
+delta-coded within a page, 1 and 2 bytes, those that do not fit in a side table; the few
+tag/attribute pairs in 1, widened once when a value needs it), and its nofollow flag (a
+byte: the audit's link graph reads it): about 13 bytes.
 A page's occurrences are kept together, so the page is a run (page id, first occurrence)
 rather than a column. The strings an occurrence names (the target, the page, the
 tag/attribute pair, the raw value) are interned once each: memory grows with the distinct
@@ -70,9 +71,14 @@ class OccurrenceStore(Occurrences):
         run_page = self._run_page
         last_run = len(starts) - 1
         run = 0
+        decoded = -1  # the run whose positions are in lines, columns (compiled: `decode`)
+        lines = columns = array("I")
         for i in self.rows_of(wanted):
             while run < last_run and starts[run + 1] <= i:
                 run += 1
+            if decoded != run:
+                lines, columns = self.decode(run, run + 1)
+                decoded = run
             tag_id, raw_id = self._tagattr[i], self._raw[i]
             tag = tags.get(tag_id)
             if tag is None:
@@ -83,8 +89,8 @@ class OccurrenceStore(Occurrences):
             found[groups[column_t[i]]].append(
                 Occurrence(
                     page=pages[run_page[run]],
-                    line=self._line[i],
-                    column=self._col[i],
+                    line=lines[i - starts[run]],
+                    column=columns[i - starts[run]],
                     tag=tag[0],
                     attr=tag[1],
                     raw=raw,
@@ -120,5 +126,9 @@ class OccurrenceStore(Occurrences):
             self._tagattr,
             self._raw,
             self._nofollow,
+            self._line_wide_at,
+            self._line_wide,
+            self._col_wide_at,
+            self._col_wide,
         )
         return sum(c.itemsize * c.buffer_info()[1] for c in cols)

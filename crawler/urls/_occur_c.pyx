@@ -475,6 +475,53 @@ cdef array.array _fit(occ, str name, const int64_t* src, Py_ssize_t n):
     return col
 
 
+cdef int _push_wide(occ, str name, Py_ssize_t row, int64_t value) except -1:
+    """(row, value) at the end of the side table of column ``name``."""
+    cdef array.array wide_at = getattr(occ, name + "_wide_at")
+    cdef array.array wide = getattr(occ, name + "_wide")
+    cdef Py_ssize_t w = len(wide_at)
+    array.resize_smart(wide_at, w + 1)
+    array.resize_smart(wide, w + 1)
+    wide_at.data.as_ulonglongs[w] = <unsigned long long>row
+    wide.data.as_uints[w] = <unsigned int>value
+    return 0
+
+
+cdef inline int64_t _clamp(int64_t x) noexcept:
+    return 0 if x < 0 else (0xFFFFFFFF if x > 0xFFFFFFFF else x)
+
+
+cdef int _positions(occ, const int64_t* lines, const int64_t* cols, Py_ssize_t n) except -1:
+    """A page's ``n`` lines and columns delta-coded at the end of the line ("B") and column
+    ("H") columns, those that do not fit in the side tables (``Occurrences._positions``'
+    rule: the same columns and tables)."""
+    cdef array.array lc = occ._line, cc = occ._col
+    cdef Py_ssize_t i, la = len(lc), ca = len(cc), base = len(occ._target)
+    cdef int64_t line, col, step, line_at, col_at
+    line_at, col_at = occ._at
+    array.resize_smart(lc, la + n)
+    array.resize_smart(cc, ca + n)
+    for i in range(n):
+        line = _clamp(lines[i])
+        col = _clamp(cols[i])
+        step = line - line_at
+        if 0 <= step < 0xFF:
+            lc.data.as_uchars[la + i] = <unsigned char>step
+        else:
+            lc.data.as_uchars[la + i] = 0xFF
+            _push_wide(occ, "_line", base + i, line)
+        step = col - col_at if line == line_at else col
+        if 0 <= step < 0xFFFF:
+            cc.data.as_ushorts[ca + i] = <unsigned short>step
+        else:
+            cc.data.as_ushorts[ca + i] = 0xFFFF
+            _push_wide(occ, "_col", base + i, col)
+        line_at = line
+        col_at = col
+    occ._at = (line_at, col_at)
+    return 0
+
+
 cdef int _append(occ, str name, const void* src, Py_ssize_t n) except -1:
     """``n`` items of the column's own width from ``src`` at the end of column ``name``."""
     cdef array.array col = getattr(occ, name)
@@ -488,13 +535,13 @@ cdef int _commit(occ, _Tables tb, Py_ssize_t page, Py_ssize_t n) except -1:
     """The page's ``n`` rows into the columns (nothing when none, as ``add_page``)."""
     if n == 0:
         return 0
-    _fit(occ, "_line", tb.line, n)
-    _fit(occ, "_col", tb.col, n)
-    _fit(occ, "_tagattr", tb.tag, n)
     run_page = occ._run_page
     if not len(run_page) or run_page[len(run_page) - 1] != page:
         run_page.append(page)
         occ._run_start.append(len(occ._target))
+        occ._at = (0, 0)
+    _positions(occ, tb.line, tb.col, n)
+    _fit(occ, "_tagattr", tb.tag, n)
     _fit(occ, "_target", tb.tid, n)
     _fit(occ, "_raw", tb.raw, n)
     _append(occ, "_nofollow", tb.nf, n)

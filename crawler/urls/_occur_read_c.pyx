@@ -2,11 +2,12 @@
 """The compiled readers of `crawler.urls.occurrences.Occurrences`' columns (read that module
 first): the rows of wanted targets (`rows_of`, a report's places), and the audit's link
 graph in one pass over the runs (`walk`: a stamp a target and a node per run, no set a
-page) and breadth first (`depths`). Their pure-Python twins are ``Occurrences``' own
-``rows_of`` fallback, ``walk_py`` and ``depths_py``: the same results."""
+page) and breadth first (`depths`), the delta-coded lines and columns of some runs
+(`decode`). Their pure-Python twins are ``Occurrences``' own ``rows_of`` fallback,
+``walk_py``, ``depths_py`` and ``decode_py``: the same results."""
 
 from cpython cimport array
-from libc.stdint cimport uint32_t
+from libc.stdint cimport int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc
 
 from array import array as _array
@@ -46,6 +47,68 @@ def rows_of(occ, const unsigned char[:] wanted):
             rows.data.as_ulonglongs[k] = i
             k += 1
     return out
+
+
+cdef Py_ssize_t _first_at(array.array at, Py_ssize_t row) noexcept:
+    """The index of the first item of the ascending "Q" array ``at`` not below ``row``."""
+    cdef Py_ssize_t lo = 0, hi = len(at), mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if <Py_ssize_t>at.data.as_ulonglongs[mid] < row:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def decode(occ, Py_ssize_t first, Py_ssize_t last):
+    """`Occurrences.decode_py` in C: the lines and columns ("I" arrays) of the occurrences
+    of runs ``first`` to ``last`` (excluded)."""
+    cdef array.array starts = occ._run_start, lc = occ._line, cc = occ._col
+    cdef array.array lwa = occ._line_wide_at, lw = occ._line_wide
+    cdef array.array cwa = occ._col_wide_at, cw = occ._col_wide
+    lines_out, cols_out = _array("I"), _array("I")
+    cdef array.array lines = lines_out, cols = cols_out
+    cdef Py_ssize_t n = len(occ._target), start, end, next_start, r, row, li, ci, k
+    cdef int64_t line = 0, col = 0, new_line, step
+    if first < 0 or last > len(starts):
+        raise IndexError("runs out of range")
+    if first >= last:
+        return lines_out, cols_out
+    if lc.ob_descr.itemsize != 1 or cc.ob_descr.itemsize != 2:
+        raise ValueError("line and column columns of 1 and 2 bytes expected")
+    start = <Py_ssize_t>starts.data.as_ulonglongs[first]
+    end = _run_end(starts, last - 1, n)
+    array.resize(lines, end - start)
+    array.resize(cols, end - start)
+    li = _first_at(lwa, start)
+    ci = _first_at(cwa, start)
+    r = first
+    next_start = start
+    for row in range(start, end):
+        if row == next_start:
+            line = col = 0
+            next_start = _run_end(starts, r, n)
+            r += 1
+        step = lc.data.as_uchars[row]
+        if step == 0xFF:
+            new_line = lw.data.as_uints[li]
+            li += 1
+        else:
+            new_line = line + step
+        step = cc.data.as_ushorts[row]
+        if step == 0xFFFF:
+            col = cw.data.as_uints[ci]
+            ci += 1
+        elif new_line == line:
+            col = col + step
+        else:
+            col = step
+        line = new_line
+        k = row - start
+        lines.data.as_uints[k] = <unsigned int>line
+        cols.data.as_uints[k] = <unsigned int>col
+    return lines_out, cols_out
 
 
 cdef inline Py_ssize_t _run_end(array.array run_start, Py_ssize_t r, Py_ssize_t n) noexcept:

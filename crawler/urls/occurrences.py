@@ -2,12 +2,16 @@
 
 The link checker (``crawler.check``) keeps every occurrence of every link until its report is
 built (a link is known broken only once its target is checked). ``Occurrences`` holds them as
-parallel ``array`` columns, each as narrow as its values allow (line, column, target and raw
-ids 2 bytes, the few tag/attribute pairs 1; a column is widened once when a value needs it:
-the narrowest width that holds the page's values, 4 bytes at most, where a value past 2**32
-or below 0 is clamped), the target and raw value as ids (the strings interned once each:
-the raw values, compiled, as bytes in one buffer, `new_texts`), nofollow a byte, and a
-page's occurrences together (runs of page id and first occurrence).
+parallel ``array`` columns, each as narrow as its values allow (target and raw ids 2 bytes,
+the few tag/attribute pairs 1; such a column is widened once when a value needs it: the
+narrowest width that holds the page's values, 4 bytes at most), line and column delta-coded
+within a page's run (`_positions`: the line as the step from the run's previous link, 1
+byte; the column as the step from the previous link's when on its line, else itself, 2
+bytes; one that does not fit is kept whole in a side table, so a few long lines or pages
+never widen a column; a value past 2**32 or below 0 is clamped), the target and raw value
+as ids (the strings interned once each: the raw values, compiled, as bytes in one buffer,
+`new_texts`), nofollow a byte, and a page's occurrences together (runs of page id and first
+occurrence).
 
 `Occurrences.take` records a page's links: for each, its target id (a URL already a target's
 key is its own target, looked up; any other link goes to the caller's ``target_of``, which
@@ -24,6 +28,7 @@ so that a page's links cost no Python object each. The compiled one is used unle
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
@@ -40,6 +45,8 @@ TargetOf = Callable[[str | None, str], int]
 # A column's widths, narrowest first: it is widened to the next one a value needs.
 _WIDER = {"B": "H", "H": "I"}
 _MAX = 0xFFFFFFFF  # a line or column past this is kept as this
+_LINE_ESCAPE = 0xFF  # a line step from this on (or back): the line in the side table
+_COL_ESCAPE = 0xFFFF  # a column (step) from this on: the column in the side table
 _FLIP = bytes.maketrans(b"\0\1", b"\1\0")  # nofollow 0/1 -> followed 1/0
 
 
@@ -87,16 +94,25 @@ class Occurrences:
     nofollow), in columns. Target ids are the caller's (an `Interner` of target keys); the
     pages, raw values and tag/attribute pairs are interned here."""
 
-    __slots__ = ("_c", "_col", "_line", "_nofollow", "_raw", "_run_page", "_run_start",
-                 "_tag_ids", "_tagattr", "_target", "pages", "raws", "tags")  # fmt: skip
+    __slots__ = ("_at", "_c", "_col", "_col_wide", "_col_wide_at", "_line", "_line_wide",
+                 "_line_wide_at", "_nofollow", "_raw", "_run_page", "_run_start", "_tag_ids",
+                 "_tagattr", "_target", "pages", "raws", "tags")  # fmt: skip
 
     def __init__(self) -> None:
         self._target = array("H")  # widened to "I" by the first id past 65,535
         # a page's occurrences are together: runs of (page id, index of its first occurrence)
         self._run_page = array("I")
         self._run_start = array("Q")
-        self._line = array("H")  # widened to "I" by the first line past 65,535
+        # line and column delta-coded in a run (`_positions`), never widened: a step that
+        # does not fit is _LINE_ESCAPE / _COL_ESCAPE here, its row (ascending) in *_wide_at
+        # and its whole value in *_wide
+        self._line = array("B")
         self._col = array("H")
+        self._at = (0, 0)  # the (line, column) of the last run's last link
+        self._line_wide_at = array("Q")
+        self._line_wide = array("I")
+        self._col_wide_at = array("Q")
+        self._col_wide = array("I")
         self._tagattr = array("B")  # tag/attr ids (a few dozen): widened past 255
         self._raw = array("H")  # (as the targets')
         self._nofollow = array("B")  # the link's rel has nofollow (an audit's graph reads it)
@@ -199,8 +215,11 @@ class Occurrences:
         once a page rather than seven appends a link."""
         if not targets:
             return
-        line_col = self._fit("_line", lines)
-        col_col = self._fit("_col", columns)
+        if not self._run_page or self._run_page[-1] != page:
+            self._run_page.append(page)
+            self._run_start.append(len(self._target))
+            self._at = (0, 0)
+        line_col, col_col = self._positions(lines, columns)
         tag_ids = self._tag_ids
         tag_list: list[int] = []
         for pair in tag_attrs:
@@ -212,9 +231,6 @@ class Occurrences:
         new_raw = self.raws.id
         raw_col = self._fit("_raw", [new_raw(r) for r in raws])
         target_col = self._fit("_target", targets)
-        if not self._run_page or self._run_page[-1] != page:
-            self._run_page.append(page)
-            self._run_start.append(len(self._target))
         self._target.extend(target_col)
         self._line.extend(line_col)
         self._col.extend(col_col)
@@ -223,6 +239,61 @@ class Occurrences:
         self._nofollow.extend(array("B", nofollows))
 
     # -- read back in a pass (the report's): compiled, or the reference twins below --
+
+    def position(self, row: int) -> tuple[int, int]:
+        """The (line, column) of occurrence ``row`` (its run decoded)."""
+        run = bisect_right(self._run_start, row) - 1
+        lines, columns = self.decode(run, run + 1)
+        at = row - self._run_start[run]
+        return lines[at], columns[at]
+
+    def positions(self) -> tuple[array[int], array[int]]:
+        """Every occurrence's line and column, in order, as 4-byte columns made for the
+        caller (a batch's: the disk graph's flush)."""
+        return self.decode(0, len(self._run_start))
+
+    def decode(self, first: int, last: int) -> tuple[array[int], array[int]]:
+        """The lines and columns ("I") of the occurrences of runs ``first`` to ``last``
+        (excluded), from the delta-coded columns and their side tables. Compiled unless
+        the pure twin is asked for."""
+        if _decode_c is not None:
+            found: tuple[array[int], array[int]] = _decode_c(self, first, last)
+            return found
+        return self.decode_py(first, last)
+
+    def decode_py(self, first: int, last: int) -> tuple[array[int], array[int]]:
+        """`decode` in Python (the reference twin)."""
+        starts, n = self._run_start, len(self._target)
+        lines, columns = array("I"), array("I")
+        if first >= last:
+            return lines, columns
+        start = starts[first]
+        end = starts[last] if last < len(starts) else n
+        lw = bisect_left(self._line_wide_at, start)
+        cw = bisect_left(self._col_wide_at, start)
+        run_ends = iter([*starts[first + 1 : last], end])
+        next_start = start
+        line = column = 0
+        for row in range(start, end):
+            if row == next_start:
+                line = column = 0
+                next_start = next(run_ends)
+            step = self._line[row]
+            if step == _LINE_ESCAPE:
+                new_line = self._line_wide[lw]
+                lw += 1
+            else:
+                new_line = line + step
+            step = self._col[row]
+            if step == _COL_ESCAPE:
+                column = self._col_wide[cw]
+                cw += 1
+            else:
+                column = column + step if new_line == line else step
+            line = new_line
+            lines.append(line)
+            columns.append(column)
+        return lines, columns
 
     def rows_of(self, wanted: bytearray) -> Iterable[int]:
         """The indexes of the occurrences whose target id is wanted (``wanted[id]`` true;
@@ -339,6 +410,37 @@ class Occurrences:
             level = below
         return depth
 
+    def _positions(self, lines: list[int], columns: list[int]) -> tuple[array[int], array[int]]:
+        """A page's lines and columns (rows from the current end on, in the run begun)
+        delta-coded: the line as the step from the previous link's (the run's first from
+        0), the column as the step from the previous link's when on the same line, else
+        itself; one that does not fit (or goes back) kept whole in the side table, the
+        column holding the escape. Values are clamped to 0 .. 2**32 - 1 first."""
+        line_at, col_at = self._at
+        base = len(self._target)
+        line_steps: list[int] = []
+        col_steps: list[int] = []
+        for k, (line, column) in enumerate(zip(lines, columns, strict=True)):
+            line = min(max(line, 0), _MAX)
+            column = min(max(column, 0), _MAX)
+            step = line - line_at
+            if 0 <= step < _LINE_ESCAPE:
+                line_steps.append(step)
+            else:
+                line_steps.append(_LINE_ESCAPE)
+                self._line_wide_at.append(base + k)
+                self._line_wide.append(line)
+            step = column - col_at if line == line_at else column
+            if 0 <= step < _COL_ESCAPE:
+                col_steps.append(step)
+            else:
+                col_steps.append(_COL_ESCAPE)
+                self._col_wide_at.append(base + k)
+                self._col_wide.append(column)
+            line_at, col_at = line, column
+        self._at = (line_at, col_at)
+        return array("B", line_steps), array("H", col_steps)
+
     def _fit(self, name: str, values: list[int]) -> array[int]:
         """``values`` as an array the column ``name`` can take, the column widened first if
         one needs it (and values past 2**32 or below 0 clamped)."""
@@ -369,6 +471,7 @@ _read = (
         "rows_of",
         "walk",
         "depths",
+        "decode",
         what="the compiled occurrences' readers",
     )
 )
@@ -377,6 +480,7 @@ _texts_c: Any = None if _c is None else _c[1]
 _rows_of_c: Any = None if _read is None else _read[0]
 _walk_c: Any = None if _read is None else _read[1]
 _depths_c: Any = None if _read is None else _read[2]
+_decode_c: Any = None if _read is None else _read[3]
 
 
 def new_texts() -> Interner:
