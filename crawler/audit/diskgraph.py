@@ -2,9 +2,10 @@
 site of millions of pages is audited without its links in memory.
 
 Without ``--state`` the checker keeps its occurrences in memory columns (`OccurrenceStore`:
-~14 bytes a link plus its interned raw value). With it, `DiskOccurrences` takes a page's
-links the same way (the same ``take``, compiled or not: the same target ids, the same calls
-of ``target_of``), then moves the columns' rows into ``DIR/audit-graph.sqlite`` a batch of
+9 to 13 bytes a link, target and raw ids 2 or 4, line step 1, column 2, tag 1, nofollow 1;
+plus its interned raw value). With it, `DiskOccurrences` takes a page's links the same way
+(the same ``take``, compiled or not: the same target ids, the same calls of ``target_of``),
+then moves the columns' rows into ``DIR/audit-graph.sqlite`` a batch of
 pages at a time (one ``executemany`` in one transaction, no Python step a link: the rows are
 ``zip``ped from the columns) and empties them; the raw values interned for the batch are let
 go too once there are many of them (the compiled twin's hash tables with them). What stays
