@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from tests.checksite import LONG_LINES, TIMEOUT, CheckSite, free_port
@@ -137,11 +138,19 @@ async def test_state_dir_that_is_not_a_state_exits_2(tmp_path: Path) -> None:
     assert code == 2 and "not a crawl state" in err
 
 
-async def test_sigint_stops_with_130() -> None:
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+async def test_sigint_stops_with_130(inherited: str) -> None:
+    # "ignored": started with SIGINT ignored, as a non-interactive shell starts a background
+    # job (asyncio.run's own Ctrl-C handling is then off: the check used to run to its end)
     site = await CheckSite(page_delay=2.0).start()
+    disposition = signal.SIG_IGN if inherited == "ignored" else signal.SIG_DFL
     try:
         proc = await asyncio.create_subprocess_exec(
-            *CMD, site.base + "/", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+            *CMD,
+            site.base + "/",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, disposition),
         )
         for _ in range(100):
             await asyncio.sleep(0.05)

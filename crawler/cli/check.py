@@ -303,36 +303,43 @@ class _Terminated(Exception):
 async def _run(checker: Any, quiet: bool) -> Any:
     """The check, with the crawl's live line on stderr when it is a terminal.
 
-    SIGTERM stops it as Ctrl-C does (asyncio.run cancels the check on SIGINT), then raises
-    ``_Terminated``, so that exit 143 says which signal it was.
+    SIGINT and SIGTERM cancel it, then raise ``KeyboardInterrupt`` or ``_Terminated``, so
+    that exit 130 or 143 says which signal it was. Both are this loop's own handlers, as in
+    ``crawler crawl``: asyncio.run's Ctrl-C handling is installed only when SIGINT has
+    Python's default handler, and a process started with SIGINT ignored (a shell's
+    background job, some service managers) would otherwise run to its end on Ctrl-C.
     """
     from crawler.output.progress import Progress  # noqa: PLC0415
 
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
-    terminated: list[bool] = []
+    stopped_by: list[signal.Signals] = []
 
-    def on_sigterm() -> None:
-        terminated.append(True)
+    def on_signal(sig: signal.Signals) -> None:
+        stopped_by.append(sig)
         if task is not None:
             task.cancel()
 
-    try:
-        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-        handled = True
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
-        handled = False
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+            pass
     progress = Progress(sys.stderr, quiet=quiet)
     ticker = asyncio.ensure_future(progress.run(checker.snapshot))
     try:
         return await checker.run()
     except asyncio.CancelledError:
-        if terminated:
+        if stopped_by and stopped_by[0] == signal.SIGTERM:
             raise _Terminated from None
+        if stopped_by:
+            raise KeyboardInterrupt from None
         raise
     finally:
-        if handled:
-            loop.remove_signal_handler(signal.SIGTERM)
+        for sig in handled:
+            loop.remove_signal_handler(sig)
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)
 
