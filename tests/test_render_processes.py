@@ -61,6 +61,9 @@ async def start_child(url: str) -> asyncio.subprocess.Process:
         stdout=subprocess.PIPE,
         env=env,
         start_new_session=True,  # a terminal's Ctrl-C reaches its whole process group
+        # and SIGINT as a terminal's foreground job has it, whatever this process inherited
+        # (a non-interactive shell starts its background jobs with SIGINT ignored)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert child.stdout is not None
     line = await asyncio.wait_for(child.stdout.readline(), 60)
