@@ -345,14 +345,15 @@ def check_cluster_crawl(
     # and the completions it had ended but not yet written (written a window at a time, at
     # once when as many are pending as it had leases out: at most its concurrency again);
     # and when Redis went away and came back, each live worker's completions pending then
-    # (not written to the Redis that came back, which may lack its last second: fetched
-    # again, first fetched before Redis went down)
+    # and its leases out then (not written to the Redis that came back, which may lack its
+    # last second and the links those pages offered in it: fetched again, first fetched
+    # before Redis went down)
     killed = [w for w in workers if w.killed_at is not None]
     twice = {k: s for k, s in starts.items() if len(s) > 1}
     down = cluster.redis_down_at
     allowed = 2 * CONCURRENCY * len(killed) + extra_dups
     if down is not None:
-        allowed += CONCURRENCY * (len(workers) - len(killed))
+        allowed += 2 * CONCURRENCY * (len(workers) - len(killed))
     extra = sum(len(s) - 1 for s in twice.values())
     assert extra <= allowed, (
         f"{why}: {extra} duplicate GETs of {len(twice)} pages (allowed {allowed}): "

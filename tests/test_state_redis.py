@@ -1030,7 +1030,15 @@ async def test_a_redis_back_without_its_last_writes_is_a_new_epoch(
     assert not a.seen(a.fingerprint("http://b.test/lost"))
     assert await offer(a, "http://b.test/lost") == ["http://b.test/lost"]
     assert await a.lease(1, time.time()) == []  # it is out here already: not twice
+    # both were leased before Redis came back (their pages' links may be gone with it):
+    # not written, both fetched again, and done once each
     await a.complete_many([(first, Outcome()), (lost_lease, Outcome())], time.time())
+    counts = await a.counts()
+    assert (counts.done, counts.leased, counts.queued) == (0, 0, 2)
+    await a._membership()
+    again = await a.lease(5, time.time())
+    assert sorted(x.url for x in again) == ["http://a.test/0", "http://b.test/lost"]
+    await a.complete_many([(x, Outcome()) for x in again], time.time())
     counts = await a.counts()
     assert (counts.done, counts.leased, counts.queued) == (2, 0, 0)
 

@@ -20,8 +20,10 @@ it once: the script's ``HDEL`` finds nothing and the seen bucket already holds i
 
 What Redis coming back costs (a restart, which may have lost its last second; a failover; an
 outage): the completions pending from before are not written (``RedisLink.writing_in``: each
-attempt checks the epoch, on each new connection too); their requests are offered again and
-fetched again (duplicates at most the pending ones). Written to a Redis that came back
+attempt checks the epoch, on each new connection too), nor are those of leases handed out
+before it (their pages' links may have been offered to the Redis of before: the epoch of a
+completion is its lease's); their requests are offered again and fetched again (duplicates
+at most the pending ones and those in flight). Written to a Redis that came back
 without its last second, they would count pages done whose links, offered in that second,
 are gone: pages never fetched (seen 1 run in 4 in tests/test_redis_cluster.py's rollback).
 """
@@ -85,18 +87,25 @@ class CompletionPath(ShardLink):
             self._done_epoch = self.epoch
         ended: list[Item] = []
         skipped = 0
+        floor = self._lease_floor
+        stale: list[Done] = []
         for lease, outcome in done:
             item = self._mine.pop(lease.id, None)
             if item is None or item[3] != lease.url:
                 continue  # not open here (an earlier open's lease: written back at close)
             ended.append(item)
-            pending.append((item, outcome.error or ""))
+            # leased before Redis came back: its page's links may have gone to the Redis of
+            # before, so its completion is of that epoch (not written: fetched again)
+            (stale if lease.id <= floor else pending).append((item, outcome.error or ""))
             skipped += outcome.error == "robots_disallowed"
         if skipped and self._budgeted:  # given back to the page budget now, as a lease
             await self._script("admit", 0, -skipped)
         for item in ended:
             self.book.ended(item, now, completed=True)
-        if ended:
+        if stale:
+            await self._not_written(stale, self.epoch - 1)
+            pending = self._done_pending  # (a write may have taken the list meanwhile)
+        if pending:
             self._done_now = max(self._done_now, now)
             if len(pending) >= self._lease_peak:
                 await self._flush_done()
@@ -151,8 +160,8 @@ class CompletionPath(ShardLink):
         one still open there is seen, and queued here again when this worker reads its
         shards (the heartbeat after a new epoch)."""
         log.warning(
-            "%s: Redis came back: %d completions of before are not written (their pages are"
-            " fetched again)",
+            "%s: Redis came back: %d completions of leases from before are not written (their"
+            " pages are fetched again)",
             self.location,
             len(batch),
         )

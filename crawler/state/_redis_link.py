@@ -108,6 +108,9 @@ class RedisLink:
     heartbeat: float
     epoch: int
     calls: int
+    _next_id: int
+    #: Leases with an id up to this one were handed out in an earlier epoch (``_forget``).
+    _lease_floor: int
     _local: MemorySeenSet
     _wid: bytes
     _r: Any
@@ -204,6 +207,9 @@ class RedisLink:
         new epoch (the engine's admission empties its own caches on it; lease ids of the
         new epoch cannot collide with ids Redis hands out a second time)."""
         self.epoch += 1
+        # a lease out now may have had its page's links offered to the Redis of before: its
+        # completion must not be written to this one (``CompletionPath.complete_many``)
+        self._lease_floor = self._next_id
         self._local = MemorySeenSet()
         self._used = set()  # (``P used`` may have lost shards too: written again)
         self._reload = True  # this worker's shards are read again at its next heartbeat

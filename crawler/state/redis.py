@@ -213,6 +213,7 @@ class RedisState(CompletionPath):
         #: open leases of this worker: Lease.id -> its item
         self._mine: dict[int, Item] = {}
         self._next_id = 0
+        self._lease_floor = 0
         #: Incremented each time Redis answers again after a failure, or restarted: it may
         #: have lost its last writes. The engine's admission empties its caches when it changes.
         self.epoch = 0
@@ -327,6 +328,7 @@ class RedisState(CompletionPath):
         self._kfield = f"{self.worker_id}:{uuid.uuid4().hex[:8]}"  # this run's counters
         # lease ids: unique to this open (a lease of an earlier open ends nothing here)
         self._next_id = int.from_bytes(os.urandom(5), "big") << 16
+        self._lease_floor = self._next_id
         try:
             await self._membership()
         except BaseException:
