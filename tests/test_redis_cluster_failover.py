@@ -84,9 +84,13 @@ def test_a_master_killed_mid_crawl_fails_over_and_loses_nothing(
         for w in crawl.workers:
             assert w.wait(120) == 0, f"{w.label} exited {w.exit}:\n{w.stderr()}"
         # what a master had not passed on when it died is lost: its requests are offered
-        # again (a new epoch), so a page may be fetched twice, never lost
+        # again (a new epoch), so a page may be fetched twice, never lost: at most each
+        # worker's completions not yet written and its leases out then (their pages' links
+        # may have gone with the master)
         starts = check_cluster_crawl(
-            crawl, extra_dups=3 * CONCURRENCY, why=f"failover after {promoted_after:.1f} s"
+            crawl,
+            extra_dups=2 * CONCURRENCY * len(crawl.workers),
+            why=f"failover after {promoted_after:.1f} s",
         )
         print(summary(crawl, starts), f"failover took {promoted_after:.1f} s")
         outage = [w for w in crawl.workers if "Redis" in w.stderr()]
