@@ -44,6 +44,13 @@ cdef struct Slot:
 
 # (k, j) -> tag/attr id, a page's few pairs (a linear search; past it, the dict)
 DEF TAG_CACHE = 32
+# a column's largest value, a C constant: a bare 0xFFFFFFFF literal is a Python int to
+# Cython (past a C int), and a comparison with it made a Python object a link
+cdef extern from *:
+    """
+    #define CRAWLER_U32_MAX ((int64_t)0xFFFFFFFFLL)
+    """
+    const int64_t U32_MAX "CRAWLER_U32_MAX"
 _CODES = "BHI"
 
 
@@ -446,7 +453,7 @@ cdef array.array _fit(occ, str name, const int64_t* src, Py_ssize_t n):
     cdef uint64_t top = 0
     for i in range(n):
         x = src[i]
-        if x < 0 or <uint64_t>x > 0xFFFFFFFF:
+        if x < 0 or x > U32_MAX:
             clamp = True
         elif <uint64_t>x > top:
             top = <uint64_t>x
@@ -464,8 +471,8 @@ cdef array.array _fit(occ, str name, const int64_t* src, Py_ssize_t n):
         x = src[i]
         if x < 0:
             x = 0
-        elif x > 0xFFFFFFFF:
-            x = 0xFFFFFFFF
+        elif x > U32_MAX:
+            x = U32_MAX
         if have == 0:
             col.data.as_uchars[at + i] = <unsigned char>x
         elif have == 1:
@@ -488,7 +495,7 @@ cdef int _push_wide(occ, str name, Py_ssize_t row, int64_t value) except -1:
 
 
 cdef inline int64_t _clamp(int64_t x) noexcept:
-    return 0 if x < 0 else (0xFFFFFFFF if x > 0xFFFFFFFF else x)
+    return 0 if x < 0 else (U32_MAX if x > U32_MAX else x)
 
 
 cdef int _positions(occ, const int64_t* lines, const int64_t* cols, Py_ssize_t n) except -1:
