@@ -154,6 +154,40 @@ def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
     assert counts[1] == 0 and counts[2] == 2
 
 
+def _block_page(n: int, new_from: int) -> bytes:
+    """``n`` links around the compiled twin's blocks of 16 (their hashes are made, and the
+    tables' slots fetched, a block ahead of its probes): each link's target and raw value
+    new from ``new_from`` on, every third one repeating the one before it in the same
+    block (added, then found), a slow path's Link (an escape, an entity) and a refused
+    ``data:`` link at the positions that end and begin a block."""
+    out = []
+    for i in range(n):
+        if i % 16 in (15, 0) and i:
+            out.append(f'<a href="/e%41{i}&amp;x">s</a>' if i % 32 else '<a href="data:,x">d</a>')
+        elif i % 3 == 2:
+            out.append(f'<a href="/b{new_from + i - 1}">r</a>')
+        else:
+            out.append(f'<a href="/b{new_from + i}">r</a>')
+    return "".join(out).encode()
+
+
+@needs_c
+@pytest.mark.parametrize("size", [1, 15, 16, 17, 31, 32, 33, 1100])
+def test_the_twins_agree_around_the_compiled_twins_blocks(size: int) -> None:
+    # 1100 new targets and raw values on one page: the tables (1,024 slots, grown at 3/4)
+    # grow in the middle of a block, after its slots were fetched ahead
+    pages = [
+        (SEED + "a", _block_page(size, 0)),
+        (SEED + "b", _block_page(size, size // 2)),  # half known, half new
+        (SEED + "a", _block_page(size, 0)),  # all known
+    ]
+    made = [(url, _record(data, url), _py_links(data, url)) for url, data in pages]
+    c_state, py_state, counts = _both(made, False)
+    assert c_state == py_state
+    assert counts == [size] * 3
+    assert len(c_state["raws"]) >= min(size, 1000) // 2
+
+
 @needs_c
 def test_the_twins_agree_on_links_given_as_links_at_the_column_limits() -> None:
     # Links (a rendered page's, or a slow path's): 300 tag/attr pairs widen the tag column

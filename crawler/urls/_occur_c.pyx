@@ -44,6 +44,14 @@ cdef struct Slot:
 
 # (k, j) -> tag/attr id, a page's few pairs (a linear search; past it, the dict)
 DEF TAG_CACHE = 32
+# a page's links are read in blocks of this many: each block's hashes first, the tables'
+# slots fetched ahead, then its probes (`take`)
+DEF BLOCK = 16
+cdef extern from *:
+    """
+    #define crawler_prefetch(p) __builtin_prefetch((const void*)(p))
+    """
+    void prefetch "crawler_prefetch"(const void*) noexcept nogil
 # a column's largest value, a C constant: a bare 0xFFFFFFFF literal is a Python int to
 # Cython (past a C int), and a comparison with it made a Python object a link
 cdef extern from *:
@@ -92,6 +100,10 @@ cdef class _Ids:
                             and memcmp(PyUnicode_DATA(t), p, n) == 0):
                         return k
             i = (i + 1) & self._mask
+
+    cdef inline void ahead(self, uint64_t h) noexcept:
+        """The slot ``h`` probes first, fetched into the cache ahead of `find`."""
+        prefetch(&self._slots[h & <uint64_t>self._mask])
 
     cdef int put(self, uint64_t h, Py_ssize_t k, list strings) except -1:
         """``strings[k]`` (ASCII), whose hash is ``h``, is known as ``k``. Grown at 3/4 full,
@@ -222,10 +234,17 @@ cdef class Texts:
         self._slots[i].id = <int32_t>k
         return k
 
-    cdef Py_ssize_t id_of_bytes(self, const char* p, Py_ssize_t n) except -1:
-        cdef uint64_t h = _hash(<const unsigned char*>p, n)
+    cdef inline void ahead(self, uint64_t h) noexcept:
+        """The slot ``h`` probes first, fetched into the cache ahead of `find`."""
+        prefetch(&self._slots[h & <uint64_t>self._mask])
+
+    cdef inline Py_ssize_t id_of_hashed(self, uint64_t h, const char* p, Py_ssize_t n) except -1:
+        """`id_of_bytes` with the bytes' hash ``h`` given."""
         cdef Py_ssize_t k = self.find(h, p, n)
         return k if k >= 0 else self.add(h, p, n)
+
+    cdef Py_ssize_t id_of_bytes(self, const char* p, Py_ssize_t n) except -1:
+        return self.id_of_hashed(_hash(<const unsigned char*>p, n), p, n)
 
     def id(self, str text):
         """The id of ``text`` (new ones get the next id)."""
@@ -336,13 +355,17 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
     cdef list strings = targets.strings
     raws = occ.raws
     cdef Texts texts = raws if type(raws) is Texts else None
-    cdef Py_ssize_t n = 0, kept = 0, i, count, k, tid, rid, tagid, nt = 0, c
+    cdef Py_ssize_t n = 0, kept = 0, i, count, k, tid, rid, tagid, nt = 0, c, b0, b1, j
     cdef int64_t e[8]
     cdef const unsigned char* text
     cdef const unsigned char* up
     cdef const unsigned char* rp
+    cdef const char* ent_bytes
     cdef PyObject* v
     cdef uint64_t h
+    cdef uint64_t hu[BLOCK]  # a block's URL hashes (those looked up by their bytes)
+    cdef uint64_t hr[BLOCK]  # and raw value hashes
+    cdef bint direct[BLOCK]  # the URL is looked up by its bytes (no "%" nor "#")
     cdef int tk[TAG_CACHE]
     cdef int tj[TAG_CACHE]
     cdef Py_ssize_t tv[TAG_CACHE]
@@ -350,61 +373,84 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
     if _LinkRecord is not None and type(links) is _LinkRecord:
         text_b, ents, objs, tagstrs, astrs = links.compact()
         text = <const unsigned char*>PyBytes_AS_STRING(text_b)
+        ent_bytes = PyBytes_AS_STRING(ents)
         count = PyBytes_GET_SIZE(ents) // (8 * sizeof(int64_t))
         tb.room(count)
-        for i in range(count):
-            memcpy(e, PyBytes_AS_STRING(ents) + i * 8 * sizeof(int64_t), 8 * sizeof(int64_t))
-            n += 1
-            if e[1] < 0:  # a Link a slow path made
-                kept += _one(occ, tb, kept, <tuple>objs[e[0]], table, raws, target_of,
-                             check_frags)
-                continue
-            up = text + e[0]
-            rp = up + e[1]
-            url = raw = None
-            tid = -1
-            if (memchr(up, 0x25, e[1]) == NULL and memchr(up, 0x23, e[1]) == NULL
-                    and not (check_frags and memchr(rp, 0x23, e[2]) != NULL)):
-                h = _hash(up, e[1])
-                tid = tb.tids.find(h, up, e[1], strings)
-                if tid < 0:
-                    url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
-                    v = PyDict_GetItemWithError(table, url)
-                    if v != NULL:
-                        tid = <object>v
-                        tb.tids.put(h, tid, strings)
-            if tid < 0:
-                if url is None:
-                    url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
-                raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
-                tid = target_of(url, raw)
-                if tid < 0:
+        b0 = 0
+        while b0 < count:
+            b1 = min(b0 + BLOCK, count)
+            # The block's hashes first, each table's first slot fetched ahead: the tables
+            # are past the nearest caches, and so a block's probes wait on memory together
+            # rather than one after the other (the probes, in order, are as before).
+            for i in range(b0, b1):
+                memcpy(e, ent_bytes + i * 8 * sizeof(int64_t), 8 * sizeof(int64_t))
+                if e[1] < 0:
                     continue
-            if texts is not None:  # no object made for the raw value
-                rid = texts.id_of_bytes(<const char*>rp, e[2])
-            else:
-                if raw is None:
+                j = i - b0
+                up = text + e[0]
+                rp = up + e[1]
+                direct[j] = (memchr(up, 0x25, e[1]) == NULL and memchr(up, 0x23, e[1]) == NULL
+                             and not (check_frags and memchr(rp, 0x23, e[2]) != NULL))
+                if direct[j]:
+                    hu[j] = _hash(up, e[1])
+                    tb.tids.ahead(hu[j])
+                if texts is not None:
+                    hr[j] = _hash(rp, e[2])
+                    texts.ahead(hr[j])
+            for i in range(b0, b1):
+                memcpy(e, ent_bytes + i * 8 * sizeof(int64_t), 8 * sizeof(int64_t))
+                n += 1
+                if e[1] < 0:  # a Link a slow path made
+                    kept += _one(occ, tb, kept, <tuple>objs[e[0]], table, raws, target_of,
+                                 check_frags)
+                    continue
+                j = i - b0
+                up = text + e[0]
+                rp = up + e[1]
+                url = raw = None
+                tid = -1
+                if direct[j]:
+                    h = hu[j]
+                    tid = tb.tids.find(h, up, e[1], strings)
+                    if tid < 0:
+                        url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
+                        v = PyDict_GetItemWithError(table, url)
+                        if v != NULL:
+                            tid = <object>v
+                            tb.tids.put(h, tid, strings)
+                if tid < 0:
+                    if url is None:
+                        url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
                     raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
-                rid = raws.id(raw)
-            tagid = -1
-            for c in range(nt):
-                if tk[c] == e[3] and tj[c] == e[4]:
-                    tagid = tv[c]
-                    break
-            if tagid < 0:
-                tagid = _tag_id(occ, tagstrs[e[3]], astrs[e[4]])
-                if nt < TAG_CACHE:
-                    tk[nt] = <int>e[3]
-                    tj[nt] = <int>e[4]
-                    tv[nt] = tagid
-                    nt += 1
-            tb.tid[kept] = tid
-            tb.raw[kept] = rid
-            tb.tag[kept] = tagid
-            tb.line[kept] = e[6]
-            tb.col[kept] = e[7]
-            tb.nf[kept] = e[5] != 0
-            kept += 1
+                    tid = target_of(url, raw)
+                    if tid < 0:
+                        continue
+                if texts is not None:  # no object made for the raw value
+                    rid = texts.id_of_hashed(hr[j], <const char*>rp, e[2])
+                else:
+                    if raw is None:
+                        raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
+                    rid = raws.id(raw)
+                tagid = -1
+                for c in range(nt):
+                    if tk[c] == e[3] and tj[c] == e[4]:
+                        tagid = tv[c]
+                        break
+                if tagid < 0:
+                    tagid = _tag_id(occ, tagstrs[e[3]], astrs[e[4]])
+                    if nt < TAG_CACHE:
+                        tk[nt] = <int>e[3]
+                        tj[nt] = <int>e[4]
+                        tv[nt] = tagid
+                        nt += 1
+                tb.tid[kept] = tid
+                tb.raw[kept] = rid
+                tb.tag[kept] = tagid
+                tb.line[kept] = e[6]
+                tb.col[kept] = e[7]
+                tb.nf[kept] = e[5] != 0
+                kept += 1
+            b0 = b1
     else:
         for link in links:
             n += 1
