@@ -186,6 +186,18 @@ async def test_an_http_crawl_imports_no_aiohttp_and_builds_no_tls_context(
     assert not [m for m in got["new"] if m.startswith(_RENDER_MODULES)]
 
 
+async def test_an_http_audit_imports_no_aiohttp(serve: ServeApp, tmp_path: Path) -> None:
+    # the audit (external links off) fetches and probes through the plain path: aiohttp
+    # (~0.1 s to import, ~8 MB) is for the sessions that need it (crawler/check/probe.py)
+    server = await serve(_pages())
+    url = str(server.make_url("/"))
+    got = await probe(tmp_path, "audit", url, "-q", "-f", "json")
+    assert got["code"] in (0, 1), got["stderr"]
+    assert json.loads(got["stdout"])["stats"]["pages"] == 3
+    assert "crawler.audit.auditor" in got["new"] and "crawler.http.http1" in got["new"]
+    assert not [m for m in got["new"] if m.split(".")[0] == "aiohttp"]
+
+
 _RENDER_MODULES = ("crawler.render", "crawler.core.render", "playwright")
 
 
