@@ -18,6 +18,7 @@ The probe counts every ``ssl.SSLContext`` made in the crawler's process by patch
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -196,6 +197,9 @@ async def test_an_http_audit_imports_no_aiohttp(serve: ServeApp, tmp_path: Path)
     assert json.loads(got["stdout"])["stats"]["pages"] == 3
     assert "crawler.audit.auditor" in got["new"] and "crawler.http.http1" in got["new"]
     assert not [m for m in got["new"] if m.split(".")[0] == "aiohttp"]
+    # and it runs on the crawl command's loop: uvloop when installed
+    if importlib.util.find_spec("uvloop") is not None:
+        assert "uvloop" in got["new"]
 
 
 _RENDER_MODULES = ("crawler.render", "crawler.core.render", "playwright")
