@@ -235,6 +235,8 @@ class Findings:
         verdict = self.verdicts.get(url)
         if verdict is None:
             return None
+        if not (verdict.crawled and verdict.error is None and verdict.status in REDIRECTS):
+            return verdict  # (most: no crawled redirect to follow; asked once a target)
         seen = {url}
         redirects = list(verdict.redirects)
         hops = list(verdict.hop_statuses)
