@@ -8,12 +8,14 @@ very long values, non-ASCII ones, escapes, fragments, schemes, invalid URLs."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import subprocess
 import sys
 import tracemalloc
 from array import array
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -152,6 +154,29 @@ def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
     assert max(line for line, _ in c_state["positions"]) > 70_000
     assert max(column for _, column in c_state["positions"]) > 70_000
     assert counts[1] == 0 and counts[2] == 2
+
+
+@needs_c
+def test_the_compiled_tables_hash_spreads_values_of_every_length() -> None:
+    # the tables' own keyed hash (not SipHash: `_occur_c._hash`): every length's path, a
+    # byte changed anywhere changes it, and near-alike URLs (long and short) fill a table's
+    # slots (low bits) and checks (high half) as random values would
+    hash_bytes = importlib.import_module("crawler.urls._occur_c").hash_bytes
+    for n in range(200):
+        data = bytes((7 * i + n) % 256 for i in range(n))
+        assert hash_bytes(data) == hash_bytes(bytearray(data))
+    base = b"http://site.example/std/collections/hash_map/struct.HashMap.html#method.insert"
+    changed = {
+        hash_bytes(base[:i] + bytes([base[i] ^ 1]) + base[i + 1 :]) for i in range(len(base))
+    }
+    assert len(changed | {hash_bytes(base)}) == len(base) + 1
+    for form in ("http://site.example/p/{}.html", "/{}", "{}"):
+        hashes = [hash_bytes(form.format(i).encode()) for i in range(1 << 16)]
+        slots = Counter(h & 0xFFFF for h in hashes)
+        empty = (1 << 16) - len(slots)  # 65,536 into 65,536: e**-1 of them, sd ~123
+        assert 23_100 < empty < 25_100, (form, empty)
+        assert max(slots.values()) <= 12
+        assert len({h >> 32 for h in hashes}) >= (1 << 16) - 8
 
 
 def _block_page(n: int, new_from: int) -> bytes:

@@ -4,8 +4,8 @@
 A page's links come as the compiled extractor keeps them (``LinkRecord.compact``: the bytes
 of each fast-path link's URL and raw value, its tag and attribute indexes, nofollow, line
 and column; a Link for what a slow path made), and go into the ``Occurrences`` columns in C:
-a URL already a target's key is found in a hash table of their bytes (open addressing on
-CPython's keyed bytes hash; a hit is compared byte for byte with the interned string, so a
+a URL already a target's key is found in a hash table of their bytes (open addressing on a
+keyed multiply-fold hash, `_hash`; a hit is compared byte for byte with the interned string, so a
 collision costs a dict lookup, never a wrong id), a raw value in `Texts` (the raw values'
 interner: their bytes in one buffer, found the same way, no object each), the
 tag/attribute pair by its indexes in a per-page cache. A link makes a Python object only
@@ -24,6 +24,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t, uint6
 from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memchr, memcmp, memcpy
 
+import os
 from array import array as _array
 
 from crawler.extract import LinkRecord as _LinkRecord
@@ -36,7 +37,6 @@ cdef extern from "Python.h":
     void* PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
-    Py_hash_t _Py_HashBytes(const void*, Py_ssize_t)
 
 cdef struct Slot:
     uint32_t check  # the hash's high half (its low bits chose the slot)
@@ -62,8 +62,95 @@ cdef extern from *:
 _CODES = "BHI"
 
 
+# The tables' hash: keyed at random per process (a page cannot aim its values at one slot),
+# and a multiply-fold a 16 bytes (the wyhash construction: each 64-bit word XORed with a
+# secret, multiplied to 128 bits and the halves folded) rather than SipHash-1-3, which took
+# ~35% of `take`'s own CPU (two hashes a link; rustdoc's URLs are ~70 bytes). A hit is still
+# compared byte for byte: the hash decides where to look, never the answer.
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    static inline uint64_t crawler_mum(uint64_t a, uint64_t b) {
+    #if defined(__SIZEOF_INT128__)
+        unsigned __int128 r = (unsigned __int128)a * b;
+        return (uint64_t)r ^ (uint64_t)(r >> 64);
+    #else
+        uint64_t ha = a >> 32, hb = b >> 32, la = (uint32_t)a, lb = (uint32_t)b;
+        uint64_t rh = ha * hb, rm0 = ha * lb, rm1 = hb * la, rl = la * lb;
+        uint64_t t = rl + (rm0 << 32), c = t < rl, lo, hi;
+        lo = t + (rm1 << 32); c += lo < t;
+        hi = rh + (rm0 >> 32) + (rm1 >> 32) + c;
+        return lo ^ hi;
+    #endif
+    }
+    static inline uint64_t crawler_r64(const unsigned char* p) {
+        uint64_t v; memcpy(&v, p, 8); return v;
+    }
+    static inline uint64_t crawler_r32(const unsigned char* p) {
+        uint32_t v; memcpy(&v, p, 4); return v;
+    }
+    static uint64_t crawler_keys[4];
+    static uint64_t crawler_hash(const unsigned char* p, size_t n) {
+        const uint64_t* k = crawler_keys;
+        uint64_t seed = k[0], a, b;
+        size_t i = n;
+        if (n <= 16) {
+            if (n >= 4) {
+                size_t q = (n >> 3) << 2;
+                a = (crawler_r32(p) << 32) | crawler_r32(p + q);
+                b = (crawler_r32(p + n - 4) << 32) | crawler_r32(p + n - 4 - q);
+            } else if (n > 0) {
+                a = ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
+                b = 0;
+            } else {
+                a = b = 0;
+            }
+        } else {
+            if (i > 48) {
+                uint64_t s1 = seed, s2 = seed;
+                do {
+                    seed = crawler_mum(crawler_r64(p) ^ k[1], crawler_r64(p + 8) ^ seed);
+                    s1 = crawler_mum(crawler_r64(p + 16) ^ k[2], crawler_r64(p + 24) ^ s1);
+                    s2 = crawler_mum(crawler_r64(p + 32) ^ k[3], crawler_r64(p + 40) ^ s2);
+                    p += 48;
+                    i -= 48;
+                } while (i > 48);
+                seed ^= s1 ^ s2;
+            }
+            while (i > 16) {
+                seed = crawler_mum(crawler_r64(p) ^ k[1], crawler_r64(p + 8) ^ seed);
+                p += 16;
+                i -= 16;
+            }
+            a = crawler_r64(p + i - 16);
+            b = crawler_r64(p + i - 8);
+        }
+        return crawler_mum(crawler_mum(a ^ k[1], b ^ seed) ^ k[0] ^ (uint64_t)n, k[1] ^ b);
+    }
+    """
+    uint64_t[4] crawler_keys
+    uint64_t crawler_hash(const unsigned char*, size_t) noexcept nogil
+
+
+cdef void _set_keys(bytes key) noexcept:
+    """The hash's keys, odd (a secret of 0 would lose what it multiplies)."""
+    cdef int i
+    for i in range(4):
+        memcpy(&crawler_keys[i], PyBytes_AS_STRING(key) + 8 * i, 8)
+        crawler_keys[i] |= 1
+
+
+_set_keys(os.urandom(32))
+
+
 cdef inline uint64_t _hash(const unsigned char* p, Py_ssize_t n) noexcept:
-    return <uint64_t>_Py_HashBytes(p, n)
+    return crawler_hash(p, <size_t>n)
+
+
+def hash_bytes(const unsigned char[:] data):
+    """The tables' hash of ``data`` (for tests: its spread)."""
+    return _hash(&data[0] if data.shape[0] else <const unsigned char*>b"", data.shape[0])
 
 
 cdef class _Ids:
@@ -141,7 +228,7 @@ cdef class _Ids:
 cdef class Texts:
     """Strings by id (an `Interner`'s interface: ``id``, ``get``, ``[id]``, ``len``), kept as
     their UTF-8 bytes end to end in one buffer with an end offset each, found again by a
-    hash table of those bytes (open addressing on CPython's keyed bytes hash, a hit compared
+    hash table of those bytes (open addressing on `_hash`, a hit compared
     byte for byte): no Python object a string. The link's raw values (a link's ``take`` in
     C finds or adds one straight from the extractor's bytes); ``[id]`` decodes it again,
     as it is needed only for the places of the links a report lists."""
