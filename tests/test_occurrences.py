@@ -158,10 +158,10 @@ def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
 
 @needs_c
 def test_the_compiled_tables_hash_spreads_values_of_every_length() -> None:
-    # the tables' own keyed hash (not SipHash: `_occur_c._hash`): every length's path, a
+    # the tables' own keyed hash (not SipHash: `_tables_c._hash`): every length's path, a
     # byte changed anywhere changes it, and near-alike URLs (long and short) fill a table's
     # slots (low bits) and checks (high half) as random values would
-    hash_bytes = importlib.import_module("crawler.urls._occur_c").hash_bytes
+    hash_bytes = importlib.import_module("crawler.urls._tables_c").hash_bytes
     for n in range(200):
         data = bytes((7 * i + n) % 256 for i in range(n))
         assert hash_bytes(data) == hash_bytes(bytearray(data))
