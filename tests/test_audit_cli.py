@@ -97,6 +97,50 @@ async def test_no_finding_exits_0(serve: Any) -> None:
     assert "0 findings" in out
 
 
+async def _python(code: str, *args: str) -> tuple[int, str, str]:
+    env = dict(os.environ, PYTHONPATH=str(_ROOT))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_command_ends_without_tearing_its_heap_down(serve: Any) -> None:
+    # A real command line ends by os._exit once the report is out (the interpreter's
+    # teardown of the link graph was ~0.1 s of the rustdoc audit: benchmarks/AUDIT.md): no
+    # exit hook runs, yet the report on the pipe is whole and the exit code the audit's.
+    server = await serve(site_app())
+    base = str(server.make_url("/")).rstrip("/")
+    hook = "import atexit, sys; atexit.register(lambda: sys.stderr.write('TEARDOWN'))"
+    args = ("audit", base + "/", "-q", "-f", "json")
+    code, out, err = await _python(
+        f"{hook}; from crawler.cli.main import main; raise SystemExit(main())", *args
+    )
+    assert code == 1, err
+    assert "TEARDOWN" not in err
+    data = json.loads(out)
+    assert {(f["kind"], f["url"].removeprefix(base)) for f in data["findings"]} == EXPECTED
+    # a caller in-process gets the code back, and the interpreter ends as usual
+    code, out, err = await _python(
+        f"{hook}; from crawler.cli.main import main; print('RETURNED', main(sys.argv[1:]))",
+        *args,
+    )
+    assert code == 0, err
+    assert "TEARDOWN" in err and out.rstrip().endswith("RETURNED 1")
+    assert {
+        (f["kind"], f["url"].removeprefix(base))
+        for f in json.loads(out.rpartition("RETURNED")[0])["findings"]
+    } == EXPECTED
+
+
 async def test_bad_options_name_the_flag() -> None:
     code, _, err = await _run("http://127.0.0.1:9/", "--max-click-depth", "-1")
     assert code == 2 and "--max-click-depth" in err

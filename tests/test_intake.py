@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from crawler.config import CrawlConfig
 from crawler.extract import Link, LinkExtractorC, LinkExtractorPy
-from crawler.urls.intake import IntakeC, IntakePy, intake_for
+from crawler.urls.intake import IntakeC, IntakePy, canonicalizer, intake_for
 from crawler.urls.policy import UrlPolicy
 from tests.extract_common import PAGES, feed_in
 
@@ -140,6 +140,22 @@ def test_compiled_canonical_cases() -> None:
     }
     for url, want in cases.items():
         assert it.canonical(url) == want, url
+
+
+@pytest.mark.parametrize("rules", QUERY_RULES)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(url=URLS)
+def test_the_checkers_canonicalizer_is_the_crawls_canonical_resolved(
+    rules: dict[str, Any], url: str
+) -> None:
+    # the checker's and the audit's new targets are canonicalised by it (compiled when the
+    # intake is): the crawl's canonical form under the config's query rules
+    config = CrawlConfig(seeds=[SEED], **rules)
+    policy = UrlPolicy.from_config(config)
+    canonical = canonicalizer(config, policy)
+    assert canonical(url) == policy.canonical_resolved(url)
+    if IntakeC is not None:
+        assert isinstance(getattr(canonical, "__self__", None), IntakeC)
 
 
 # -- the twins agree -------------------------------------------------------------------------

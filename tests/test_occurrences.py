@@ -8,12 +8,14 @@ very long values, non-ASCII ones, escapes, fragments, schemes, invalid URLs."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import subprocess
 import sys
 import tracemalloc
 from array import array
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -152,6 +154,63 @@ def test_the_twins_record_the_same_occurrences_from_the_extractors_record(
     assert max(line for line, _ in c_state["positions"]) > 70_000
     assert max(column for _, column in c_state["positions"]) > 70_000
     assert counts[1] == 0 and counts[2] == 2
+
+
+@needs_c
+def test_the_compiled_tables_hash_spreads_values_of_every_length() -> None:
+    # the tables' own keyed hash (not SipHash: `_tables_c._hash`): every length's path, a
+    # byte changed anywhere changes it, and near-alike URLs (long and short) fill a table's
+    # slots (low bits) and checks (high half) as random values would
+    hash_bytes = importlib.import_module("crawler.urls._tables_c").hash_bytes
+    for n in range(200):
+        data = bytes((7 * i + n) % 256 for i in range(n))
+        assert hash_bytes(data) == hash_bytes(bytearray(data))
+    base = b"http://site.example/std/collections/hash_map/struct.HashMap.html#method.insert"
+    changed = {
+        hash_bytes(base[:i] + bytes([base[i] ^ 1]) + base[i + 1 :]) for i in range(len(base))
+    }
+    assert len(changed | {hash_bytes(base)}) == len(base) + 1
+    for form in ("http://site.example/p/{}.html", "/{}", "{}"):
+        hashes = [hash_bytes(form.format(i).encode()) for i in range(1 << 16)]
+        slots = Counter(h & 0xFFFF for h in hashes)
+        empty = (1 << 16) - len(slots)  # 65,536 into 65,536: e**-1 of them, sd ~123
+        assert 23_100 < empty < 25_100, (form, empty)
+        assert max(slots.values()) <= 12
+        assert len({h >> 32 for h in hashes}) >= (1 << 16) - 8
+
+
+def _block_page(n: int, new_from: int) -> bytes:
+    """``n`` links around the compiled twin's blocks of 16 (their hashes are made, and the
+    tables' slots fetched, a block ahead of its probes): each link's target and raw value
+    new from ``new_from`` on, every third one repeating the one before it in the same
+    block (added, then found), a slow path's Link (an escape, an entity) and a refused
+    ``data:`` link at the positions that end and begin a block."""
+    out = []
+    for i in range(n):
+        if i % 16 in (15, 0) and i:
+            out.append(f'<a href="/e%41{i}&amp;x">s</a>' if i % 32 else '<a href="data:,x">d</a>')
+        elif i % 3 == 2:
+            out.append(f'<a href="/b{new_from + i - 1}">r</a>')
+        else:
+            out.append(f'<a href="/b{new_from + i}">r</a>')
+    return "".join(out).encode()
+
+
+@needs_c
+@pytest.mark.parametrize("size", [1, 15, 16, 17, 31, 32, 33, 1100])
+def test_the_twins_agree_around_the_compiled_twins_blocks(size: int) -> None:
+    # 1100 new targets and raw values on one page: the tables (1,024 slots, grown at 3/4)
+    # grow in the middle of a block, after its slots were fetched ahead
+    pages = [
+        (SEED + "a", _block_page(size, 0)),
+        (SEED + "b", _block_page(size, size // 2)),  # half known, half new
+        (SEED + "a", _block_page(size, 0)),  # all known
+    ]
+    made = [(url, _record(data, url), _py_links(data, url)) for url, data in pages]
+    c_state, py_state, counts = _both(made, False)
+    assert c_state == py_state
+    assert counts == [size] * 3
+    assert len(c_state["raws"]) >= min(size, 1000) // 2
 
 
 @needs_c

@@ -18,6 +18,7 @@ The probe counts every ``ssl.SSLContext`` made in the crawler's process by patch
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -184,6 +185,23 @@ async def test_an_http_crawl_imports_no_aiohttp_and_builds_no_tls_context(
     assert got["contexts"] == 0 and got["built"] is None  # ... and no context was ever made
     # --render never (the default): nothing of the renderer, nor Playwright, is imported
     assert not [m for m in got["new"] if m.startswith(_RENDER_MODULES)]
+
+
+async def test_an_http_audit_imports_no_aiohttp(serve: ServeApp, tmp_path: Path) -> None:
+    # the audit (external links off) fetches and probes through the plain path: aiohttp
+    # (~0.1 s to import, ~8 MB) is for the sessions that need it (crawler/check/probe.py)
+    server = await serve(_pages())
+    url = str(server.make_url("/"))
+    got = await probe(tmp_path, "audit", url, "-q", "-f", "json")
+    assert got["code"] in (0, 1), got["stderr"]
+    assert json.loads(got["stdout"])["stats"]["pages"] == 3
+    assert "crawler.audit.auditor" in got["new"] and "crawler.http.http1" in got["new"]
+    assert not [m for m in got["new"] if m.split(".")[0] == "aiohttp"]
+    # nor langcodes, whose tables are for the first hreflang (the pages have none)
+    assert not [m for m in got["new"] if m.split(".")[0] == "langcodes"]
+    # and it runs on the crawl command's loop: uvloop when installed
+    if importlib.util.find_spec("uvloop") is not None:
+        assert "uvloop" in got["new"]
 
 
 _RENDER_MODULES = ("crawler.render", "crawler.core.render", "playwright")

@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from itertools import compress, repeat
 from typing import TYPE_CHECKING
 
-import langcodes
-
 from crawler.audit.diskgraph import DiskOccurrences
 from crawler.audit.head import Annotation
 from crawler.audit.model import AuditReport, Finding
@@ -42,6 +40,9 @@ def hreflang_valid(code: str) -> bool:
     registered subtags), hyphens only (``en_US`` is not BCP 47)."""
     if code.lower() == "x-default":
         return True
+    # (imported by the first hreflang: its tables are ~27 ms of an audit's start-up)
+    import langcodes  # noqa: PLC0415
+
     return "_" not in code and bool(code) and langcodes.tag_is_valid(code)
 
 
@@ -80,6 +81,11 @@ class _Nodes:
         if tid is None:
             return self._extra.get(url, -1)
         return tid if tid < self.size and self._is_page[tid] else -1
+
+    @property
+    def is_page(self) -> bytearray:
+        """A byte a node id: 1 when it is a crawled page's (a target's id, or past them)."""
+        return self._is_page
 
     def pages(self) -> Iterator[int]:
         """The node ids."""
@@ -130,12 +136,12 @@ class _Analysis:
         else:
             for tid in range(len(a.targets)):
                 url = a.targets[tid]
-                if url.startswith("\0") or not a.policy.in_scope(url):
-                    continue
                 verdict = a.verdicts.get(url)
                 if verdict is not None and (
                     verdict.crawled or verdict.error in _NOT_FETCHED_ON_PURPOSE
                 ):
+                    continue  # (asked first: the scope's test is the dearer one)
+                if url.startswith("\0") or not a.policy.in_scope(url):
                     continue
                 why = f"--max-depth {cfg.max_depth}" if cfg.max_depth else "links not fetched"
                 break
@@ -161,7 +167,11 @@ class _Analysis:
         size = nodes.size + 1  # the last slot: no node (-1), where what is counted of it goes
         # each target's node: itself if it is a crawled page, else the page it ends at
         node_of_tid = self.node_of_tid = array("i", [-1]) * len(a.targets)
+        is_page = nodes.is_page
         for tid in range(len(a.targets)):
+            if tid < len(is_page) and is_page[tid]:
+                node_of_tid[tid] = tid  # (a crawled page's key: its node is its own id)
+                continue
             key = a.targets[tid]
             if not key.startswith("\0"):
                 node_of_tid[tid] = self._node_id(key)

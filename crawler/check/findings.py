@@ -21,6 +21,7 @@ from crawler.check.probe import REDIRECTS, Verdict, error_kind
 from crawler.check.store import Interner, OccurrenceStore
 from crawler.check.walls import BLOCKED
 from crawler.http.response import HTML_TYPES
+from crawler.urls.intake import canonicalizer
 from crawler.urls.policy import UrlPolicy
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class Findings:
         self.config = config
         self._check_frags = check_fragments
         self.policy = UrlPolicy.from_config(config)
+        self._canonical = canonicalizer(config, self.policy)  # a new target's (compiled)
         self.store = OccurrenceStore()
         self.targets = Interner()
         # per target id: its kind; the URL and fragment are read back from the key
@@ -196,7 +198,7 @@ class Findings:
             key = "\0i" + raw
             kind, base = _INVALID, raw
         else:
-            canon = self.policy.canonical_resolved(url)
+            canon = self._canonical(url)
             if canon is None:
                 if url.startswith("data:"):
                     return -1
@@ -233,6 +235,8 @@ class Findings:
         verdict = self.verdicts.get(url)
         if verdict is None:
             return None
+        if not (verdict.crawled and verdict.error is None and verdict.status in REDIRECTS):
+            return verdict  # (most: no crawled redirect to follow; asked once a target)
         seen = {url}
         redirects = list(verdict.redirects)
         hops = list(verdict.hop_statuses)

@@ -30,11 +30,11 @@ the link, and the verdict is ``blocked`` too. Nothing else is ever sent with tho
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from crawler.check.model import HOST_TIMEOUTS
 from crawler.check.walls import BLOCKED, BODY_BYTES, BODY_STATUSES, BROWSER_HEADERS, wall
@@ -44,6 +44,9 @@ from crawler.http.client import Fetcher
 from crawler.http.errors import RETRY_KINDS, classify_error
 from crawler.http.response import HTML_TYPES, location_header, parse_retry_after
 from crawler.urls.policy import UrlPolicy, join, origin_of
+
+if TYPE_CHECKING:  # (aiohttp is loaded by the session that needs it: ~0.1 s of start-up)
+    import aiohttp
 
 __all__ = [
     "HOST_TIMEOUTS",
@@ -431,6 +434,7 @@ class _Failed(Exception):
 
 def _classify(exc: BaseException) -> tuple[str, str]:
     kind, detail = classify_error(exc)
-    if isinstance(exc, aiohttp.ClientSSLError):
+    aio = sys.modules.get("aiohttp")  # (an aiohttp error: aiohttp is loaded)
+    if aio is not None and isinstance(exc, aio.ClientSSLError):
         return "tls", detail
     return kind, detail

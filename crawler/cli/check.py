@@ -230,6 +230,7 @@ def run_to_report(
     """Run ``runner`` (``run()``, ``snapshot()``) with the live line and write its report to
     ``output`` (None or "-": stdout): (the report, None), or (None, the exit code) when it
     could not (a signal, a bad state, an output that cannot be written)."""
+    from crawler.cli.crawl import _run as run_loop  # noqa: PLC0415
     from crawler.state.base import StateError  # noqa: PLC0415
 
     out: TextIO = sys.stdout
@@ -242,7 +243,9 @@ def run_to_report(
     options.extractor_hint(config.quiet)
     try:
         try:
-            report = asyncio.run(_run(runner, config.quiet))
+            # the crawl command's loop (uvloop when installed): the audit spent ~1 s more
+            # CPU on asyncio's own loop on the rustdoc site (benchmarks/AUDIT.md)
+            report = run_loop(_run(runner, config.quiet))
         except (KeyboardInterrupt, _Terminated) as exc:
             err("interrupted")
             code = options.EXIT_SIGTERM if isinstance(exc, _Terminated) else options.EXIT_SIGINT

@@ -4,10 +4,10 @@
 A page's links come as the compiled extractor keeps them (``LinkRecord.compact``: the bytes
 of each fast-path link's URL and raw value, its tag and attribute indexes, nofollow, line
 and column; a Link for what a slow path made), and go into the ``Occurrences`` columns in C:
-a URL already a target's key is found in a hash table of their bytes (open addressing on
-CPython's keyed bytes hash; a hit is compared byte for byte with the interned string, so a
-collision costs a dict lookup, never a wrong id), a raw value in `Texts` (the raw values'
-interner: their bytes in one buffer, found the same way, no object each), the
+a URL already a target's key is found in a hash table of their bytes (`_tables_c._Ids`: a
+hit is compared byte for byte with the interned string, so a collision costs a dict lookup,
+never a wrong id), a raw value in `_tables_c.Texts` (the raw values' interner: their bytes
+in one buffer, found the same way, no object each), the
 tag/attribute pair by its indexes in a per-page cache. A link makes a Python object only
 when its URL is new to the run (its ``str``, handed to the dict or to ``target_of``), so a
 page of known links costs none. Any other sequence of Links is read tuple by tuple (the
@@ -18,233 +18,33 @@ columns are in ``_occur_read_c.pyx``.
 
 from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, realloc
-from libc.string cimport memchr, memcmp, memcpy
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memchr, memcpy
 
 from array import array as _array
 
 from crawler.extract import LinkRecord as _LinkRecord
+from crawler.urls._tables_c cimport Texts, _hash, _Ids
 
 cdef extern from "Python.h":
     ctypedef struct PyObject
-    ctypedef Py_ssize_t Py_hash_t
     PyObject* PyDict_GetItemWithError(object, object) except? NULL
-    bint PyUnicode_IS_ASCII(object)
-    void* PyUnicode_DATA(object)
-    Py_ssize_t PyUnicode_GET_LENGTH(object)
     object PyUnicode_DecodeASCII(const char*, Py_ssize_t, const char*)
-    Py_hash_t _Py_HashBytes(const void*, Py_ssize_t)
-
-cdef struct Slot:
-    uint32_t check  # the hash's high half (its low bits chose the slot)
-    int32_t id  # -1: empty
 
 # (k, j) -> tag/attr id, a page's few pairs (a linear search; past it, the dict)
 DEF TAG_CACHE = 32
+# a page's links are read in blocks of this many: each block's hashes first, the tables'
+# slots fetched ahead, then its probes (`take`)
+DEF BLOCK = 16
+# a column's largest value, a C constant: a bare 0xFFFFFFFF literal is a Python int to
+# Cython (past a C int), and a comparison with it made a Python object a link
+cdef extern from *:
+    """
+    #define CRAWLER_U32_MAX ((int64_t)0xFFFFFFFFLL)
+    """
+    const int64_t U32_MAX "CRAWLER_U32_MAX"
 _CODES = "BHI"
-
-
-cdef inline uint64_t _hash(const unsigned char* p, Py_ssize_t n) noexcept:
-    return <uint64_t>_Py_HashBytes(p, n)
-
-
-cdef class _Ids:
-    """Bytes -> id of an interned ASCII string (``strings[id]``), exact."""
-
-    cdef Slot* _slots
-    cdef Py_ssize_t _mask
-    cdef Py_ssize_t _used
-
-    def __cinit__(self):
-        self._slots = <Slot*>calloc(1024, sizeof(Slot))
-        if self._slots == NULL:
-            raise MemoryError()
-        self._mask = 1023
-        for i in range(1024):
-            self._slots[i].id = -1
-
-    def __dealloc__(self):
-        free(self._slots)
-
-    cdef Py_ssize_t find(self, uint64_t h, const unsigned char* p, Py_ssize_t n,
-                         list strings) noexcept:
-        cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>self._mask), k
-        cdef Slot* s
-        while True:
-            s = &self._slots[i]
-            if s.id < 0:
-                return -1
-            if s.check == <uint32_t>(h >> 32):
-                k = s.id
-                if k < PyList_GET_SIZE(strings):
-                    t = <object>PyList_GET_ITEM(strings, k)
-                    if (PyUnicode_IS_ASCII(t) and PyUnicode_GET_LENGTH(t) == n
-                            and memcmp(PyUnicode_DATA(t), p, n) == 0):
-                        return k
-            i = (i + 1) & self._mask
-
-    cdef int put(self, uint64_t h, Py_ssize_t k, list strings) except -1:
-        """``strings[k]`` (ASCII), whose hash is ``h``, is known as ``k``. Grown at 3/4 full,
-        each entry placed again by its string's hash (a slot keeps only its high half)."""
-        cdef uint64_t hh
-        cdef Py_ssize_t i, size = self._mask + 1, j
-        cdef Slot* old
-        if 4 * (self._used + 1) > 3 * size:  # grown at 3/4 full: probes stay short
-            old = self._slots
-            self._slots = <Slot*>calloc(2 * size, sizeof(Slot))
-            if self._slots == NULL:
-                self._slots = old
-                raise MemoryError()
-            self._mask = 2 * size - 1
-            for i in range(2 * size):
-                self._slots[i].id = -1
-            for j in range(size):
-                if old[j].id >= 0:
-                    t = <object>PyList_GET_ITEM(strings, old[j].id)
-                    hh = _hash(<const unsigned char*>PyUnicode_DATA(t), PyUnicode_GET_LENGTH(t))
-                    i = <Py_ssize_t>(hh & <uint64_t>self._mask)
-                    while self._slots[i].id >= 0:
-                        i = (i + 1) & self._mask
-                    self._slots[i] = old[j]
-            free(old)
-        i = <Py_ssize_t>(h & <uint64_t>self._mask)
-        while self._slots[i].id >= 0:
-            i = (i + 1) & self._mask
-        self._slots[i].check = <uint32_t>(h >> 32)
-        self._slots[i].id = <int32_t>k
-        self._used += 1
-        return 0
-
-
-cdef class Texts:
-    """Strings by id (an `Interner`'s interface: ``id``, ``get``, ``[id]``, ``len``), kept as
-    their UTF-8 bytes end to end in one buffer with an end offset each, found again by a
-    hash table of those bytes (open addressing on CPython's keyed bytes hash, a hit compared
-    byte for byte): no Python object a string. The link's raw values (a link's ``take`` in
-    C finds or adds one straight from the extractor's bytes); ``[id]`` decodes it again,
-    as it is needed only for the places of the links a report lists."""
-
-    cdef char* _data
-    cdef Py_ssize_t _size
-    cdef Py_ssize_t _cap
-    cdef int64_t* _ends
-    cdef Py_ssize_t _count
-    cdef Py_ssize_t _ecap
-    cdef Slot* _slots
-    cdef Py_ssize_t _mask
-
-    def __cinit__(self):
-        # (PyMem: its blocks are Python's, seen by tracemalloc as a str's would be)
-        self._slots = <Slot*>PyMem_Malloc(1024 * sizeof(Slot))
-        if self._slots == NULL:
-            raise MemoryError()
-        self._mask = 1023
-        for i in range(1024):
-            self._slots[i].id = -1
-
-    def __dealloc__(self):
-        PyMem_Free(self._data)
-        PyMem_Free(self._ends)
-        PyMem_Free(self._slots)
-
-    def __len__(self):
-        return self._count
-
-    cdef inline const char* _at(self, Py_ssize_t k, Py_ssize_t* n) noexcept:
-        cdef int64_t start = self._ends[k - 1] if k else 0
-        n[0] = <Py_ssize_t>(self._ends[k] - start)
-        return self._data + start
-
-    cdef Py_ssize_t find(self, uint64_t h, const char* p, Py_ssize_t n) noexcept:
-        """The id of the ``n`` bytes at ``p`` (hash ``h``), or -1."""
-        cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>self._mask), m
-        cdef Slot* s
-        cdef const char* q
-        while True:
-            s = &self._slots[i]
-            if s.id < 0:
-                return -1
-            if s.check == <uint32_t>(h >> 32):
-                q = self._at(s.id, &m)
-                if m == n and memcmp(q, p, n) == 0:
-                    return s.id
-            i = (i + 1) & self._mask
-
-    cdef Py_ssize_t add(self, uint64_t h, const char* p, Py_ssize_t n) except -1:
-        """The ``n`` bytes at ``p`` (hash ``h``, not found) as the next id."""
-        cdef Py_ssize_t k = self._count, need, i, j, size = self._mask + 1, m
-        cdef Slot* old
-        if k >= 0x7FFFFFFF:
-            raise OverflowError("more than 2**31 distinct texts")
-        if self._size + n > self._cap:
-            need = max(self._size + n, self._cap + self._cap // 2, 4096)
-            self._data = <char*>_grow_py(self._data, need)
-            self._cap = need
-        if k >= self._ecap:
-            need = max(k + 1, self._ecap + self._ecap // 2, 1024)
-            self._ends = <int64_t*>_grow_py(self._ends, need * sizeof(int64_t))
-            self._ecap = need
-        if 4 * (k + 1) > 3 * size:  # grown at 3/4 full: probes stay short
-            old = self._slots
-            self._slots = <Slot*>PyMem_Malloc(2 * size * sizeof(Slot))
-            if self._slots == NULL:
-                self._slots = old
-                raise MemoryError()
-            self._mask = 2 * size - 1
-            for i in range(2 * size):
-                self._slots[i].id = -1
-            for j in range(size):
-                if old[j].id >= 0:
-                    q = self._at(old[j].id, &m)
-                    i = <Py_ssize_t>(_hash(<const unsigned char*>q, m) & <uint64_t>self._mask)
-                    while self._slots[i].id >= 0:
-                        i = (i + 1) & self._mask
-                    self._slots[i] = old[j]
-            PyMem_Free(old)
-        memcpy(self._data + self._size, p, n)
-        self._size += n
-        self._ends[k] = self._size
-        self._count = k + 1
-        i = <Py_ssize_t>(h & <uint64_t>self._mask)
-        while self._slots[i].id >= 0:
-            i = (i + 1) & self._mask
-        self._slots[i].check = <uint32_t>(h >> 32)
-        self._slots[i].id = <int32_t>k
-        return k
-
-    cdef Py_ssize_t id_of_bytes(self, const char* p, Py_ssize_t n) except -1:
-        cdef uint64_t h = _hash(<const unsigned char*>p, n)
-        cdef Py_ssize_t k = self.find(h, p, n)
-        return k if k >= 0 else self.add(h, p, n)
-
-    def id(self, str text):
-        """The id of ``text`` (new ones get the next id)."""
-        b = text.encode("utf-8", "surrogatepass")
-        return self.id_of_bytes(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
-
-    def get(self, str text):
-        """The id of ``text`` if it is known, else None (nothing added)."""
-        b = text.encode("utf-8", "surrogatepass")
-        cdef const char* p = PyBytes_AS_STRING(b)
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(b)
-        cdef Py_ssize_t k = self.find(_hash(<const unsigned char*>p, n), p, n)
-        return None if k < 0 else k
-
-    def __getitem__(self, Py_ssize_t k):
-        cdef Py_ssize_t n
-        if k < 0:
-            k += self._count
-        if not 0 <= k < self._count:
-            raise IndexError("text id out of range")
-        cdef const char* p = self._at(k, &n)
-        return p[:n].decode("utf-8", "surrogatepass")
-
-    def nbytes(self):
-        """Bytes held: the buffer, the offsets and the hash table."""
-        return self._cap + self._ecap * sizeof(int64_t) + (self._mask + 1) * sizeof(Slot)
 
 
 cdef class _Tables:
@@ -294,13 +94,6 @@ cdef void* _grow(void* p, size_t n) except NULL:
     return q
 
 
-cdef void* _grow_py(void* p, size_t n) except NULL:
-    cdef void* q = PyMem_Realloc(p, n)
-    if q == NULL:
-        raise MemoryError()
-    return q
-
-
 cdef int64_t _sat(object v) except? -1:
     """A line or column as int64 (one past it saturates: it is clamped in the column)."""
     try:
@@ -329,13 +122,17 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
     cdef list strings = targets.strings
     raws = occ.raws
     cdef Texts texts = raws if type(raws) is Texts else None
-    cdef Py_ssize_t n = 0, kept = 0, i, count, k, tid, rid, tagid, nt = 0, c
+    cdef Py_ssize_t n = 0, kept = 0, i, count, k, tid, rid, tagid, nt = 0, c, b0, b1, j
     cdef int64_t e[8]
     cdef const unsigned char* text
     cdef const unsigned char* up
     cdef const unsigned char* rp
+    cdef const char* ent_bytes
     cdef PyObject* v
     cdef uint64_t h
+    cdef uint64_t hu[BLOCK]  # a block's URL hashes (those looked up by their bytes)
+    cdef uint64_t hr[BLOCK]  # and raw value hashes
+    cdef bint direct[BLOCK]  # the URL is looked up by its bytes (no "%" nor "#")
     cdef int tk[TAG_CACHE]
     cdef int tj[TAG_CACHE]
     cdef Py_ssize_t tv[TAG_CACHE]
@@ -343,61 +140,84 @@ def take(occ, Py_ssize_t page, links, targets, target_of, bint check_frags):
     if _LinkRecord is not None and type(links) is _LinkRecord:
         text_b, ents, objs, tagstrs, astrs = links.compact()
         text = <const unsigned char*>PyBytes_AS_STRING(text_b)
+        ent_bytes = PyBytes_AS_STRING(ents)
         count = PyBytes_GET_SIZE(ents) // (8 * sizeof(int64_t))
         tb.room(count)
-        for i in range(count):
-            memcpy(e, PyBytes_AS_STRING(ents) + i * 8 * sizeof(int64_t), 8 * sizeof(int64_t))
-            n += 1
-            if e[1] < 0:  # a Link a slow path made
-                kept += _one(occ, tb, kept, <tuple>objs[e[0]], table, raws, target_of,
-                             check_frags)
-                continue
-            up = text + e[0]
-            rp = up + e[1]
-            url = raw = None
-            tid = -1
-            if (memchr(up, 0x25, e[1]) == NULL and memchr(up, 0x23, e[1]) == NULL
-                    and not (check_frags and memchr(rp, 0x23, e[2]) != NULL)):
-                h = _hash(up, e[1])
-                tid = tb.tids.find(h, up, e[1], strings)
-                if tid < 0:
-                    url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
-                    v = PyDict_GetItemWithError(table, url)
-                    if v != NULL:
-                        tid = <object>v
-                        tb.tids.put(h, tid, strings)
-            if tid < 0:
-                if url is None:
-                    url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
-                raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
-                tid = target_of(url, raw)
-                if tid < 0:
+        b0 = 0
+        while b0 < count:
+            b1 = min(b0 + BLOCK, count)
+            # The block's hashes first, each table's first slot fetched ahead: the tables
+            # are past the nearest caches, and so a block's probes wait on memory together
+            # rather than one after the other (the probes, in order, are as before).
+            for i in range(b0, b1):
+                memcpy(e, ent_bytes + i * 8 * sizeof(int64_t), 8 * sizeof(int64_t))
+                if e[1] < 0:
                     continue
-            if texts is not None:  # no object made for the raw value
-                rid = texts.id_of_bytes(<const char*>rp, e[2])
-            else:
-                if raw is None:
+                j = i - b0
+                up = text + e[0]
+                rp = up + e[1]
+                direct[j] = (memchr(up, 0x25, e[1]) == NULL and memchr(up, 0x23, e[1]) == NULL
+                             and not (check_frags and memchr(rp, 0x23, e[2]) != NULL))
+                if direct[j]:
+                    hu[j] = _hash(up, e[1])
+                    tb.tids.ahead(hu[j])
+                if texts is not None:
+                    hr[j] = _hash(rp, e[2])
+                    texts.ahead(hr[j])
+            for i in range(b0, b1):
+                memcpy(e, ent_bytes + i * 8 * sizeof(int64_t), 8 * sizeof(int64_t))
+                n += 1
+                if e[1] < 0:  # a Link a slow path made
+                    kept += _one(occ, tb, kept, <tuple>objs[e[0]], table, raws, target_of,
+                                 check_frags)
+                    continue
+                j = i - b0
+                up = text + e[0]
+                rp = up + e[1]
+                url = raw = None
+                tid = -1
+                if direct[j]:
+                    h = hu[j]
+                    tid = tb.tids.find(h, up, e[1], strings)
+                    if tid < 0:
+                        url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
+                        v = PyDict_GetItemWithError(table, url)
+                        if v != NULL:
+                            tid = <object>v
+                            tb.tids.put(h, tid, strings)
+                if tid < 0:
+                    if url is None:
+                        url = PyUnicode_DecodeASCII(<const char*>up, e[1], NULL)
                     raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
-                rid = raws.id(raw)
-            tagid = -1
-            for c in range(nt):
-                if tk[c] == e[3] and tj[c] == e[4]:
-                    tagid = tv[c]
-                    break
-            if tagid < 0:
-                tagid = _tag_id(occ, tagstrs[e[3]], astrs[e[4]])
-                if nt < TAG_CACHE:
-                    tk[nt] = <int>e[3]
-                    tj[nt] = <int>e[4]
-                    tv[nt] = tagid
-                    nt += 1
-            tb.tid[kept] = tid
-            tb.raw[kept] = rid
-            tb.tag[kept] = tagid
-            tb.line[kept] = e[6]
-            tb.col[kept] = e[7]
-            tb.nf[kept] = e[5] != 0
-            kept += 1
+                    tid = target_of(url, raw)
+                    if tid < 0:
+                        continue
+                if texts is not None:  # no object made for the raw value
+                    rid = texts.id_of_hashed(hr[j], <const char*>rp, e[2])
+                else:
+                    if raw is None:
+                        raw = PyUnicode_DecodeASCII(<const char*>rp, e[2], NULL)
+                    rid = raws.id(raw)
+                tagid = -1
+                for c in range(nt):
+                    if tk[c] == e[3] and tj[c] == e[4]:
+                        tagid = tv[c]
+                        break
+                if tagid < 0:
+                    tagid = _tag_id(occ, tagstrs[e[3]], astrs[e[4]])
+                    if nt < TAG_CACHE:
+                        tk[nt] = <int>e[3]
+                        tj[nt] = <int>e[4]
+                        tv[nt] = tagid
+                        nt += 1
+                tb.tid[kept] = tid
+                tb.raw[kept] = rid
+                tb.tag[kept] = tagid
+                tb.line[kept] = e[6]
+                tb.col[kept] = e[7]
+                tb.nf[kept] = e[5] != 0
+                kept += 1
+            b0 = b1
     else:
         for link in links:
             n += 1
@@ -446,7 +266,7 @@ cdef array.array _fit(occ, str name, const int64_t* src, Py_ssize_t n):
     cdef uint64_t top = 0
     for i in range(n):
         x = src[i]
-        if x < 0 or <uint64_t>x > 0xFFFFFFFF:
+        if x < 0 or x > U32_MAX:
             clamp = True
         elif <uint64_t>x > top:
             top = <uint64_t>x
@@ -464,8 +284,8 @@ cdef array.array _fit(occ, str name, const int64_t* src, Py_ssize_t n):
         x = src[i]
         if x < 0:
             x = 0
-        elif x > 0xFFFFFFFF:
-            x = 0xFFFFFFFF
+        elif x > U32_MAX:
+            x = U32_MAX
         if have == 0:
             col.data.as_uchars[at + i] = <unsigned char>x
         elif have == 1:
@@ -488,7 +308,7 @@ cdef int _push_wide(occ, str name, Py_ssize_t row, int64_t value) except -1:
 
 
 cdef inline int64_t _clamp(int64_t x) noexcept:
-    return 0 if x < 0 else (0xFFFFFFFF if x > 0xFFFFFFFF else x)
+    return 0 if x < 0 else (U32_MAX if x > U32_MAX else x)
 
 
 cdef int _positions(occ, const int64_t* lines, const int64_t* cols, Py_ssize_t n) except -1:

@@ -271,3 +271,15 @@ def intake_for(config: CrawlConfig, policy: UrlPolicy, cls: Any = None) -> Any:
         respect_nofollow=config.respect_nofollow,
         all_links=config.all_links,
     )
+
+
+def canonicalizer(config: CrawlConfig, policy: UrlPolicy) -> Callable[[str], str | None]:
+    """``policy.canonical_resolved`` of the crawl, compiled when the intake is (its C
+    canonicalisation, the same result: tests/test_intake.py; no regex and no Python callback
+    an escape, which a site of %-escaped links, rustdoc's playground, paid for in a check or
+    an audit). The intake made for it has the smallest recent table: it only canonicalises."""
+    if IntakeC is None:
+        return policy.canonical_resolved
+    intake = IntakeC(policy, sort_query=config.sort_query, drop_params=config.drop_params, slots=4)
+    canonical: Callable[[str], str | None] = intake.canonical
+    return canonical

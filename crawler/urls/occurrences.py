@@ -461,7 +461,12 @@ class Occurrences:
 _c = (
     None
     if TYPE_CHECKING
-    else compiled("crawler.urls._occur_c", "take", "Texts", what="the compiled occurrences")
+    else compiled("crawler.urls._occur_c", "take", what="the compiled occurrences")
+)
+_tables = (
+    None
+    if TYPE_CHECKING
+    else compiled("crawler.urls._tables_c", "Texts", what="the compiled occurrences' tables")
 )
 _read = (
     None
@@ -476,7 +481,7 @@ _read = (
     )
 )
 _take_c: Any = None if _c is None else _c[0]
-_texts_c: Any = None if _c is None else _c[1]
+_texts_c: Any = None if _c is None or _tables is None else _tables[0]
 _rows_of_c: Any = None if _read is None else _read[0]
 _walk_c: Any = None if _read is None else _read[1]
 _depths_c: Any = None if _read is None else _read[2]
