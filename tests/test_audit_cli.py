@@ -19,14 +19,12 @@ pytestmark = pytest.mark.timeout(120)
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-async def _run(*args: str) -> tuple[int, str, str]:
+async def _exec(*argv: str) -> tuple[int, str, str]:
+    """``python ARGV...`` with this tree on the path: (exit code, stdout, stderr)."""
     env = dict(os.environ, PYTHONPATH=str(_ROOT))
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "crawler",
-        "audit",
-        *args,
+        *argv,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=env,
@@ -34,6 +32,10 @@ async def _run(*args: str) -> tuple[int, str, str]:
     out, err = await proc.communicate()
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
+
+
+async def _run(*args: str) -> tuple[int, str, str]:
+    return await _exec("-m", "crawler", "audit", *args)
 
 
 async def test_json_report_and_exit_code(serve: Any, tmp_path: Path) -> None:
@@ -98,19 +100,7 @@ async def test_no_finding_exits_0(serve: Any) -> None:
 
 
 async def _python(code: str, *args: str) -> tuple[int, str, str]:
-    env = dict(os.environ, PYTHONPATH=str(_ROOT))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    return await _exec("-c", code, *args)
 
 
 async def test_the_command_ends_without_tearing_its_heap_down(serve: Any) -> None:
