@@ -10,7 +10,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
 import os
@@ -116,17 +116,35 @@ def hash_bytes(const unsigned char[:] data):
     return _hash(&data[0] if data.shape[0] else <const unsigned char*>b"", data.shape[0])
 
 
+cdef Slot* _empty_slots(Py_ssize_t n, bint python) except NULL:
+    """``n`` empty slots (id -1) of a table, from Python's allocator (``python``: seen by
+    tracemalloc, as a str's bytes would be) or from C's."""
+    cdef Slot* slots = <Slot*>(PyMem_Malloc(n * sizeof(Slot)) if python
+                               else malloc(n * sizeof(Slot)))
+    cdef Py_ssize_t i
+    if slots == NULL:
+        raise MemoryError()
+    for i in range(n):
+        slots[i].id = -1
+    return slots
+
+
+cdef inline void _place(Slot* slots, Py_ssize_t mask, uint64_t h, int32_t k) noexcept:
+    """Entry ``k``, of hash ``h``, in the first empty slot from ``h``'s (linear probing)."""
+    cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>mask)
+    while slots[i].id >= 0:
+        i = (i + 1) & mask
+    slots[i].check = <uint32_t>(h >> 32)
+    slots[i].id = k
+
+
 cdef class _Ids:
     """Bytes -> id of an interned ASCII string (``strings[id]``), exact."""
 
 
     def __cinit__(self):
-        self._slots = <Slot*>calloc(1024, sizeof(Slot))
-        if self._slots == NULL:
-            raise MemoryError()
+        self._slots = _empty_slots(1024, False)
         self._mask = 1023
-        for i in range(1024):
-            self._slots[i].id = -1
 
     def __dealloc__(self):
         free(self._slots)
@@ -155,32 +173,20 @@ cdef class _Ids:
     cdef int put(self, uint64_t h, Py_ssize_t k, list strings) except -1:
         """``strings[k]`` (ASCII), whose hash is ``h``, is known as ``k``. Grown at 3/4 full,
         each entry placed again by its string's hash (a slot keeps only its high half)."""
-        cdef uint64_t hh
-        cdef Py_ssize_t i, size = self._mask + 1, j
+        cdef Py_ssize_t size = self._mask + 1, j
         cdef Slot* old
         if 4 * (self._used + 1) > 3 * size:  # grown at 3/4 full: probes stay short
             old = self._slots
-            self._slots = <Slot*>calloc(2 * size, sizeof(Slot))
-            if self._slots == NULL:
-                self._slots = old
-                raise MemoryError()
+            self._slots = _empty_slots(2 * size, False)
             self._mask = 2 * size - 1
-            for i in range(2 * size):
-                self._slots[i].id = -1
             for j in range(size):
                 if old[j].id >= 0:
                     t = <object>PyList_GET_ITEM(strings, old[j].id)
-                    hh = _hash(<const unsigned char*>PyUnicode_DATA(t), PyUnicode_GET_LENGTH(t))
-                    i = <Py_ssize_t>(hh & <uint64_t>self._mask)
-                    while self._slots[i].id >= 0:
-                        i = (i + 1) & self._mask
-                    self._slots[i] = old[j]
+                    _place(self._slots, self._mask,
+                           _hash(<const unsigned char*>PyUnicode_DATA(t), PyUnicode_GET_LENGTH(t)),
+                           old[j].id)
             free(old)
-        i = <Py_ssize_t>(h & <uint64_t>self._mask)
-        while self._slots[i].id >= 0:
-            i = (i + 1) & self._mask
-        self._slots[i].check = <uint32_t>(h >> 32)
-        self._slots[i].id = <int32_t>k
+        _place(self._slots, self._mask, h, <int32_t>k)
         self._used += 1
         return 0
 
@@ -196,12 +202,8 @@ cdef class Texts:
 
     def __cinit__(self):
         # (PyMem: its blocks are Python's, seen by tracemalloc as a str's would be)
-        self._slots = <Slot*>PyMem_Malloc(1024 * sizeof(Slot))
-        if self._slots == NULL:
-            raise MemoryError()
+        self._slots = _empty_slots(1024, True)
         self._mask = 1023
-        for i in range(1024):
-            self._slots[i].id = -1
 
     def __dealloc__(self):
         PyMem_Free(self._data)
@@ -233,7 +235,7 @@ cdef class Texts:
 
     cdef Py_ssize_t add(self, uint64_t h, const char* p, Py_ssize_t n) except -1:
         """The ``n`` bytes at ``p`` (hash ``h``, not found) as the next id."""
-        cdef Py_ssize_t k = self._count, need, i, j, size = self._mask + 1, m
+        cdef Py_ssize_t k = self._count, need, j, size = self._mask + 1, m
         cdef Slot* old
         if k >= 0x7FFFFFFF:
             raise OverflowError("more than 2**31 distinct texts")
@@ -247,30 +249,18 @@ cdef class Texts:
             self._ecap = need
         if 4 * (k + 1) > 3 * size:  # grown at 3/4 full: probes stay short
             old = self._slots
-            self._slots = <Slot*>PyMem_Malloc(2 * size * sizeof(Slot))
-            if self._slots == NULL:
-                self._slots = old
-                raise MemoryError()
+            self._slots = _empty_slots(2 * size, True)
             self._mask = 2 * size - 1
-            for i in range(2 * size):
-                self._slots[i].id = -1
             for j in range(size):
                 if old[j].id >= 0:
                     q = self._at(old[j].id, &m)
-                    i = <Py_ssize_t>(_hash(<const unsigned char*>q, m) & <uint64_t>self._mask)
-                    while self._slots[i].id >= 0:
-                        i = (i + 1) & self._mask
-                    self._slots[i] = old[j]
+                    _place(self._slots, self._mask, _hash(<const unsigned char*>q, m), old[j].id)
             PyMem_Free(old)
         memcpy(self._data + self._size, p, n)
         self._size += n
         self._ends[k] = self._size
         self._count = k + 1
-        i = <Py_ssize_t>(h & <uint64_t>self._mask)
-        while self._slots[i].id >= 0:
-            i = (i + 1) & self._mask
-        self._slots[i].check = <uint32_t>(h >> 32)
-        self._slots[i].id = <int32_t>k
+        _place(self._slots, self._mask, h, <int32_t>k)
         return k
 
     cdef void ahead(self, uint64_t h) noexcept:
