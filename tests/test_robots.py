@@ -433,6 +433,18 @@ class Ticker:
 
 async def test_huge_rule_file_does_not_stall_the_event_loop(serve) -> None:  # type: ignore[no-untyped-def]
     """Parsing and checking a huge rule file happen off the event loop."""
+    # The collector off while the loop's gaps are measured: a full collection of the test
+    # session's heap (in whichever thread allocates, the parse's own included) holds the
+    # GIL for a stretch that is not the parse's (0.63 s of a 0.73 s parse, once in CI)
+    gc.collect()
+    gc.disable()
+    try:
+        await _huge_rule_file_off_the_loop(serve)
+    finally:
+        gc.enable()
+
+
+async def _huge_rule_file_off_the_loop(serve) -> None:  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
     RobotsRules.parse(HUGE_RULES, UA)
     parse_time = time.perf_counter() - t0
